@@ -1,0 +1,40 @@
+"""Command line: ``python -m app serve [--host H] [--port P]`` and ``python -m app trace FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app", description="Autograd Explorer")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="start the web server")
+    serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
+    trace = commands.add_parser("trace", help="print a snippet's trace as JSON")
+    trace.add_argument("file", help="a Python file, or - for standard input")
+    args = parser.parse_args(argv)
+
+    if args.command == "serve":
+        import uvicorn
+
+        from app.config import get_settings
+        from app.web.main import create_app
+
+        settings = get_settings()
+        uvicorn.run(create_app(settings), host=args.host or settings.host, port=args.port or settings.port)
+        return 0
+
+    from app.engine import EngineLimits, trace_snippet
+
+    source = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    result = trace_snippet(source, EngineLimits())
+    json.dump(result, sys.stdout, allow_nan=False)
+    sys.stdout.write("\n")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

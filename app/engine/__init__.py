@@ -1,0 +1,5 @@
+"""The trace engine: the only package (with the worker) that imports torch."""
+
+from app.engine.run import EngineLimits, trace_snippet
+
+__all__ = ["EngineLimits", "trace_snippet"]

@@ -1,0 +1,141 @@
+"""Run a snippet under ``sys.settrace`` and take a snapshot after every executed line.
+
+Like Python Tutor, each loop iteration and each line inside a function the snippet defines is its
+own step. A ``line`` event announces the line *about to run*, so the snapshot for the line before it
+is taken then; a ``return`` event closes the last line of a frame.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+SNIPPET_FILENAME = "<snippet>"
+
+
+class StepLimitReached(BaseException):
+    """Raised into the snippet when the step budget is spent (BaseException: `except Exception` won't eat it)."""
+
+
+class OutputLimitReached(BaseException):
+    """Raised into the snippet when it printed more than the cap."""
+
+
+class CappedOutput:
+    """A write-only text stream with a byte cap, standing in for sys.stdout and sys.stderr."""
+
+    def __init__(self, cap: int) -> None:
+        self._parts: list[str] = []
+        self._size = 0
+        self._cap = cap
+        self._text_cache: str | None = ""
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        room = self._cap - self._size
+        if len(text) > room:
+            self._parts.append(text[: max(room, 0)])
+            self._size = self._cap
+            self._text_cache = None
+            raise OutputLimitReached
+        self._parts.append(text)
+        self._size += len(text)
+        self._text_cache = None
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def text(self) -> str:
+        if self._text_cache is None:
+            self._text_cache = "".join(self._parts)
+            self._parts = [self._text_cache]
+        return self._text_cache
+
+
+# Frames the user thinks of as part of one line: comprehensions, generator expressions, lambdas.
+INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+
+
+class LineTracer:
+    """Calls ``on_step(line, frame)`` after every executed snippet line, at most ``max_steps`` times."""
+
+    def __init__(self, on_step: Callable[[int, FrameType], None], max_steps: int) -> None:
+        self._on_step = on_step
+        self._max_steps = max_steps
+        self.steps = 0
+        self.truncated = False
+        # Per active snippet frame: [line being executed, whether an exception is propagating].
+        self._stack: list[list[Any]] = []
+
+    def _emit(self, line: int, frame: FrameType) -> None:
+        if self.steps >= self._max_steps:
+            self.truncated = True
+            raise StepLimitReached
+        self.steps += 1
+        self._on_step(line, frame)
+
+    def global_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code.co_filename != SNIPPET_FILENAME or code.co_name in INLINE_FRAMES:
+            return None
+        self._stack.append([None, False])
+        return self._local_trace
+
+    def _local_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if self.truncated:
+            raise StepLimitReached
+        top = self._stack[-1]
+        if event == "line":
+            if top[0] is not None:
+                self._emit(top[0], frame)
+            top[0] = frame.f_lineno
+            top[1] = False
+        elif event == "exception":
+            top[1] = True
+        elif event == "return":
+            self._stack.pop()
+            # A return during exception propagation means the line did not complete.
+            if top[0] is not None and not top[1]:
+                self._emit(top[0], frame)
+        return self._local_trace
+
+    def run(self, code: Any, namespace: dict[str, Any]) -> None:
+        previous = sys.gettrace()
+        sys.settrace(self.global_trace)
+        try:
+            exec(code, namespace)  # noqa: S102 - running the snippet is the point
+        finally:
+            sys.settrace(previous)
+
+
+def snippet_scopes(frame: FrameType | None, module_namespace: dict[str, Any]) -> list[tuple[str, dict]]:
+    """The module namespace first, then ``f:``-prefixed locals of each active snippet function."""
+    functions: list[tuple[str, dict]] = []
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == SNIPPET_FILENAME and code.co_name != "<module>":
+            if code.co_name not in INLINE_FRAMES:
+                functions.append((f"{code.co_name}:", frame.f_locals))
+        frame = frame.f_back
+    return [("", module_namespace), *reversed(functions)]
+
+
+def error_line(error: BaseException) -> int | None:
+    """The snippet line that raised: the deepest traceback entry inside the snippet."""
+    if isinstance(error, SyntaxError) and error.filename == SNIPPET_FILENAME:
+        return error.lineno
+    line = None
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == SNIPPET_FILENAME:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

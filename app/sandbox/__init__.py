@@ -1,0 +1,1 @@
+"""Running snippets away from the server process."""

@@ -1,0 +1,68 @@
+"""Run one snippet in a child process and turn whatever happens into a ``RunResult``.
+
+This is the plain one-process-per-run runner. It never executes user code in the server process,
+and it treats the child's output as hostile: one bounded frame, validated against the schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from app.config import Settings
+from app.sandbox.frames import FrameError, decode_frame
+from app.schema import RunError, RunResult
+
+
+class Runner(Protocol):
+    async def run(self, code: str) -> RunResult: ...
+
+
+def failed(kind: str, message: str, error_type: str = "SandboxError") -> RunResult:
+    return RunResult(ok=False, steps=[], error=RunError(kind=kind, type=error_type, message=message))  # type: ignore[arg-type]
+
+
+def parse_result(data: bytes, max_bytes: int) -> RunResult:
+    try:
+        body = decode_frame(data, max_bytes)
+        return RunResult.model_validate_json(body)
+    except FrameError as error:
+        return failed("internal", f"The worker's answer was unusable: {error}.")
+    except (ValidationError, ValueError, RecursionError):
+        return failed("internal", "The worker's answer did not match the trace schema.")
+
+
+class SubprocessRunner:
+    """A fresh ``python -m app.sandbox.worker`` per run (slow: it imports torch every time)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    async def run(self, code: str) -> RunResult:
+        settings = self.settings
+        job = json.dumps(
+            {"code": code, "max_steps": settings.max_steps, "max_stdout": settings.max_stdout_bytes}
+        ).encode()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.sandbox.worker",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1",
+                 "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))},
+        )
+        try:
+            # Generous: this runner pays for `import torch` (about 2 s) on every run.
+            stdout, _ = await asyncio.wait_for(process.communicate(job), settings.wall_seconds + 10)
+        except TimeoutError:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+            return failed("timeout", f"The snippet ran longer than {settings.wall_seconds:g} s and was stopped.")
+        if process.returncode != 0 and not stdout:
+            return failed("internal", f"The worker crashed (exit status {process.returncode}).")
+        return parse_result(stdout, settings.max_result_bytes)

@@ -1,0 +1,123 @@
+"""The one wire schema: what the worker reports and what every renderer reads.
+
+The trace engine (``app.engine``) produces plain dicts of exactly this shape; the server validates
+them with these models before anything else touches them (the worker's output is hostile data).
+Nothing here imports torch.
+
+Field meanings (the public contract of ``POST /api/run``):
+
+* Ids are short strings, stable across the steps of one run: ``t<n>`` tensors, ``s<n>`` storages,
+  ``n<n>`` graph nodes. The same live object keeps its id in every step; two tensors share a storage
+  id exactly when torch says they share storage.
+* ``Step.line`` is the 1-based snippet line whose execution the snapshot follows.
+* ``Step.stdout`` is everything printed so far (cumulative, capped).
+* ``Step.variables`` maps a name the user can reach (``x``, ``losses[0]``, ``d['k']``,
+  ``model.0.weight``, ``f:x`` for a local of function ``f``) to a tensor id.
+* ``TensorFact.storage_offset`` and ``stride`` count elements, not bytes.
+* ``TensorFact.values`` is the tensor as nested lists when it has at most 64 elements, else null.
+  Non-finite floats are the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` so they survive JSON.
+* ``TensorFact.version`` is the version counter, null where torch keeps none (inference tensors).
+* ``NodeFact.next`` lists ``next_functions`` in order (null where torch has None);
+  ``saved`` maps a saved name (without ``_saved_``) to a tensor id, or to null when backward freed it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
+
+MAX_ID = 16
+MAX_NAME = 200
+MAX_TEXT = 4096
+
+Scalar = float | int | bool | str | None
+# Values nest as deep as the tensor has dimensions; pydantic cannot bound recursion depth for us,
+# so the worker only sends values for tensors of at most 64 elements.
+NestedValues = TypeAliasType("NestedValues", "Scalar | list[NestedValues]")  # type: ignore[misc]
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+ErrorKind = Literal["rejected", "runtime", "timeout", "memory", "output", "internal"]
+
+
+class RunError(_Fact):
+    kind: ErrorKind
+    type: str = Field(max_length=MAX_NAME)
+    message: str = Field(max_length=MAX_TEXT)
+    line: int | None = None
+
+
+class Summary(_Fact):
+    """A few numbers for tensors too large to send whole."""
+
+    numel: int
+    min: Scalar = None
+    max: Scalar = None
+    mean: Scalar = None
+
+
+class TensorFact(_Fact):
+    shape: list[int] = Field(max_length=64)
+    dtype: str = Field(max_length=32)
+    stride: list[int] = Field(max_length=64)
+    storage_offset: int
+    storage: str | None = Field(max_length=MAX_ID)
+    requires_grad: bool
+    is_leaf: bool
+    grad_fn: str | None = Field(max_length=MAX_ID)
+    grad: str | None = Field(max_length=MAX_ID)
+    base: str | None = Field(max_length=MAX_ID)
+    version: int | None
+    values: NestedValues = None
+    summary: Summary | None = None
+    is_view: bool = False
+    retains_grad: bool = False
+    is_inference: bool = False
+    device: str = Field(default="cpu", max_length=32)
+
+
+class StorageFact(_Fact):
+    nbytes: int
+    element_size: int = 1
+    dtype: str = Field(default="uint8", max_length=32)
+    # Element values of small storages (≤ 64 elements), in storage order: what the memory view draws.
+    values: list[Scalar] | None = Field(default=None, max_length=64)
+
+
+class NodeFact(_Fact):
+    name: str = Field(max_length=MAX_NAME)
+    next: list[str | None] = Field(max_length=256)
+    variable: str | None = Field(default=None, max_length=MAX_ID)
+    saved: dict[str, str | None] = Field(default_factory=dict)
+    # Saved tensors that can no longer be unpacked: freed by backward, or modified in place since
+    # they were saved (torch's own message, which predicts the backward failure).
+    saved_errors: dict[str, str] = Field(default_factory=dict)
+
+
+class Step(_Fact):
+    line: int
+    stdout: str = ""
+    variables: dict[str, str]
+    tensors: dict[str, TensorFact]
+    storages: dict[str, StorageFact]
+    nodes: dict[str, NodeFact]
+
+
+class RunResult(_Fact):
+    ok: bool
+    truncated: bool = False
+    error: RunError | None = None
+    steps: list[Step]
+
+
+class RunRequest(BaseModel):
+    """Body of ``POST /api/run``. Size bounds are enforced by the server from its settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str

@@ -1,0 +1,1 @@
+"""The web layer: FastAPI routes and pages. It never imports torch."""
