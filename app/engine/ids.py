@@ -36,7 +36,7 @@ class ObjectIds:
         new_id = self._new()
         # The callback forgets the address once the object dies, so a later object at the same
         # address gets a fresh id instead of inheriting this one.
-        self._by_address[address] = (weakref.ref(obj, lambda _ref, a=address: self._forget(a, _ref)), new_id)
+        self._remember(obj, new_id)
         return new_id
 
     def _forget(self, address: int, ref: weakref.ref[Any]) -> None:
@@ -52,8 +52,11 @@ class ObjectIds:
 
     def alias(self, obj: Any, existing_id: str) -> None:
         """Make a fresh object answer to an id handed out earlier (see ``keyed``)."""
+        self._remember(obj, existing_id)
+
+    def _remember(self, obj: Any, object_id: str) -> None:
         address = id(obj)
-        self._by_address[address] = (weakref.ref(obj, lambda _ref, a=address: self._forget(a, _ref)), existing_id)
+        self._by_address[address] = (weakref.ref(obj, lambda ref: self._forget(address, ref)), object_id)
 
     def keyed(self, key: Hashable) -> str:
         """An id for something torch re-creates on every access (a saved output tensor)."""

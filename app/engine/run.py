@@ -6,6 +6,8 @@ It knows nothing about the web layer or the sandbox; those call ``trace_snippet`
 from __future__ import annotations
 
 import builtins
+import contextlib
+import gc
 import math
 import random
 import sys
@@ -21,6 +23,8 @@ from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
     SNIPPET_FILENAME,
     CappedOutput,
+    DiscardedOutput,
+    EngineFailure,
     LineTracer,
     OutputLimitReached,
     StepLimitReached,
@@ -29,6 +33,7 @@ from app.engine.tracer import (
 )
 
 SEED = 0
+DISCARD = DiscardedOutput()
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,8 @@ def trace_snippet(
     try:
         code = compile(source, SNIPPET_FILENAME, "exec")
     except SyntaxError as error:
-        return {"ok": False, "truncated": False, "steps": [], "error": _error("rejected", error, error.lineno,
-                                                                              f"{error.msg}")}
+        return {"ok": False, "truncated": False, "steps": [],
+                "error": _error("rejected", error, error.lineno, f"{error.msg}")}
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
         return {"ok": False, "truncated": False, "steps": [], "error": _error("rejected", error, None)}
 
@@ -75,25 +80,47 @@ def trace_snippet(
     torch.manual_seed(SEED)
     random.seed(SEED)
 
-    namespace = prelude(builtins_namespace)
     output = CappedOutput(limits.max_stdout)
     taker = SnapshotTaker()
     steps: list[dict[str, Any]] = []
+    scope: dict[str, Any] = {"namespace": prelude(builtins_namespace)}
 
     def on_step(line: int, frame: FrameType) -> None:
-        steps.append(taker.take(line, output.text, snippet_scopes(frame, namespace)))
+        # Reading a frame's locals first lets go of what the frame no longer holds (``del t`` in a
+        # function): a __del__ that runs now prints into the snippet's output, as it would unobserved.
+        scopes = snippet_scopes(frame, scope["namespace"])
+        stdout = output.text
+        streams = sys.stdout, sys.stderr
+        # Reading facts can run snippet code the plain run would not run then (a module's overridden
+        # methods, a saved-tensor hook): whatever it prints is not the snippet's output.
+        sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
+        try:
+            steps.append(taker.take(line, stdout, scopes))
+        except (RecursionError, MemoryError):
+            raise  # the snippet's own doing (it recursed deep, or filled memory): report it as such
+        except Exception as exc:
+            raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            sys.stdout, sys.stderr = streams
 
     tracer = LineTracer(on_step, limits.max_steps)
     error: dict[str, Any] | None = None
     saved_streams = sys.stdout, sys.stderr
+    # Objects that exist before the run (torch's own, hundreds of thousands) are not garbage; freezing
+    # them keeps full collections from re-scanning them while the snippet runs (about a third of the
+    # time of a 500-step loop). The snippet's objects are collected as usual.
+    already_frozen = gc.get_freeze_count() > 0
+    gc.freeze()
     sys.stdout = sys.stderr = output  # type: ignore[assignment]
     try:
-        tracer.run(code, namespace)
+        tracer.run(code, scope["namespace"])
     except StepLimitReached:
         pass
+    except EngineFailure as exc:
+        error = _error("internal", exc, error_line(exc), f"The tracer failed: {exc}")
     except OutputLimitReached as exc:
-        error = _error("output", exc, error_line(exc),
-                       f"The snippet printed more than {limits.max_stdout // 1024} KiB; output was cut there.")
+        message = f"The snippet printed more than {limits.max_stdout // 1024} KiB; output was cut there."
+        error = _error("output", exc, error_line(exc), message)
     except RecursionError as exc:
         error = _error("runtime", exc, error_line(exc))
     except MemoryError as exc:
@@ -101,6 +128,18 @@ def trace_snippet(
     except BaseException as exc:  # the snippet's own error is data, not a crash
         error = _error("runtime", exc, error_line(exc))
     finally:
+        # Free the snippet's objects while its output is still captured: a __del__ that prints must
+        # not write into the real stdout (the worker's result channel).
+        _release(scope)
         sys.stdout, sys.stderr = saved_streams
-    del namespace
+        if not already_frozen:
+            gc.unfreeze()
     return {"ok": error is None, "truncated": tracer.truncated, "error": error, "steps": steps}
+
+
+def _release(scope: dict[str, Any]) -> None:
+    namespace = scope.pop("namespace")
+    # Clearing also breaks the cycle through functions' __globals__. A snippet's __del__ may raise
+    # anything here; the run is over, so it is ignored.
+    with contextlib.suppress(BaseException):
+        namespace.clear()

@@ -16,7 +16,14 @@ SNIPPET_FILENAME = "<snippet>"
 
 
 class StepLimitReached(BaseException):
-    """Raised into the snippet when the step budget is spent (BaseException: `except Exception` won't eat it)."""
+    """Raised into the snippet when the step budget is spent.
+
+    A BaseException, so that the snippet's own ``except Exception`` does not swallow it.
+    """
+
+
+class EngineFailure(BaseException):
+    """The tracer itself failed while taking a snapshot: an internal error, not the snippet's."""
 
 
 class OutputLimitReached(BaseException):
@@ -58,6 +65,19 @@ class CappedOutput:
             self._text_cache = "".join(self._parts)
             self._parts = [self._text_cache]
         return self._text_cache
+
+
+class DiscardedOutput:
+    """A text stream that drops what it is given."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
 
 
 # Frames the user thinks of as part of one line: comprehensions, generator expressions, lambdas.
@@ -121,9 +141,12 @@ def snippet_scopes(frame: FrameType | None, module_namespace: dict[str, Any]) ->
     functions: list[tuple[str, dict]] = []
     while frame is not None:
         code = frame.f_code
-        if code.co_filename == SNIPPET_FILENAME and code.co_name != "<module>":
-            if code.co_name not in INLINE_FRAMES:
-                functions.append((f"{code.co_name}:", frame.f_locals))
+        if (
+            code.co_filename == SNIPPET_FILENAME
+            and code.co_name != "<module>"
+            and code.co_name not in INLINE_FRAMES
+        ):
+            functions.append((f"{code.co_name}:", frame.f_locals))
         frame = frame.f_back
     return [("", module_namespace), *reversed(functions)]
 

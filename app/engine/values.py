@@ -1,14 +1,26 @@
-"""Tensor values as JSON-safe Python data."""
+"""Tensor values as JSON-safe Python data.
+
+Speed and size matter here: every snapshot converts every small tensor and storage, so a 500-step
+training loop converts several hundred thousand numbers. float32 values (the common case) are
+written with the fewest digits that read back as the same float32 (``0.1``, not
+``0.10000000149011612``): about half the JSON, and what a learner expects to see. The conversion
+is memoised per run, since the same numbers recur from step to step.
+"""
 
 from __future__ import annotations
 
 import math
+import struct
+from itertools import chain
 from typing import Any
 
 import torch
 
 MAX_VALUES = 64
 MAX_SUMMARY_NUMEL = 4_000_000
+MAX_MEMO = 100_000
+
+_FLOAT32 = struct.Struct("<f")
 
 
 def json_scalar(value: Any) -> Any:
@@ -24,52 +36,126 @@ def json_scalar(value: Any) -> Any:
     return str(value)
 
 
-def json_nested(value: Any) -> Any:
-    if isinstance(value, list):
-        return [json_nested(v) for v in value]
-    return json_scalar(value)
-
-
-def tensor_values(tensor: torch.Tensor) -> Any:
-    """Nested lists for small dense tensors, else None."""
-    if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided or tensor.device.type == "meta":
-        return None
+def _same_float32(candidate: float, value: float) -> bool:
     try:
-        return json_nested(tensor.detach().tolist())
-    except (RuntimeError, TypeError, ValueError):
-        return None
+        return _FLOAT32.unpack(_FLOAT32.pack(candidate))[0] == value
+    except OverflowError:  # rounded past float32's largest value
+        return False
 
 
-def storage_values(tensor: torch.Tensor, nbytes: int) -> list[Any] | None:
-    """Every element of the tensor's storage, read with the tensor's dtype, in storage order."""
-    size = tensor.element_size()
-    count = nbytes // size if size else 0
-    if count > MAX_VALUES or tensor.layout != torch.strided or tensor.device.type == "meta":
-        return None
-    try:
-        flat = torch.as_strided(tensor.detach(), (count,), (1,), 0)
-        return [json_scalar(v) for v in flat.tolist()]
-    except (RuntimeError, TypeError, ValueError):
-        return None
+def shortest_float32(value: float) -> float:
+    """The shortest decimal that reads back as the same float32 (``value`` must be one, and finite)."""
+    # Most float32 values need 8 or 9 digits; start there so a typical value costs two tries.
+    eight = float(f"{value:.8g}")
+    if not _same_float32(eight, value):
+        return float(f"{value:.9g}")  # 9 significant digits always round-trip a float32
+    best = eight
+    for digits in (7, 6, 5, 4, 3, 2, 1):
+        candidate = float(f"{value:.{digits}g}")
+        if not _same_float32(candidate, value):
+            break
+        best = candidate
+    return best
 
 
-def tensor_summary(tensor: torch.Tensor) -> dict[str, Any] | None:
-    numel = tensor.numel()
-    if numel <= MAX_VALUES:
-        return None
-    summary: dict[str, Any] = {"numel": numel}
-    if numel > MAX_SUMMARY_NUMEL or tensor.layout != torch.strided or tensor.device.type == "meta":
+class ValueWriter:
+    """Converts tensor contents to JSON-safe lists. One per run: it memoises float32 formatting."""
+
+    def __init__(self) -> None:
+        self._memo: dict[float, Any] = {}
+
+    def flat(self, values: list[Any], dtype: torch.dtype) -> list[Any]:
+        """Convert a flat list of Python scalars read from a tensor of ``dtype``."""
+        if dtype == torch.float32:
+            get = self._memo.get
+            out = [get(v) for v in values]
+            if None in out:
+                out = [self._float32(v) if o is None else o for o, v in zip(out, values, strict=True)]
+            return out
+        if dtype.is_floating_point:
+            total = sum(values)
+            # A finite sum means every value is finite: no conversion needed (the common case).
+            return values if total - total == 0 else [json_scalar(v) for v in values]
+        if dtype.is_complex:
+            return [str(v) for v in values]
+        return values  # ints and bools are JSON already
+
+    def _float32(self, value: float) -> Any:
+        if value != value or value in (math.inf, -math.inf) or value == 0.0:
+            # Not memoised: NaN never equals itself, and 0.0 == -0.0 would lose the sign.
+            return json_scalar(value)
+        if len(self._memo) >= MAX_MEMO:
+            self._memo.clear()
+        short = self._memo[value] = shortest_float32(value)
+        return short
+
+    def scalar(self, value: Any, dtype: torch.dtype) -> Any:
+        return self.flat([value], dtype)[0]
+
+    def tensor_values(self, tensor: torch.Tensor) -> Any:
+        """Nested lists for small dense tensors, else None."""
+        if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided or tensor.device.type == "meta":
+            return None
+        try:
+            raw = tensor.detach().tolist()
+        except (RuntimeError, TypeError, ValueError):
+            return None
+        dims = tensor.dim()
+        if dims == 0:
+            return self.scalar(raw, tensor.dtype)
+        if tensor.numel() == 0:
+            return raw  # nested empty lists: nothing to convert
+        flat = raw
+        for _ in range(dims - 1):
+            flat = list(chain.from_iterable(flat))
+        return nest(self.flat(flat, tensor.dtype), list(tensor.shape))
+
+    def storage_values(self, tensor: torch.Tensor, nbytes: int) -> list[Any] | None:
+        """Every element of the tensor's storage, read with the tensor's dtype, in storage order."""
+        size = tensor.element_size()
+        count = nbytes // size if size else 0
+        if count > MAX_VALUES or tensor.layout != torch.strided or tensor.device.type == "meta":
+            return None
+        try:
+            raw = torch.as_strided(tensor.detach(), (count,), (1,), 0)
+            # Conjugate and negative views read through a lazy flip; the memory itself holds the
+            # unflipped numbers.
+            if raw.is_conj():
+                raw = raw.conj()
+            if raw.is_neg():
+                raw = raw._neg_view()
+            flat = raw.tolist()
+        except (RuntimeError, TypeError, ValueError):
+            return None
+        return self.flat(flat, tensor.dtype)
+
+    def summary(self, tensor: torch.Tensor) -> dict[str, Any] | None:
+        """min, max and mean of a tensor too large to send whole."""
+        numel = tensor.numel()
+        if numel <= MAX_VALUES:
+            return None
+        summary: dict[str, Any] = {"numel": numel}
+        if numel > MAX_SUMMARY_NUMEL or tensor.layout != torch.strided or tensor.device.type == "meta":
+            return summary
+        try:
+            with torch.no_grad():
+                data = tensor.detach()
+                if data.is_floating_point():
+                    summary["min"] = self.scalar(data.min().item(), data.dtype)
+                    summary["max"] = self.scalar(data.max().item(), data.dtype)
+                    summary["mean"] = self.scalar(data.mean().item(), data.dtype)
+                elif data.dtype != torch.bool and not data.is_complex():
+                    summary["min"] = data.min().item()
+                    summary["max"] = data.max().item()
+        except (RuntimeError, TypeError, ValueError):
+            pass
         return summary
-    try:
-        with torch.no_grad():
-            data = tensor.detach()
-            if data.is_floating_point():
-                summary["min"] = json_scalar(data.min().item())
-                summary["max"] = json_scalar(data.max().item())
-                summary["mean"] = json_scalar(data.mean().item())
-            elif data.dtype != torch.bool and not data.is_complex():
-                summary["min"] = json_scalar(data.min().item())
-                summary["max"] = json_scalar(data.max().item())
-    except (RuntimeError, TypeError, ValueError):
-        pass
-    return summary
+
+
+def nest(flat: list[Any], shape: list[int]) -> Any:
+    """Rebuild nested lists of ``shape`` (no zero sizes) from a flat row-major list; 0-d: the scalar."""
+    if not shape:
+        return flat[0]
+    for size in reversed(shape[1:]):
+        flat = [flat[i : i + size] for i in range(0, len(flat), size)]
+    return flat

@@ -1,0 +1,270 @@
+"""Torch as the oracle: run a snippet plainly and under the engine, and compare what each says.
+
+``run_plain`` executes the snippet the way a learner would (same names bound, same seed), and the
+``assert_*`` helpers check the engine's JSON against the live torch objects of that plain run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+import re
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+from app.engine import EngineLimits, trace_snippet
+from app.schema import RunResult
+
+PLAIN_FILENAME = "<plain>"
+SEED = 0  # the engine seeds torch and random with 0 before every run
+
+
+@dataclass
+class Plain:
+    namespace: dict[str, Any]
+    stdout: str
+    error: BaseException | None
+    error_line: int | None
+
+
+def run_plain(source: str) -> Plain:
+    """Execute ``source`` without the engine: the behaviour the trace must reproduce."""
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    namespace: dict[str, Any] = {"__name__": "__main__", "torch": torch, "nn": nn, "F": F, "math": math}
+    buffer = io.StringIO()
+    error: BaseException | None = None
+    line = None
+    with redirect_stdout(buffer), redirect_stderr(buffer):
+        try:
+            exec(compile(source, PLAIN_FILENAME, "exec"), namespace)  # noqa: S102
+        except Exception as exc:  # the snippet's error is part of its behaviour
+            error = exc
+            tb = exc.__traceback__
+            while tb is not None:
+                if tb.tb_frame.f_code.co_filename == PLAIN_FILENAME:
+                    line = tb.tb_lineno
+                tb = tb.tb_next
+    return Plain(namespace, buffer.getvalue(), error, line)
+
+
+def trace(source: str, **limits: Any) -> dict[str, Any]:
+    """The engine's result, checked against the contract on the way: strict JSON, schema, references."""
+    result = trace_snippet(source, EngineLimits(**limits))
+    json.dumps(result, allow_nan=False)  # NaN and infinities must already be strings
+    RunResult.model_validate(result)
+    for step in result["steps"]:
+        assert_references_resolve(step)
+    return result
+
+
+def assert_references_resolve(step: dict[str, Any]) -> None:
+    """Every id a step mentions is described in that same step."""
+    tensors, nodes, storages = step["tensors"], step["nodes"], step["storages"]
+    for label, tid in step["variables"].items():
+        assert tid in tensors, (label, tid)
+    for tid, fact in tensors.items():
+        assert fact["storage"] is None or fact["storage"] in storages, tid
+        for key in ("grad", "base"):
+            assert fact[key] is None or fact[key] in tensors, (tid, key)
+        assert fact["grad_fn"] is None or fact["grad_fn"] in nodes, tid
+    for nid, node in nodes.items():
+        assert all(n is None or n in nodes for n in node["next"]), nid
+        assert node["variable"] is None or node["variable"] in tensors, nid
+        assert all(t is None or t in tensors for t in node["saved"].values()), nid
+
+
+# --- reading the engine's values back -------------------------------------------------------------
+
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def decode(values: Any) -> Any:
+    if isinstance(values, list):
+        return [decode(v) for v in values]
+    return _NON_FINITE.get(values, values) if isinstance(values, str) else values
+
+
+def assert_values(values: Any, expected: torch.Tensor) -> None:
+    """The JSON values read back as exactly the tensor (float32 bit-for-bit, NaN equal to NaN)."""
+    if expected.numel() > 64:
+        assert values is None
+        return
+    if expected.numel() == 0:
+        assert values == expected.tolist()  # nested empty lists, shaped like the tensor
+        return
+    actual = torch.tensor(decode(values), dtype=expected.dtype)
+    torch.testing.assert_close(actual, expected.detach(), rtol=0, atol=0, equal_nan=True)
+
+
+# --- labels ---------------------------------------------------------------------------------------
+
+_LABEL = re.compile(r"^([A-Za-z_]\w*)(.*)$")
+
+
+def resolve(namespace: dict[str, Any], label: str) -> torch.Tensor:
+    """The object a ``variables`` label names in the plain run (``x``, ``losses[0]``, ``model.0.weight``)."""
+    match = _LABEL.match(label)
+    assert match, label
+    head, rest = match.groups()
+    obj = namespace[head]
+    if isinstance(obj, nn.Module):
+        named = dict(obj.named_parameters()) | dict(obj.named_buffers())
+        path = rest.removeprefix(".")
+        if path in named:
+            return named[path]
+        for part in path.split("."):  # a plain attribute of the module or of a submodule
+            obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+        return obj
+    return eval(label, {}, namespace)  # noqa: S307 - labels are test snippets' own expressions
+
+
+# --- comparing facts with live tensors -------------------------------------------------------------
+
+
+def node_name(node: Any) -> str:
+    return type(node).__name__
+
+
+def assert_tensor(step: dict[str, Any], tid: str, t: torch.Tensor, *, deep: bool = True) -> None:
+    """One tensor fact says what torch says about ``t``."""
+    fact = step["tensors"][tid]
+    where = f"{tid} at line {step['line']}"
+    assert fact["shape"] == list(t.shape), where
+    assert fact["stride"] == list(t.stride()), where
+    assert fact["storage_offset"] == t.storage_offset(), where
+    assert fact["dtype"] == str(t.dtype).removeprefix("torch."), where
+    assert fact["requires_grad"] == t.requires_grad, where
+    assert fact["is_leaf"] == t.is_leaf, where
+    assert fact["is_view"] == t._is_view(), where
+    assert fact["is_inference"] == t.is_inference(), where
+    assert fact["version"] == (None if t.is_inference() else t._version), where
+    assert_values(fact["values"], t)
+    if not deep:
+        return
+    assert fact["retains_grad"] == t.retains_grad, where
+    if t.grad_fn is None:
+        assert fact["grad_fn"] is None, where
+    else:
+        assert step["nodes"][fact["grad_fn"]]["name"] == node_name(t.grad_fn), where
+    grad = t.grad if (t.is_leaf or t.retains_grad) else None
+    if grad is None:
+        assert fact["grad"] is None, where
+    else:
+        assert_tensor(step, fact["grad"], grad, deep=False)
+    if t._base is None:
+        assert fact["base"] is None, where
+    else:
+        assert_tensor(step, fact["base"], t._base, deep=False)
+
+
+def first_sentence(message: str) -> str:
+    head, stop, _ = message.partition(". ")
+    return head + "." if stop else message
+
+
+def assert_graph(step: dict[str, Any], nid: str, node: Any, seen: set[str] | None = None) -> None:
+    """The engine's node ``nid`` and everything below it match torch's graph from ``node``."""
+    seen = set() if seen is None else seen
+    if nid in seen:
+        return
+    seen.add(nid)
+    fact = step["nodes"][nid]
+    assert fact["name"] == node_name(node)
+    torch_next = [fn for fn, _ in node.next_functions]
+    assert [n is None for n in fact["next"]] == [fn is None for fn in torch_next], fact["name"]
+    for child_id, child in zip(fact["next"], torch_next, strict=True):
+        if child is not None:
+            assert_graph(step, child_id, child, seen)
+    if hasattr(node, "variable"):
+        assert_tensor(step, fact["variable"], node.variable, deep=False)
+        assert fact["variable"] in step["tensors"]
+    for attribute in dir(node):
+        if not attribute.startswith("_saved_"):
+            continue
+        name = attribute.removeprefix("_saved_")
+        try:
+            value = getattr(node, attribute)
+        except RuntimeError as error:
+            assert fact["saved"][name] is None
+            assert fact["saved_errors"][name] == first_sentence(str(error))
+            continue
+        if isinstance(value, torch.Tensor):
+            assert fact["saved"][name] is not None, (fact["name"], name)
+            assert_tensor(step, fact["saved"][name], value, deep=False)
+
+
+def assert_step_matches(
+    step: dict[str, Any], namespace: dict[str, Any], labels: set[str] | None = None
+) -> None:
+    """Every named tensor of ``step`` against the live object of the same name, graphs, storage sharing."""
+    variables = {k: v for k, v in step["variables"].items() if ":" not in k}
+    if labels is not None:
+        assert set(variables) == labels
+    live = {label: resolve(namespace, label) for label in variables}
+    for label, t in live.items():
+        assert isinstance(t, torch.Tensor), label
+        assert_tensor(step, variables[label], t)
+        if t.grad_fn is not None:
+            assert_graph(step, step["tensors"][variables[label]]["grad_fn"], t.grad_fn)
+    # Same storage id exactly when torch says the memory is shared (empty tensors share nothing).
+    items = list(live.items())
+    for i, (a, ta) in enumerate(items):
+        for b, tb in items[i + 1 :]:
+            pa, pb = ta.untyped_storage().data_ptr(), tb.untyped_storage().data_ptr()
+            shared = pa == pb and pa != 0
+            same_id = step["tensors"][variables[a]]["storage"] == step["tensors"][variables[b]]["storage"]
+            assert same_id == shared, (a, b)
+    # The same object under two names is one tensor id; different objects, different ids.
+    for i, (a, ta) in enumerate(items):
+        for b, tb in items[i + 1 :]:
+            assert (variables[a] == variables[b]) == (ta is tb), (a, b)
+
+
+def assert_same_as_plain(source: str, labels: set[str] | None = None, **limits: Any) -> dict[str, Any]:
+    """The traced run ends where the plain run ends: same error, same output, same final tensors."""
+    result = trace(source, **limits)
+    plain = run_plain(source)
+    assert result["steps"], "no steps"
+    assert result["steps"][-1]["stdout"] == plain.stdout
+    if plain.error is None:
+        assert result["ok"], result["error"]
+        assert result["error"] is None
+        assert_step_matches(result["steps"][-1], plain.namespace, labels)
+    else:
+        assert not result["ok"]
+        error = result["error"]
+        assert error["kind"] == "runtime"
+        assert error["type"] == type(plain.error).__name__
+        assert error["message"] == str(plain.error)
+        assert error["line"] == plain.error_line
+    return result
+
+
+# --- small accessors -------------------------------------------------------------------------------
+
+
+def lines(result: dict[str, Any]) -> list[int]:
+    return [step["line"] for step in result["steps"]]
+
+
+def step_after(result: dict[str, Any], line: int, occurrence: int = -1) -> dict[str, Any]:
+    """The snapshot taken after ``line`` ran (its last run by default)."""
+    matching = [step for step in result["steps"] if step["line"] == line]
+    assert matching, f"no step for line {line}"
+    return matching[occurrence]
+
+
+def fact(step: dict[str, Any], label: str) -> dict[str, Any]:
+    return step["tensors"][step["variables"][label]]
+
+
+def node_of(step: dict[str, Any], label: str) -> dict[str, Any]:
+    return step["nodes"][fact(step, label)["grad_fn"]]
