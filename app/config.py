@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EXPLORER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="EXPLORER_", extra="ignore", populate_by_name=True)
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -21,6 +23,32 @@ class Settings(BaseSettings):
     wall_seconds: float = 5.0
     cpu_seconds: int = 5
     memory_mib: int = 512
+
+    # Sandbox (app/sandbox): "forkserver" (default, the OS layers) or "subprocess" (slow, unconfined,
+    # for debugging the engine only).
+    sandbox: str = "forkserver"
+    prefork: int = 2  # children forked ahead of requests
+    sandbox_uid_base: int = 61000  # as root, each child runs as base + n
+    # Serve even when required sandbox layers are missing (a private development machine only).
+    unsafe_dev: bool = False
+    # Test-only: EXPLORER_POLICY_GATE=0 switches the AST gate off, honoured only with EXPLORER_TESTING=1.
+    policy_gate: bool = True
+    testing: bool = False
+
+    # Backpressure: runs at once, runs waiting (beyond: 503 + Retry-After), per-client rate (429).
+    max_running: int = 2
+    max_queued: int = 8
+    queue_wait_seconds: float = 10.0
+    rate_per_minute: float = 120.0
+    rate_burst: int = 120
+
+    # Short links: SQLite under data_dir, unless DATABASE_URL names a PostgreSQL server
+    # (postgresql://...), which lets several replicas share links. Nothing else is stored.
+    data_dir: Path = Path("data")
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "EXPLORER_DATABASE_URL")
+    )
+    database_pool_size: int = 4
 
 
 @lru_cache

@@ -115,6 +115,54 @@ class RunResult(_Fact):
     steps: list[Step]
 
 
+Severity = Literal["error", "warning", "info"]
+
+
+class Diagnostic(_Fact):
+    """A pitfall found in the trace, computed by the server (``app.diagnostics``), never by the worker.
+
+    ``rule`` is a stable id (e.g. ``graph-kept-by-container``); ``step`` indexes ``steps`` (the
+    snapshot where it applies) and ``line`` is that snippet line; ``tensors`` are the ids the views
+    highlight; ``lines`` are other lines involved (e.g. where a version was bumped).
+    """
+
+    rule: str = Field(max_length=64)
+    severity: Severity
+    title: str = Field(max_length=MAX_TEXT)
+    message: str = Field(max_length=MAX_TEXT)
+    fix: str = Field(max_length=MAX_TEXT)
+    step: int | None = None
+    line: int | None = None
+    tensors: list[str] = Field(default_factory=list)
+    lines: list[int] = Field(default_factory=list)
+    bytes: int | None = None
+
+
+class MemoryAccount(_Fact):
+    """Bytes alive after one step, by who keeps them alive (each storage counted once).
+
+    ``variable_bytes``: storages reachable from named variables (incl. their ``.grad`` and
+    ``._base``). ``graph_bytes``: storages that only the autograd graph keeps alive (saved
+    tensors, ``AccumulateGrad`` leaves no variable reaches). ``shared_bytes``: storages that two
+    or more tensors use (part of the two above, not added to them).
+    """
+
+    step: int
+    total_bytes: int
+    variable_bytes: int
+    graph_bytes: int
+    shared_bytes: int
+    graph_storages: list[str] = Field(default_factory=list)
+    shared_storages: list[str] = Field(default_factory=list)
+
+
+class RunResponse(RunResult):
+    """What ``POST /api/run`` answers: the validated trace plus the server's own analysis of it."""
+
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    memory: list[MemoryAccount] = Field(default_factory=list)
+
+
 class RunRequest(BaseModel):
     """Body of ``POST /api/run``. Size bounds are enforced by the server from its settings."""
 

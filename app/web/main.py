@@ -2,21 +2,49 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
-from app.sandbox.runner import Runner, SubprocessRunner
-from app.web import api
+from app.sandbox.admission import Admission, RateLimiter
+from app.sandbox.pool import default_runner
+from app.sandbox.runner import Runner
+from app.shortlinks import open_store
+from app.web import api, embed, links, pages, render_svg
+from app.web.framing import FramingPolicy
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    runner = app.state.runner
+    if hasattr(runner, "ready"):
+        await runner.ready()  # start the sandbox now, so /healthz tells the truth from the start
+    yield
+    app.state.links.close()  # hand database connections back on shutdown
+    if hasattr(runner, "aclose"):
+        await runner.aclose()  # stops the fork server and its children
 
 
 def create_app(settings: Settings | None = None, runner: Runner | None = None) -> FastAPI:
     settings = settings or get_settings()
-    app = FastAPI(title="Autograd Explorer", docs_url="/api/docs", redoc_url=None)
+    app = FastAPI(title="Autograd Explorer", docs_url="/api/docs", redoc_url=None, lifespan=_lifespan)
     app.state.settings = settings
-    app.state.runner = runner or SubprocessRunner(settings)
+    app.state.runner = runner or default_runner(settings)
+    app.state.admission = Admission(settings.max_running, settings.max_queued, settings.queue_wait_seconds)
+    app.state.rate_limiter = RateLimiter(settings.rate_per_minute, settings.rate_burst)
+    app.state.links = open_store(settings)
     app.include_router(api.router)
+    app.include_router(links.router)
+    app.include_router(embed.router)
+    app.include_router(render_svg.router)
+    app.include_router(pages.router)  # before /static: it serves /static/vendor/htmx.min.js
+    app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
+    app.add_middleware(FramingPolicy)  # only /embed may be framed by other sites
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

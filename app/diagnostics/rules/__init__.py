@@ -1,0 +1,28 @@
+"""The diagnostic rules. Each is a function ``(Context) -> Iterable[Diagnostic]``; ``RULES`` lists the
+ids each one may emit, for the gallery and the docs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from app.diagnostics.context import Context
+from app.diagnostics.rules import clones, containers, errors, grads, inplace
+from app.schema import Diagnostic
+
+Rule = Callable[[Context], Iterable[Diagnostic]]
+
+RULES: dict[Rule, tuple[str, ...]] = {
+    containers.container_graphs: (containers.CONTAINER_RULE,),
+    containers.chained_graphs: (containers.CHAIN_RULE,),
+    inplace.saved_modified: (inplace.SAVED_RULE,),
+    inplace.alias_writes: (inplace.ALIAS_RULE,),
+    grads.grad_stays_none: (grads.NONE_RULE,),
+    grads.nonleaf_grad_reads: (grads.NONLEAF_RULE,),
+    grads.hidden_cuts: (grads.CUT_RULE,),
+    errors.runtime_errors: (
+        errors.LEAF_RULE, errors.TWICE_RULE, errors.NO_GRAPH_RULE, errors.NON_SCALAR_RULE, errors.SAVED_RULE,
+    ),
+    clones.unneeded_clones: (clones.RULE,),
+}
+
+RULE_IDS: frozenset[str] = frozenset(rule_id for ids in RULES.values() for rule_id in ids)

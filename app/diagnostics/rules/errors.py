@@ -1,0 +1,239 @@
+"""Torch's runtime errors about autograd, turned into an explanation and a fix.
+
+The run stopped, so the diagnostic sits on the last snapshot (the state just before the failing
+line) and names the failing line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from app.diagnostics.context import Context
+from app.diagnostics.source import resolve, text
+from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, node_label, reach
+from app.schema import Diagnostic, Step
+
+LEAF_RULE = "inplace-on-leaf"
+TWICE_RULE = "backward-twice"
+NO_GRAPH_RULE = "backward-without-graph"
+NON_SCALAR_RULE = "backward-non-scalar"
+SAVED_RULE = "saved-tensor-modified"
+
+LEAF_MARK = "leaf Variable that requires grad is being used in an in-place operation"
+NO_GRAPH_MARK = "does not require grad and does not have a grad_fn"
+NON_SCALAR_MARK = "grad can be implicitly created only for scalar outputs"
+
+
+def runtime_errors(context: Context) -> Iterator[Diagnostic]:
+    error = context.result.error
+    if error is None or error.kind != "runtime":
+        return
+    step = len(context.steps) - 1 if context.steps else None
+    if LEAF_MARK in error.message:
+        yield _leaf(context, step, error.line)
+    elif FREED_MARK in error.message:
+        yield _twice(context, step, error.line)
+    elif NO_GRAPH_MARK in error.message:
+        yield _no_graph(context, step, error.line)
+    elif NON_SCALAR_MARK in error.message:
+        yield _non_scalar(context, step, error.line)
+    elif MODIFIED_MARK in error.message and not _predicted(context):
+        yield Diagnostic(
+            rule=SAVED_RULE, severity="error",
+            title="backward() failed: a tensor the graph saved was modified in place",
+            message=(
+                f"backward() at line {error.line} needs tensors that graph nodes saved during the forward "
+                f"pass, and one of them was changed in place after it was saved (torch: "
+                f"\"{error.message.split('. Hint')[0]}\")."
+            ),
+            fix="Write the new value out of place (`y = y * 2` instead of `y.mul_(2)`), or modify a "
+                "`.clone()` of it, or make the change after backward().",
+            step=step, line=error.line,
+        )
+
+
+def _predicted(context: Context) -> bool:
+    """saved-tensor-modified already saw the bump in a snapshot and explains it at its line."""
+    return any(
+        MODIFIED_MARK in complaint
+        for step in context.steps for node in step.nodes.values() for complaint in node.saved_errors.values()
+    )
+
+
+def _code(context: Context, line: int | None) -> str:
+    code = context.line_text(line)
+    return f" (`{code}`)" if code else ""
+
+
+def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
+    facts = context.source.at(line) if line is not None else None
+    last = context.steps[step] if step is not None else None
+    name, tensors, replacement = "the tensor", [], None
+    if facts is not None and last is not None:
+        for write in facts.writes:
+            tid = resolve(last, write.base or write.receiver, facts.func)
+            if tid is not None:
+                name, tensors, replacement = label(last, tid), [tid], write.out_of_place()
+                break
+    target = name.strip("`")
+    update = f"`with torch.no_grad(): {context.line_text(line)}`" if facts is not None else \
+        "`with torch.no_grad(): ...`"
+    renamed = replacement.replace(f"{target} = ", f"{target}2 = ", 1) if replacement else None
+    out_of_place = f"`{renamed}`" if renamed else "`w2 = w + 1`"
+    return Diagnostic(
+        rule=LEAF_RULE, severity="error",
+        title=f"In-place change of a leaf that requires grad ({name})",
+        message=(
+            f"Line {line}{_code(context, line)} tries to change {name} in place. {name} is a leaf tensor "
+            f"with requires_grad=True: autograd treats it as an input whose gradient it will compute, and "
+            f"changing it in place while the graph is being recorded would make that gradient refer to "
+            f"values that no longer exist. So torch refuses: \"a leaf Variable that requires grad is being "
+            f"used in an in-place operation\"."
+        ),
+        fix=(
+            f"If this is initialisation or a manual update step, do it where no graph is recorded: "
+            f"{update} (that is what optimizers do). If the new value should be part of the graph, "
+            f"compute it out of place under a new name, {out_of_place}, so that {name} stays the leaf "
+            f"that receives the gradient."
+        ),
+        step=step, line=line, tensors=tensors,
+    )
+
+
+def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
+    previous = None
+    for index in range(len(context.steps) - 1, -1, -1):
+        facts = context.facts(index)
+        if facts is not None and facts.backwards:
+            previous = context.steps[index].line
+            break
+    tensors: list[str] = []
+    freed_names: list[str] = []
+    carried_note = ""
+    if step is not None:
+        last = context.steps[step]
+        freed = {
+            nid for nid, node in last.nodes.items()
+            if any(FREED_MARK in m for m in node.saved_errors.values())
+        }
+        facts = context.source.at(line) if line is not None else None
+        roots = [b for b in facts.backwards for b in b.roots] if facts is not None else []
+        reached: set[str] = set()
+        for root in roots:
+            tid = resolve(last, root, facts.func if facts else None)
+            if tid is not None:
+                tensors.append(tid)
+                reached |= reach(last, [tid]).nodes
+        used = (freed & reached) or freed
+        freed_names = sorted({node_label(last.nodes[n].name) for n in used})
+        loop = facts.loop if facts is not None else None
+        if loop is not None:
+            carried = _carried(context, last, loop, used, facts.func if facts else None)
+            if carried:
+                names = ", ".join(f"`{name}`" for name, _ in carried)
+                carried_note = (
+                    f" In a loop this usually means a tensor carried over from an earlier iteration — here "
+                    f"{names}, computed from its own previous value — still links the new graph to the one "
+                    f"already backpropagated."
+                )
+                tensors.extend(tid for _, tid in carried)
+    first = f"backward() at line {previous}" if previous is not None and previous != line else \
+        "an earlier backward()"
+    parts = f" (freed: {', '.join(freed_names)})" if freed_names else ""
+    return Diagnostic(
+        rule=TWICE_RULE, severity="error",
+        title="backward() through a graph that was already used",
+        message=(
+            f"Line {line}{_code(context, line)} runs backward() through a graph that {first} already went "
+            f"through. To save memory, backward() frees the tensors each node saved as soon as it has used "
+            f"them{parts}, so a second pass has nothing to compute with: \"Trying to backward through the "
+            f"graph a second time\".{carried_note}"
+        ),
+        fix=(
+            "Rebuild the graph before each backward(): compute the forward pass again (inside the loop). "
+            "If a tensor is carried across iterations (a hidden state, a running total), cut it at the "
+            "start of each iteration with `h = h.detach()`. Only if you really need two passes over the "
+            "same graph, pass `retain_graph=True` to the first backward() (it keeps the saved tensors "
+            "in memory)."
+        ),
+        step=step, line=line, tensors=list(dict.fromkeys(tensors)),
+        lines=[previous] if previous is not None and previous != line else [],
+    )
+
+
+def _carried(
+    context: Context, last: Step, loop: tuple[int, int], freed: set[str], func: str | None
+) -> list[tuple[str, str]]:
+    """Names rebuilt from themselves inside the loop (``h = f(h)``) whose graph reaches freed nodes."""
+    found = []
+    for line in range(loop[0], loop[1] + 1):
+        facts = context.source.at(line)
+        if facts is None or facts.line != line:
+            continue
+        for name in sorted(facts.assigned & facts.names):
+            tid = resolve(last, ast.Name(name, ast.Load()), func)
+            if tid is not None and reach(last, [tid]).nodes & freed and (name, tid) not in found:
+                found.append((name, tid))
+    return found
+
+
+def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnostic:
+    facts = context.source.at(line) if line is not None else None
+    tensors: list[str] = []
+    name = "the tensor"
+    if facts is not None and step is not None and facts.backwards:
+        for root in facts.backwards[0].roots:
+            tid = resolve(context.steps[step], root, facts.func)
+            name = f"`{text(root)}`"
+            if tid is not None:
+                tensors.append(tid)
+    hints = []
+    for index in range(step + 1 if step is not None else 0):
+        lf = context.facts(index)
+        if lf is None:
+            continue
+        at = context.steps[index].line
+        if lf.grad_off and lf.assigned and f"line {at} runs under torch.no_grad()" not in hints:
+            hints.append(f"line {at} runs under torch.no_grad()")
+        for how, _expr in lf.cuts:
+            if how in ("detach()", ".data") and f"line {at} uses {how}" not in hints:
+                hints.append(f"line {at} uses {how}")
+    found = f" In this snippet: {'; '.join(hints[-3:])}." if hints else ""
+    return Diagnostic(
+        rule=NO_GRAPH_RULE, severity="error",
+        title=f"backward() on {name}, which has no graph",
+        message=(
+            f"Line {line}{_code(context, line)} calls backward() on {name}, but it has no grad_fn: none of "
+            f"the tensors it was computed from requires grad, so autograd recorded nothing to go back "
+            f"through. That happens when it was computed under torch.no_grad() / inference_mode, from "
+            f"detach()ed (or .data) values, or when no input was created with requires_grad=True.{found}"
+        ),
+        fix="Create the tensors you want gradients for with `requires_grad=True`, compute the loss from "
+            "them outside `torch.no_grad()`, and do not `.detach()` anything on the way to the loss.",
+        step=step, line=line, tensors=tensors,
+    )
+
+
+def _non_scalar(context: Context, step: int | None, line: int | None) -> Diagnostic:
+    facts = context.source.at(line) if line is not None else None
+    name, shape, tensors = "the tensor", "", []
+    if facts is not None and step is not None and facts.backwards:
+        root = facts.backwards[0].roots[0] if facts.backwards[0].roots else None
+        if root is not None:
+            name = f"`{text(root)}`"
+            tid = resolve(context.steps[step], root, facts.func)
+            if tid is not None:
+                tensors = [tid]
+                shape = f" (shape {context.steps[step].tensors[tid].shape})"
+    return Diagnostic(
+        rule=NON_SCALAR_RULE, severity="error",
+        title=f"backward() on {name}, which is not a single number",
+        message=(
+            f"Line {line}{_code(context, line)} calls backward() without an argument on {name}{shape}. "
+            f"Without an argument backward() computes the gradient of one number, so it needs a scalar."
+        ),
+        fix=f"Reduce it first ({name.strip('`')}.sum().backward() or .mean()), or pass the gradient that "
+            f"flows into it: {name.strip('`')}.backward(torch.ones_like({name.strip('`')})).",
+        step=step, line=line, tensors=tensors,
+    )

@@ -1,0 +1,252 @@
+"""In-place writes that autograd did not expect.
+
+* ``saved-tensor-modified``: a tensor a graph node saved for backward was changed in place after it
+  was saved. The engine reports torch's own complaint in ``NodeFact.saved_errors`` the moment the
+  version counter moves, so the failure of ``backward()`` is known before ``backward()`` runs.
+* ``inplace-through-detached-alias``: a write through a ``detach()`` / ``.data`` alias changed a
+  tensor that requires grad (the alias shares its memory), or changed a saved tensor behind
+  autograd's back (``.data`` does not move the version counter: no error, wrong gradients).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from app.diagnostics.context import Context
+from app.diagnostics.source import LineFacts, Write, resolve, text
+from app.diagnostics.trace import (
+    MODIFIED_MARK,
+    detached_from,
+    label,
+    node_label,
+    saved_by,
+    version_bumps,
+)
+from app.schema import Diagnostic, Step
+
+SAVED_RULE = "saved-tensor-modified"
+ALIAS_RULE = "inplace-through-detached-alias"
+VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
+
+
+def _receiver_tensor(step: Step, expr: ast.expr, func: str | None) -> str | None:
+    """The tensor an in-place receiver names, peeling ``[...]``, ``.T`` and view calls: ``d[0]`` → ``d``."""
+    while True:
+        tid = resolve(step, expr, func)
+        if tid is not None:
+            return tid
+        if isinstance(expr, ast.Subscript | ast.Attribute):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+
+
+def _writes_to(context: Context, index: int, facts: LineFacts, storage: str) -> list[Write]:
+    before = context.before(index)
+    found = []
+    for write in facts.writes:
+        tid = _receiver_tensor(before, write.base or write.receiver, facts.func)
+        if tid is not None and before.tensors[tid].storage == storage:
+            found.append(write)
+    return found
+
+
+def saved_modified(context: Context) -> Iterator[Diagnostic]:
+    steps = context.steps
+    reported: set[tuple[str, str]] = set()
+    by_line: dict[int, Diagnostic] = {}
+    error = context.result.error
+    failed = error is not None and MODIFIED_MARK in error.message
+    for index, step in enumerate(steps):
+        before = context.before(index)
+        for nid, node in step.nodes.items():
+            for name, complaint in node.saved_errors.items():
+                if MODIFIED_MARK not in complaint or (nid, name) in reported:
+                    continue
+                reported.add((nid, name))
+                if step.line in by_line:  # one line, several saved tensors: one diagnostic
+                    continue
+                diagnostic = _saved_diagnostic(context, index, nid, name, complaint, before, step, failed)
+                by_line[step.line] = diagnostic
+                yield diagnostic
+
+
+def _saved_diagnostic(
+    context: Context, index: int, nid: str, name: str, complaint: str, before: Step, step: Step, failed: bool
+) -> Diagnostic:
+    node = step.nodes[nid]
+    created = context.first_seen(nid)
+    created_line = context.steps[created].line if created is not None else None
+    saved_tid = before.nodes[nid].saved.get(name) if nid in before.nodes else None
+    bumped = version_bumps(before, step)
+    storage = before.tensors[saved_tid].storage if saved_tid in before.tensors else None
+    written = sorted(t for t in bumped if storage is not None and step.tensors[t].storage == storage)
+    tensors = sorted({t for t in (saved_tid, *written) if t is not None})
+    what = label(before, saved_tid) if saved_tid is not None else "a tensor it saved"
+    versions = VERSIONS.search(complaint)
+    now, expected = (versions.group(1), versions.group(2)) if versions else ("newer", "older")
+    facts = context.source.at(step.line)
+    code = f" (`{facts.text.strip()}`)" if facts is not None else ""
+    alias_note, fixes = "", []
+    writes = _writes_to(context, index, facts, storage) if facts is not None and storage is not None else []
+    for write in writes:
+        receiver = _receiver_tensor(before, write.receiver, facts.func) if facts is not None else None
+        originals = detached_from(before, receiver) if receiver is not None and not write.via else []
+        if write.via or originals:
+            alias = text(write.receiver) if not write.via else f"{text(write.base)}.{write.via.lstrip('.')}"
+            alias_note = (
+                f" `{alias}` is a detach() alias of {what}: it shares its memory and its version counter, "
+                f"so writing to it is writing to {what}."
+            )
+            if not write.via and receiver is not None:
+                made_at = context.first_seen(receiver)
+                copy = _independent_copy(context, made_at, text(write.receiver).split("[")[0])
+                fixes.append(f"make `{text(write.receiver).split('[')[0]}` an independent copy where you "
+                             f"create it: {copy}")
+        replacement = write.out_of_place()
+        if replacement is not None:
+            fixes.append(f"write the new value out of place: `{replacement}`")
+    fixes.append("or change a copy: `.clone()` first, then modify the clone")
+    outcome = (
+        f" It does: backward() at line {context.result.error.line} stopped with that error."  # type: ignore[union-attr]
+        if failed else ""
+    )
+    node_name = node_label(node.name)
+    made = f", created at line {created_line}," if created_line is not None else ""
+    message = (
+        f"Line {step.line}{code} changed {what} in place: its version counter went from {expected} to {now}. "
+        f"But `{node_name}`{made} saved {what} (as `{name}`) to compute gradients later, and needs it "
+        f"unchanged (version {expected}).{alias_note} Any backward() through this graph will therefore "
+        f"fail with \"one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation\".{outcome}"
+    )
+    fix = "Keep the saved value intact: " + "; ".join(fixes) + ". If the change belongs after the " \
+        "gradient step, move it after backward()."
+    return Diagnostic(
+        rule=SAVED_RULE, severity="error" if failed else "warning",
+        title=f"backward() will fail: {what} was modified after `{node_name}` saved it",
+        message=message, fix=fix, step=index, line=step.line, tensors=tensors,
+        lines=[created_line] if created_line is not None else [],
+    )
+
+
+def _independent_copy(context: Context, made_at: int | None, name: str) -> str:
+    """``d = y.detach().clone()`` from the line that made the alias ``d = y.detach()``."""
+    facts = context.facts(made_at) if made_at is not None else None
+    for how, expr in facts.cuts if facts is not None else []:
+        if how in ("detach()", ".data"):
+            return f"`{name} = {text(expr)}.detach().clone()`"
+    return "`.detach().clone()` instead of `.detach()` / `.data`"
+
+
+def alias_writes(context: Context) -> Iterator[Diagnostic]:
+    steps = context.steps
+    reported: set[tuple[int, str]] = set()
+    for index in range(1, len(steps)):
+        facts = context.facts(index)
+        if facts is None or not facts.writes:
+            continue
+        before, step = steps[index - 1], steps[index]
+        for write in facts.writes:
+            found = _alias_write(before, step, write, facts)
+            if found is None:
+                continue
+            alias, originals, storage = found
+            key = (step.line, storage)
+            if key in reported:
+                continue
+            reported.add(key)
+            diagnostic = _alias_diagnostic(context, index, write, alias, originals, storage)
+            if diagnostic is not None:
+                yield diagnostic
+
+
+def _alias_write(
+    before: Step, step: Step, write: Write, facts: LineFacts
+) -> tuple[str | None, list[str], str] | None:
+    """(named alias or None, tensors that require grad behind it, storage) for a write through an alias."""
+    if write.via is not None and write.base is not None:  # inline: x.data.add_(1), x.detach()[0] = 5
+        original = _receiver_tensor(before, write.base, facts.func)
+        if original is None or not before.tensors[original].requires_grad:
+            return None
+        storage = before.tensors[original].storage
+        return (None, [original], storage) if storage is not None else None
+    alias = _receiver_tensor(before, write.receiver, facts.func)
+    if alias is None:
+        return None
+    originals = detached_from(before, alias)
+    storage = before.tensors[alias].storage
+    if not originals or storage is None:
+        return None
+    # Evidence that the write happened: the alias's version moved (detach() and .data aliases both count).
+    if alias not in version_bumps(before, step):
+        return None
+    return alias, originals, storage
+
+
+def _alias_diagnostic(
+    context: Context, index: int, write: Write, alias: str | None, originals: list[str], storage: str
+) -> Diagnostic | None:
+    before, step = context.before(index), context.steps[index]
+    saved = saved_by(before, storage)
+    # With a shared version counter (detach()), saved-tensor-modified already explains the failure.
+    caught = any(
+        MODIFIED_MARK in step.nodes[nid].saved_errors.get(name, "")
+        for nid, name, _ in saved if nid in step.nodes
+    )
+    silent = [s for s in saved if not caught]
+    if alias is None and not silent:
+        return None  # p.data.add_(...) on a parameter no graph needs: the old manual-update idiom
+    original = originals[0]
+    what = label(before, original)
+    code = f"`{context.line_text(step.line)}`"
+    if alias is not None:
+        made_at = context.first_seen(alias)
+        made_line = context.steps[made_at].line if made_at is not None else None
+        alias_name = label(before, alias)
+        made = f" (line {made_line}: `{context.line_text(made_line)}`)" if made_line is not None else ""
+        head = (
+            f"{alias_name}{made} is not a copy of {what}: detach() and .data return a tensor that shares "
+            f"{what}'s memory and only drops the gradient tracking. So {code} at line {step.line} changed "
+            f"{what} too."
+        )
+        copy = _independent_copy(context, made_at, alias_name.strip("`"))
+        fix = (
+            f"If you wanted an independent copy, make one where {alias_name} is created: {copy}. If "
+            f"changing {what} is intended, change it directly inside `with torch.no_grad():`, so the "
+            f"intent is visible."
+        )
+        tensors = [alias, *originals]
+    else:
+        via = write.via or ".data"
+        head = f"{code} at line {step.line} writes into {what} through `{via}`, which autograd cannot see."
+        fix = (
+            f"Do not change a tensor the graph still needs: compute the new value out of place "
+            f"(e.g. `{text(write.base)} + ...` into a new variable), or make the change after backward(), "
+            f"inside `with torch.no_grad():`."
+        )
+        tensors = list(originals)
+    severity = "warning"
+    if silent:
+        nid, name, tid = silent[0]
+        node = node_label(before.nodes[nid].name)
+        created = context.first_seen(nid)
+        created_line = context.steps[created].line if created is not None else None
+        head += (
+            f" Worse, `{node}` (line {created_line}) saved {label(before, tid)} for backward. A write "
+            f"through `.data` does not move the version counter, so backward() will not fail: it will "
+            f"silently compute gradients from the changed values — wrong for the forward pass that ran."
+        )
+        severity = "error"
+        tensors.append(tid)
+    elif caught:
+        head += " The graph saved it, so backward() will fail (see the saved-tensor warning on this line)."
+    return Diagnostic(
+        rule=ALIAS_RULE, severity=severity,  # type: ignore[arg-type]
+        title=f"In-place write through a detached alias changed {what}",
+        message=head, fix=fix, step=index, line=step.line, tensors=sorted(set(tensors)),
+    )

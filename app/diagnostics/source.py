@@ -1,0 +1,378 @@
+"""What the snippet's source says a line does: in-place writes, ``.grad`` reads, ``backward()`` calls,
+appends into containers, clones, and the context a line runs in (loop, function, ``no_grad``).
+
+The trace tells *what happened* to tensors; the AST tells *which expression* did it, so a rule can
+name ``d.mul_(2)`` rather than "something at line 4". Pure ``ast``; no torch, nothing executed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from app.schema import Step
+
+# Methods that end in "_" but do not write the tensor's elements.
+NOT_WRITES = frozenset({"requires_grad_", "retain_grad", "share_memory_", "detach_", "register_hook"})
+# Calls that return a result cut from the graph (and what to call them in a message).
+CUT_METHODS = {"detach": "detach()", "detach_": "detach_()", "item": ".item()", "tolist": ".tolist()",
+               "numpy": ".numpy()"}
+# In-place methods whose out-of-place form is not just the name without "_" (None: there is none).
+SPECIAL_OUT_OF_PLACE = {
+    "zero_": "torch.zeros_like({t})", "fill_": "torch.full_like({t}, {args})", "copy_": "{args}.clone()",
+    "normal_": None, "uniform_": None, "bernoulli_": None, "random_": None, "exponential_": None,
+    "set_": None, "resize_": None, "index_put_": None, "put_": None,
+}
+ADD_METHODS = {"append": 0, "insert": 1, "extend": 0, "add": 0}
+
+
+@dataclass(frozen=True)
+class Write:
+    """An in-place write: ``receiver.op(...)``, ``receiver += ...`` or ``receiver[...] = ...``."""
+
+    receiver: ast.expr
+    op: str
+    via: str | None = None  # "detach()" or ".data" when the write goes through such an alias inline
+    base: ast.expr | None = None  # the expression the alias was taken from
+    node: ast.AST | None = None  # the call or statement that writes
+
+    def out_of_place(self) -> str | None:
+        """The same computation written without the in-place write, for a fix."""
+        target = ast.unparse(self.receiver)
+        if isinstance(self.node, ast.Call) and self.op in SPECIAL_OUT_OF_PLACE:
+            args = ", ".join(ast.unparse(a) for a in self.node.args)
+            form = SPECIAL_OUT_OF_PLACE[self.op]
+            return f"{target} = {form.format(t=target, args=args)}" if form else None
+        if isinstance(self.node, ast.Call) and isinstance(self.node.func, ast.Attribute):
+            call = ast.Call(ast.Attribute(self.receiver, self.op.removesuffix("_"), ast.Load()),
+                            self.node.args, self.node.keywords)
+            return f"{target} = {ast.unparse(call)}"
+        if isinstance(self.node, ast.AugAssign):
+            binary = ast.BinOp(self.receiver, self.node.op, self.node.value)
+            return f"{target} = {ast.unparse(binary)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Backward:
+    kind: str  # "backward" (fills .grad) or "grad" (torch.autograd.grad: returns grads, fills nothing)
+    roots: tuple[ast.expr, ...]
+    limited: bool = False  # inputs= given: only some leaves receive .grad
+    inputs: tuple[ast.expr, ...] = ()  # autograd.grad's inputs: they need requires_grad, not .grad
+
+
+@dataclass(frozen=True)
+class Add:
+    """``container.append(value)`` and friends: the value may outlive the loop iteration."""
+
+    container: ast.expr
+    value: ast.expr
+    op: str
+
+
+@dataclass(frozen=True)
+class CloneAssign:
+    target: str
+    source: ast.expr
+    text: str  # the right-hand side as written
+    detached: bool  # the chain also calls detach()
+
+
+@dataclass
+class LineFacts:
+    line: int
+    end_line: int
+    text: str
+    func: str | None = None
+    loop: tuple[int, int] | None = None
+    grad_off: bool = False  # runs under no_grad / inference_mode
+    writes: list[Write] = field(default_factory=list)
+    grad_reads: list[ast.expr] = field(default_factory=list)
+    backwards: list[Backward] = field(default_factory=list)
+    adds: list[Add] = field(default_factory=list)
+    clone: CloneAssign | None = None
+    cuts: list[tuple[str, ast.expr]] = field(default_factory=list)  # (how, expression cut off)
+    names: set[str] = field(default_factory=set)
+    assigned: set[str] = field(default_factory=set)
+    deliberate_cut: bool = False  # `v = <expr>.detach()` (maybe then .clone()...): a chosen boundary
+
+
+def expr_keys(expr: ast.expr) -> list[str]:
+    """Variable keys (as the engine spells them) an expression may name: ``x``, ``m.fc.weight``,
+    ``losses[0]``, ``model.0.weight`` for ``model[0].weight``."""
+    if isinstance(expr, ast.Name):
+        return [expr.id]
+    if isinstance(expr, ast.Attribute):
+        return [f"{key}.{expr.attr}" for key in expr_keys(expr.value)]
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant):
+        index = expr.slice.value
+        keys = []
+        for key in expr_keys(expr.value):
+            keys.append(f"{key}[{index!r}]")
+            if isinstance(index, int):
+                keys.append(f"{key}.{index}")
+        return keys
+    return []
+
+
+def root_name(expr: ast.expr) -> str | None:
+    """The variable at the bottom of ``x.detach()[0].T``."""
+    while True:
+        if isinstance(expr, ast.Name):
+            return expr.id
+        if isinstance(expr, ast.Attribute | ast.Subscript | ast.Starred):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return None
+
+
+def resolve(step: Step, expr: ast.expr, func: str | None) -> str | None:
+    """The tensor id an expression names in ``step`` (function locals first), if it is a plain name."""
+    for key in expr_keys(expr):
+        if func is not None and f"{func}:{key}" in step.variables:
+            return step.variables[f"{func}:{key}"]
+        if key in step.variables:
+            return step.variables[key]
+    return None
+
+
+def tensors_named(step: Step, names: set[str], func: str | None) -> set[str]:
+    """Tensors under any of these names: the variable itself, its items, a module's parameters."""
+    found = set()
+    for key, tid in step.variables.items():
+        local = key.split(":", 1)[1] if ":" in key else key
+        if ":" in key and (func is None or not key.startswith(f"{func}:")):
+            continue
+        head = local.split(".", 1)[0].split("[", 1)[0]
+        if head in names:
+            found.add(tid)
+    return found
+
+
+def _peel_alias(expr: ast.expr) -> tuple[str | None, ast.expr | None]:
+    """Walk down a receiver; report the first ``.data`` / ``.detach()`` it goes through."""
+    while True:
+        if isinstance(expr, ast.Attribute):
+            if expr.attr == "data":
+                return ".data", expr.value
+            expr = expr.value
+        elif isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            if expr.func.attr == "detach":
+                return "detach()", expr.func.value
+            expr = expr.func.value
+        else:
+            return None, None
+
+
+def _write(receiver: ast.expr, op: str, node: ast.AST) -> Write:
+    via, base = _peel_alias(receiver)
+    return Write(receiver, op, via, base, node)
+
+
+def _is_grad_off(item: ast.expr) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``, bare or called."""
+    call = item if isinstance(item, ast.Call) else None
+    func = call.func if call is not None else item
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    args = call.args if call is not None else []
+    if name == "no_grad":
+        return True
+    if name == "inference_mode":
+        return not (args and _is_const(args[0], False))
+    if name == "set_grad_enabled":
+        return bool(args) and _is_const(args[0], False)
+    return False
+
+
+def _is_const(node: ast.expr, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def _clone_chain(value: ast.expr) -> tuple[ast.expr, bool] | None:
+    """``E.clone()``, ``E.clone().detach()``, ``E.detach().clone()``, ``torch.clone(E)`` → (E, detached)."""
+    detached = cloned = False
+    expr = value
+    while isinstance(expr, ast.Call) and not expr.args and not expr.keywords:
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in ("clone", "detach"):
+            cloned |= func.attr == "clone"
+            detached |= func.attr == "detach"
+            expr = func.value
+        else:
+            break
+    if (isinstance(expr, ast.Call) and len(expr.args) == 1 and not expr.keywords
+            and isinstance(expr.func, ast.Attribute) and expr.func.attr == "clone"
+            and isinstance(expr.func.value, ast.Name) and expr.func.value.id == "torch"):
+        return expr.args[0], detached
+    return (expr, detached) if cloned else None
+
+
+# Calls that may follow a detach() in a statement that only names the cut-off value.
+PLAIN_AFTER_CUT = frozenset({"clone", "requires_grad_", "cpu", "to", "contiguous", "float", "double", "numpy",
+                             "item", "tolist"})
+
+
+def _is_deliberate_cut(value: ast.expr) -> bool:
+    """``feat = early(x).detach()``: the statement exists to name a value outside the graph."""
+    expr, cut = value, False
+    while True:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            method = expr.func.attr
+            if method in ("detach", "detach_"):
+                return True
+            if method not in PLAIN_AFTER_CUT:
+                return False
+            expr = expr.func.value
+        elif isinstance(expr, ast.Attribute) and expr.attr == "data":
+            return True
+        else:
+            return cut
+
+
+def _own_nodes(stmt: ast.stmt) -> list[ast.AST]:
+    """The expressions a statement evaluates on its own line(s), not those of nested statements."""
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        return [stmt.target, stmt.iter]
+    if isinstance(stmt, ast.While | ast.If):
+        return [stmt.test]
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return [item.context_expr for item in stmt.items]
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Try):
+        return []
+    return [stmt]
+
+
+def _header_end(stmt: ast.stmt) -> int:
+    body = getattr(stmt, "body", None)
+    if isinstance(body, list) and body and _own_nodes(stmt) != [stmt]:
+        return max(stmt.lineno, body[0].lineno - 1)
+    return stmt.end_lineno or stmt.lineno
+
+
+def _facts(
+    stmt: ast.stmt, source: str, func: str | None, loop: tuple[int, int] | None, grad_off: bool
+) -> LineFacts:
+    facts = LineFacts(line=stmt.lineno, end_line=_header_end(stmt),
+                      text=(ast.get_source_segment(source, stmt) or "").split("\n")[0],
+                      func=func, loop=loop, grad_off=grad_off)
+    if isinstance(stmt, ast.AugAssign):
+        facts.writes.append(_write(stmt.target, type(stmt.op).__name__, stmt))
+        if isinstance(stmt.value, ast.List | ast.Tuple):
+            facts.adds.extend(Add(stmt.target, item, "+=") for item in stmt.value.elts)
+    if isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript):
+                facts.writes.append(_write(target.value, "[]=", stmt))
+                facts.adds.append(Add(target.value, stmt.value, "[]="))
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    facts.assigned.add(name.id)
+        facts.deliberate_cut = _is_deliberate_cut(stmt.value)
+        chain = _clone_chain(stmt.value)
+        if chain is not None and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            facts.clone = CloneAssign(stmt.targets[0].id, chain[0],
+                                      ast.get_source_segment(source, stmt.value) or "", chain[1])
+    if isinstance(stmt, ast.Return) and stmt.value is not None:
+        facts.deliberate_cut = _is_deliberate_cut(stmt.value)
+    for top in _own_nodes(stmt):
+        for node in ast.walk(top):
+            _visit(node, facts)
+    return facts
+
+
+def _visit(node: ast.AST, facts: LineFacts) -> None:
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        facts.names.add(node.id)
+    elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        if node.attr == "grad":
+            facts.grad_reads.append(node.value)
+        elif node.attr == "data":
+            facts.cuts.append((".data", node.value))
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            if method.endswith("_") and not method.startswith("_") and method not in NOT_WRITES:
+                facts.writes.append(_write(func.value, method, node))
+            if method in CUT_METHODS:
+                facts.cuts.append((CUT_METHODS[method], func.value))
+            if method == "backward":
+                is_module_call = isinstance(func.value, ast.Attribute) and func.value.attr == "autograd"
+                roots = tuple(node.args[:1]) if is_module_call else (func.value,)
+                facts.backwards.append(Backward("backward", roots, _has_inputs(node)))
+            elif method == "grad" and isinstance(func.value, ast.Attribute) and func.value.attr == "autograd":
+                inputs = node.args[1:2] or [k.value for k in node.keywords if k.arg == "inputs"]
+                spread = [e for i in inputs for e in (i.elts if isinstance(i, ast.List | ast.Tuple) else [i])]
+                facts.backwards.append(Backward("grad", tuple(node.args[:1]), inputs=tuple(spread)))
+            index = ADD_METHODS.get(method)
+            if index is not None and len(node.args) > index:
+                value = node.args[index]
+                spread = method == "extend" and isinstance(value, ast.List | ast.Tuple)
+                items = value.elts if spread else [value]
+                facts.adds.extend(Add(func.value, item, method) for item in items)
+
+
+def _has_inputs(call: ast.Call) -> bool:
+    return any(k.arg == "inputs" for k in call.keywords)
+
+
+class SourceFacts:
+    """Line → facts of the statement that runs there (a compound statement's header line included)."""
+
+    def __init__(self, source: str) -> None:
+        self.by_line: dict[int, LineFacts] = {}
+        self.loops: list[tuple[int, int]] = []
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        self._walk(tree.body, source, None, None, False)
+
+    def _walk(self, body: list[ast.stmt], source: str, func: str | None, loop: tuple[int, int] | None,
+              grad_off: bool) -> None:
+        for stmt in body:
+            own_loop = loop
+            if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+                own_loop = (stmt.lineno, stmt.end_lineno or stmt.lineno)
+                self.loops.append(own_loop)
+            facts = _facts(stmt, source, func, own_loop, grad_off)
+            for line in range(facts.line, facts.end_line + 1):
+                self.by_line.setdefault(line, facts)
+            inner_func, inner_loop, inner_off = func, own_loop, grad_off
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                inner_func, inner_loop = stmt.name, None
+                inner_off = grad_off or any(_is_grad_off(d) for d in stmt.decorator_list)
+            if isinstance(stmt, ast.With | ast.AsyncWith):
+                inner_off = grad_off or any(_is_grad_off(item.context_expr) for item in stmt.items)
+            for child in ("body", "orelse", "finalbody"):
+                nested = getattr(stmt, child, None)
+                if isinstance(nested, list) and nested and isinstance(nested[0], ast.stmt):
+                    self._walk(nested, source, inner_func, inner_loop, inner_off)
+            for handler in getattr(stmt, "handlers", []):
+                self._walk(handler.body, source, inner_func, inner_loop, inner_off)
+
+    def at(self, line: int) -> LineFacts | None:
+        return self.by_line.get(line)
+
+
+MAX_QUOTE = 160  # messages quote code; a huge expression must not blow the schema's text bounds
+
+
+def shorten(code: str) -> str:
+    return code if len(code) <= MAX_QUOTE else code[: MAX_QUOTE - 1] + "…"
+
+
+def text(expr: ast.expr) -> str:
+    return shorten(ast.unparse(expr))
+
+
+def method_text(expr: ast.expr, how: str) -> str:
+    """``x.detach()``, ``(x * 3).detach()``, ``x.data`` as written in a message."""
+    receiver = text(expr)
+    if not isinstance(expr, ast.Name | ast.Attribute | ast.Call | ast.Subscript | ast.Constant):
+        receiver = f"({receiver})"
+    return f"{receiver}{'' if how.startswith('.') else '.'}{how}"

@@ -1,0 +1,105 @@
+"""View models for the diagnostics panel and the memory timeline: numbers and text segments that
+``templates/_diagnostics.html`` and ``templates/_memory_timeline.html`` draw. Pure; no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+from typing import Any
+
+from app.diagnostics import account, diagnose
+from app.diagnostics.trace import fmt_bytes
+from app.schema import Diagnostic, MemoryAccount, RunResult
+
+MAX_BARS = 400  # beyond this, one bar stands for several consecutive steps (their peak)
+BAR_WIDTH = 10.0
+CHART_HEIGHT = 60.0
+SEVERITY_LABEL = {"error": "Error", "warning": "Warning", "info": "Note"}
+
+
+@dataclass(frozen=True)
+class DiagnosticView:
+    rule: str
+    severity: str
+    severity_label: str
+    title: list[tuple[str, bool]]  # (text, is code) segments: `x` in a message becomes <code>x</code>
+    message: list[tuple[str, bool]]
+    fix: list[tuple[str, bool]]
+    step: int | None
+    line: int | None
+    tensors: str  # space-separated ids, for data-tensors
+    lines: list[int]
+
+
+@dataclass(frozen=True)
+class Bar:
+    first: int  # first step the bar stands for (clicking goes there)
+    last: int
+    x: float
+    variable_y: float
+    variable_h: float
+    graph_y: float
+    graph_h: float
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    steps: int
+    width: float
+    height: float
+    bar_width: float
+    bars: list[Bar]
+    peak: str  # the largest total, formatted
+    peak_graph: str
+    points: list[list[int]]  # per step: [variable, graph, shared, total] bytes, for the readout
+    cursor_x: float
+
+
+def segments(text: str) -> list[tuple[str, bool]]:
+    """Split on backticks: odd pieces are code. The template escapes every piece."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: show it as text
+        return [(text, False)]
+    return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
+
+
+def diagnostic_view(d: Diagnostic) -> DiagnosticView:
+    return DiagnosticView(
+        rule=d.rule, severity=d.severity, severity_label=SEVERITY_LABEL[d.severity],
+        title=segments(d.title), message=segments(d.message), fix=segments(d.fix),
+        step=d.step, line=d.line, tensors=" ".join(d.tensors), lines=list(d.lines),
+    )
+
+
+def timeline_view(memory: list[MemoryAccount], current: int = 0) -> TimelineView:
+    count = len(memory)
+    per_bar = max(1, ceil(count / MAX_BARS))
+    peak = max((m.total_bytes for m in memory), default=0)
+    scale = (CHART_HEIGHT - 2) / peak if peak else 0.0
+    bars = []
+    for index, first in enumerate(range(0, count, per_bar)):
+        chunk = memory[first:first + per_bar]
+        top = max(chunk, key=lambda m: m.total_bytes)
+        variable_h = top.variable_bytes * scale
+        graph_h = top.graph_bytes * scale
+        bars.append(Bar(
+            first=first, last=first + len(chunk) - 1, x=index * BAR_WIDTH,
+            variable_y=CHART_HEIGHT - variable_h, variable_h=variable_h,
+            graph_y=CHART_HEIGHT - variable_h - graph_h, graph_h=graph_h,
+        ))
+    return TimelineView(
+        steps=count, width=max(len(bars), 1) * BAR_WIDTH, height=CHART_HEIGHT, bar_width=BAR_WIDTH,
+        bars=bars, peak=fmt_bytes(peak),
+        peak_graph=fmt_bytes(max((m.graph_bytes for m in memory), default=0)),
+        points=[[m.variable_bytes, m.graph_bytes, m.shared_bytes, m.total_bytes] for m in memory],
+        cursor_x=(min(current, count - 1) // per_bar) * BAR_WIDTH if count else 0.0,
+    )
+
+
+def diagnostics_context(result: RunResult, code: str, current: int = 0) -> dict[str, Any]:
+    """What the two partials need, computed from the validated trace (never taken from the worker)."""
+    return {
+        "diagnostics": [diagnostic_view(d) for d in diagnose(result, code)],
+        "timeline": timeline_view(account(result), current),
+    }

@@ -1,0 +1,270 @@
+"""The gallery: every scenario of the clone/detach seed article as a runnable example.
+
+Each example is short (a few steps, well under the step and time limits) and ends in a state worth
+looking at. ``diagnostics`` names the diagnostic rules an example is meant to trigger and
+``fixed_twin`` the slug of its corrected version; the diagnostics work fills them in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Example:
+    slug: str
+    title: str
+    summary: str  # one line: what to look at
+    code: str
+    diagnostics: tuple[str, ...] = ()
+    fixed_twin: str | None = None
+
+
+def _code(text: str) -> str:
+    return text.strip("\n") + "\n"
+
+
+EXAMPLES: tuple[Example, ...] = (
+    Example(
+        "clone-vs-detach",
+        "clone() vs detach()",
+        "clone() copies the data into new memory and stays in the graph; detach() shares the memory "
+        "and leaves the graph.",
+        _code("""
+x = torch.tensor([1., 2., 3.], requires_grad=True)
+c = x.clone()   # new memory, in the graph
+d = x.detach()  # x's memory, out of the graph
+print(c.grad_fn, d.grad_fn)
+"""),
+    ),
+    Example(
+        "four-combinations",
+        "The four combinations",
+        "clone(), detach(), clone().detach() and detach().clone(): own memory or shared, "
+        "in the graph or not.",
+        _code("""
+x = torch.tensor([1., 2., 3.], requires_grad=True)
+a = x.clone()           # own memory, tracked
+b = x.detach()          # shared, not tracked
+c = x.clone().detach()  # own, not tracked
+d = x.detach().clone()  # same as c
+"""),
+    ),
+    Example(
+        "losses-keep-graphs",
+        "A list of losses keeps every graph alive",
+        "Appending the loss tensor keeps its whole graph, and the tensors it saved, in memory.",
+        _code("""
+w = torch.randn(4, requires_grad=True)
+losses = []
+for i in range(3):
+    loss = (w * i).exp().sum()
+    losses.append(loss)  # keeps the graph
+"""),
+        diagnostics=("graph-kept-by-container",),
+        fixed_twin="losses-item",
+    ),
+    Example(
+        "losses-item",
+        "… and .item() lets them go",
+        "loss.item() is a Python float: each iteration's graph and saved tensors are freed.",
+        _code("""
+w = torch.randn(4, requires_grad=True)
+losses = []
+for i in range(3):
+    loss = (w * i).exp().sum()
+    losses.append(loss.item())  # a float
+"""),
+    ),
+    Example(
+        "inplace-through-detach",
+        "In-place through a detach() alias",
+        "Writing through a detached alias changes the original's memory and bumps its version; "
+        "backward then fails.",
+        _code("""
+x = torch.tensor([1., 2., 3.], requires_grad=True)
+y = x.exp()         # ExpBackward0 saves y
+alias = y.detach()  # y's memory, no graph
+alias.zero_()       # writes y, bumps version
+y.sum().backward()  # saved y changed: error
+"""),
+        diagnostics=("saved-tensor-modified", "inplace-through-detached-alias"),
+        fixed_twin="inplace-on-a-copy",
+    ),
+    Example(
+        "inplace-on-a-copy",
+        "… and on a copy, backward works",
+        "detach().clone() gives the alias its own memory: zeroing it leaves y, and the graph, intact.",
+        _code("""
+x = torch.tensor([1., 2., 3.], requires_grad=True)
+y = x.exp()                  # ExpBackward0 saves its result: y
+copy = y.detach().clone()    # own memory, outside the graph
+copy.zero_()                 # y is untouched, its version stays 0
+y.sum().backward()
+print(x.grad)
+"""),
+    ),
+    Example(
+        "inplace-on-leaf",
+        "In-place on a leaf: the error",
+        "A leaf that requires grad cannot be modified in place; autograd refuses.",
+        _code("""
+w = torch.ones(3, requires_grad=True)
+w.add_(1)   # RuntimeError: leaf, in-place
+"""),
+        diagnostics=("inplace-on-leaf",),
+        fixed_twin="clone-then-modify",
+    ),
+    Example(
+        "clone-then-modify",
+        "Clone, then modify",
+        "Modify a clone instead: the copy has its own memory and gradients still reach the leaf.",
+        _code("""
+w = torch.ones(3, requires_grad=True)
+v = w.clone()   # a copy inside the graph
+v.add_(1)       # fine: only the copy
+v.sum().backward()
+print(w.grad)   # flowed back through clone
+"""),
+    ),
+    Example(
+        "requires-grad-after-detach",
+        "requires_grad_() after detach()",
+        "A detached tensor that requires grad again is a new leaf: gradients stop there, not at x.",
+        _code("""
+x = torch.tensor([1., 2.], requires_grad=True)
+y = (x * 3).detach()
+y.requires_grad_()     # a new leaf
+z = (y * y).sum()
+z.backward()
+print(y.grad, x.grad)  # x.grad is None
+"""),
+        diagnostics=("grad-stays-none",),
+    ),
+    Example(
+        "freeze-early-layers",
+        "Freezing early layers",
+        "detach() on the early layers' output: only the head gets gradients.",
+        _code("""
+early = nn.Linear(3, 2)
+head = nn.Linear(2, 1)
+x = torch.randn(2, 3)
+feat = early(x).detach()   # gradients stop here
+loss = head(feat).sum()
+loss.backward()
+print(early.weight.grad)   # None: frozen
+print(head.weight.grad)
+"""),
+        diagnostics=("grad-stays-none",),
+    ),
+    Example(
+        "input-gradient",
+        "Gradient w.r.t. the input, model frozen",
+        "Turn off the parameters' gradients and ask for the input's: only x gets a .grad.",
+        _code("""
+model = nn.Linear(3, 1)
+for p in model.parameters():
+    p.requires_grad_(False)   # freeze the model
+x = torch.randn(1, 3, requires_grad=True)
+score = model(x).sum()
+score.backward()
+print(x.grad)                 # d score / d x
+"""),
+    ),
+    Example(
+        "no-grad-inference",
+        "Inference under no_grad",
+        "Inside torch.no_grad() no graph is built: the output has no grad_fn and saves nothing.",
+        _code("""
+model = nn.Linear(3, 2)
+x = torch.randn(1, 3)
+with torch.no_grad():
+    y = model(x)       # no graph, nothing saved
+print(y.requires_grad, y.grad_fn)
+"""),
+    ),
+    Example(
+        "custom-loss-detach",
+        "A custom loss that accidentally detaches",
+        "One detach() inside the loss cuts the graph: no error, but nothing reaches w.",
+        _code("""
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(3)
+
+def my_loss(pred, target):
+    diff = pred.detach() - target  # bug!
+    return (diff ** 2).mean()
+
+pred = w * x
+loss = my_loss(pred, torch.zeros(3))
+print(loss.grad_fn)  # None: no graph
+"""),
+        diagnostics=("graph-cut-by-detach",),
+        fixed_twin="custom-loss-fixed",
+    ),
+    Example(
+        "custom-loss-fixed",
+        "… and without the detach()",
+        "The loss stays in the graph: backward() reaches w.",
+        _code("""
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(3)
+
+def my_loss(pred, target):
+    diff = pred - target             # no detach(): gradients flow
+    return (diff ** 2).mean()
+
+pred = w * x
+loss = my_loss(pred, torch.zeros(3))
+loss.backward()
+print(w.grad)
+"""),
+    ),
+    Example(
+        "gradient-penalty",
+        "torch.autograd.grad for a gradient penalty",
+        "autograd.grad with create_graph=True returns a gradient that is itself in a graph.",
+        _code("""
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(3, requires_grad=True)
+out = (w * x).sum()
+g, = torch.autograd.grad(out, x, create_graph=True)
+penalty = (g.norm() - 1) ** 2
+penalty.backward()
+print(w.grad)
+"""),
+    ),
+    Example(
+        "views-share-storage",
+        "Views share storage",
+        "A transpose, a row, a strided column and an expand all read x's cells; one write shows "
+        "in all of them.",
+        _code("""
+x = torch.arange(6.).reshape(2, 3)
+t = x.t()            # same cells, new strides
+row = x[0]           # the first row
+col = x[:, 1]        # every third cell
+e = torch.ones(3).expand(2, 3)  # stride 0
+row[0] = 100.        # seen by x, t and row
+"""),
+    ),
+    Example(
+        "retain-grad",
+        "retain_grad() on a non-leaf",
+        "Non-leaf tensors drop their .grad unless you call retain_grad().",
+        _code("""
+x = torch.tensor([1., 2.], requires_grad=True)
+h = x * 3
+h.retain_grad()      # keep .grad on a non-leaf
+y = (h ** 2).sum()
+y.backward()
+print(h.grad, x.grad)
+"""),
+    ),
+)
+
+_BY_SLUG = {example.slug: example for example in EXAMPLES}
+
+
+def get_example(slug: str) -> Example | None:
+    return _BY_SLUG.get(slug)

@@ -1,0 +1,76 @@
+"""Short, stable text for numbers, shapes and sizes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def scalar(value: Any) -> str:
+    """A value that fits a memory cell: at most about six characters."""
+    if isinstance(value, bool):
+        return "T" if value else "F"
+    if isinstance(value, int):
+        text = str(value)
+        return text if len(text) <= 6 else f"{value:.1e}"
+    if isinstance(value, float):
+        if value == 0:
+            return "0."
+        if value.is_integer() and abs(value) < 1e5:
+            return f"{int(value)}."
+        for form in (".4g", ".3g", ".2g", ".1e"):
+            text = _short_exponent(format(value, form))
+            if len(text) <= 6:
+                return text
+        return _short_exponent(f"{value:.0e}")
+    if value == "NaN":
+        return "nan"
+    if value == "Infinity":
+        return "inf"
+    if value == "-Infinity":
+        return "-inf"
+    return str(value)[:6]
+
+
+def _short_exponent(text: str) -> str:
+    """``4.3e-05`` -> ``4.3e-5``: a cell is six characters wide."""
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    sign = "-" if exponent.startswith("-") else ""
+    return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
+
+
+def long_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.6g}" if not value.is_integer() or abs(value) >= 1e6 else f"{value:.1f}"
+    return scalar(value) if isinstance(value, str) else str(value)
+
+
+def shape(dims: list[int] | tuple[int, ...]) -> str:
+    """``(2, 3)``; a 0-dim tensor is ``()``; a 1-dim one ``(3,)`` as Python writes it."""
+    if len(dims) == 1:
+        return f"({dims[0]},)"
+    return "(" + ", ".join(str(d) for d in dims) + ")"
+
+
+def nbytes(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        count /= 1024
+        if count < 1024 or unit == "GiB":
+            return f"{count:.1f} {unit}" if count < 100 else f"{count:.0f} {unit}"
+    return f"{count} B"  # pragma: no cover
+
+
+def nested(values: Any, indent: int = 0) -> str:
+    """Nested lists as torch prints them: one row per line, aligned."""
+    if not isinstance(values, list):
+        return long_scalar(values)
+    if not values or not isinstance(values[0], list):
+        return "[" + ", ".join(long_scalar(v) for v in values) + "]"
+    pad = " " * (indent + 1)
+    rows = [nested(row, indent + 1) for row in values]
+    return "[" + (",\n" + pad).join(rows) + "]"

@@ -1,0 +1,532 @@
+"""The server's side of the sandbox: a fork server, children forked ahead of requests, one run each.
+
+Why threads and not asyncio objects: the pool must work from any event loop (uvicorn's, or the
+throw-away loops of a test client), so its I/O is blocking code in worker threads and one reader
+thread per fork server; ``run`` hops into a thread with ``asyncio.to_thread``.
+
+Life of a run: take a ready child (a ``spawn`` is sent at once to replace it), read its hello (the
+layers it is under: checked against what this server requires), write the job, read until EOF
+against the wall deadline and the size cap, learn the exit status from the fork server (the only
+process that may reap or kill the child, so pids are never confused), classify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.config import Settings
+from app.sandbox import frames
+from app.sandbox.layers import ChildConfig
+from app.sandbox.outcome import Limits, classify
+from app.sandbox.runner import failed, parse_result
+from app.schema import RunResult
+
+log = logging.getLogger(__name__)
+
+APP_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds the ``app`` package
+BOOT = "import sys; sys.path.insert(0, {root!r}); from app.sandbox.forkserver import main; main({fd})"
+MAX_MESSAGE = 1 << 16
+HELLO_BYTES = 1 << 14
+START_TIMEOUT = 120.0  # importing torch on a cold, busy machine
+HELLO_TIMEOUT = 15.0  # a child still warming up
+EXIT_TIMEOUT = 5.0
+WALL_GRACE = 1.0
+RETRY_AFTER_FAILURE = 10.0  # after the child's own alarm: time to serialize and send the partial trace
+
+# The whole environment of the fork server, hence of every child: nothing from the server's.
+HARDWARE_HINTS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def fork_server_env() -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/nonexistent",
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2",
+        "CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.update({k: os.environ[k] for k in HARDWARE_HINTS if k in os.environ})
+    return env
+
+
+@dataclass
+class ExitRecord:
+    event: threading.Event = field(default_factory=threading.Event)
+    status: int | None = None
+    cpu: float = 0.0
+
+
+@dataclass
+class Child:
+    pid: int
+    uid: int | None
+    job_fd: int
+    result_fd: int
+    record: ExitRecord
+
+    def close(self) -> None:
+        for fd in (self.job_fd, self.result_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class ForkServerLost(Exception):
+    pass
+
+
+@dataclass
+class _ForkServer:
+    """One running fork server and everything that dies with it."""
+
+    process: subprocess.Popen
+    sock: socket.socket
+    pid: int
+    landlock_abi: int
+    ready: collections.deque[Child] = field(default_factory=collections.deque)
+    records: dict[int, ExitRecord] = field(default_factory=dict)
+    pending: int = 0  # spawns asked for, not yet ready
+    alive: bool = True
+    retired: bool = False  # closed on purpose: do not restart
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, message: dict) -> None:
+        with self.send_lock:
+            self.sock.send(json.dumps(message).encode())
+
+
+def required_layers(server_is_root: bool) -> list[str]:
+    base = ["fork_server", "clean_env", "seccomp", "no_new_privs", "no_capabilities", "not_dumpable", "rlimits",
+            "no_file_writes"]
+    # As root, another uid already hides the server's files; otherwise only Landlock does.
+    return [*base, "separate_uid" if server_is_root else "landlock"]
+
+
+def evaluate_layers(hello: dict, probe: dict, server_euid: int, server_only_env: set[str]) -> dict[str, Any]:
+    """Which layers a probe child showed to be in force (``server_only_env``: the server's variables
+    that the fork server was not given; none may reach a child)."""
+    limits = probe.get("rlimits", {})
+
+    def limited(name: str) -> bool:
+        soft, hard = limits.get(name, (-1, -1))
+        return soft != -1 and hard != -1
+
+    return {
+        "fork_server": True,
+        "clean_env": "env" in probe and not set(probe["env"]) & server_only_env,
+        "seccomp": probe.get("seccomp") == 2 and probe.get("socket") == "EPERM" and probe.get("fork") == "EPERM",
+        "no_new_privs": probe.get("no_new_privs") == 1,
+        "no_capabilities": bool(probe.get("capabilities")) and all(int(c, 16) == 0 for c in probe["capabilities"]),
+        "not_dumpable": probe.get("dumpable") == 0,
+        "rlimits": all(limited(n) for n in ("AS", "DATA", "CPU", "FSIZE", "NOFILE", "CORE"))
+        and list(limits.get("FSIZE", [1]))[0] == 0 and list(limits.get("CORE", [1]))[0] == 0,
+        "no_file_writes": probe.get("write_file") in ("EACCES", "EPERM", "EROFS"),
+        "separate_uid": probe.get("uid") not in (None, 0, server_euid) and not probe.get("groups"),
+        "landlock": hello.get("landlock_abi", 0) > 0 and probe.get("read_outside") == "EACCES",
+    }
+
+
+class ForkServerPool:
+    """The default runner: fork-server children under the OS layers (``app.sandbox.layers``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.gate = settings.policy_gate or not settings.testing  # the off switch is honoured in tests only
+        self.prefork = max(1, settings.prefork)
+        self.limits = Limits(settings.wall_seconds, settings.cpu_seconds, settings.memory_mib,
+                             settings.max_result_bytes)
+        self._cond = threading.Condition()
+        self._server: _ForkServer | None = None
+        self._launching = False
+        self._last_launch = 0.0
+        self.launches = 0
+        self.layers: dict[str, Any] = {}
+        self.landlock_abi = 0
+        self.huge_page_mib = 0
+        self.start_error: str | None = None
+        self.server_euid = os.geteuid()
+        self.required = required_layers(self.server_euid == 0)
+        if self.server_euid != 0:
+            _set_not_dumpable()  # a same-uid child must not read this process's memory or environment
+
+    # -- public ------------------------------------------------------------------------------
+    @property
+    def missing(self) -> list[str]:
+        if not self.layers:
+            return list(self.required)
+        return [name for name in self.required if not self.layers.get(name)]
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and self._server.alive and (not self.missing or self.settings.unsafe_dev)
+
+    def start(self) -> None:
+        """Start (or restart) the fork server and run the start-up probe; blocking."""
+        if self.start_error and time.monotonic() - self._last_launch < RETRY_AFTER_FAILURE:
+            return  # a broken machine must not make every request pay for a doomed start
+        try:
+            self._ensure_running()
+        except Exception as error:  # noqa: BLE001 - reported by health, runs answer with it
+            self.start_error = f"{type(error).__name__}: {error}"
+            log.error("sandbox did not start: %s", self.start_error)
+
+    async def ready(self) -> bool:
+        """Start lazily (a test client may skip the lifespan); True when runs may be served."""
+        if self._server is None or not self._server.alive:
+            await asyncio.to_thread(self.start)
+        return self.serving
+
+    async def run(self, code: str) -> RunResult:
+        return await asyncio.to_thread(self.run_blocking, code)
+
+    def run_blocking(self, code: str) -> RunResult:
+        if not (self._server and self._server.alive):
+            self.start()
+        if not self.serving:
+            return failed("internal", self.unavailable_message(), "SandboxUnavailable")
+        for _attempt in range(3):
+            try:
+                child = self._take()
+            except ForkServerLost:
+                self.start()
+                continue
+            result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate})
+            if result is not None:
+                return result
+        return failed("internal", "The sandbox could not start a process for this run. Please try again.")
+
+    def unavailable_message(self) -> str:
+        if self.start_error:
+            return f"The sandbox is not running ({self.start_error})."
+        return ("The sandbox is missing required protection on this machine (" + ", ".join(self.missing)
+                + "), so snippets are not run. Set EXPLORER_UNSAFE_DEV=1 only on a private development machine.")
+
+    def health(self) -> dict[str, Any]:
+        server = self._server
+        return {
+            "ok": self.serving,
+            "runner": "forkserver",
+            "state": "running" if server and server.alive else ("failed" if self.start_error else "stopped"),
+            "layers": self.layers,
+            "landlock_abi": self.landlock_abi,
+            "required": self.required,
+            "missing": self.missing,
+            "unsafe_dev": self.settings.unsafe_dev,
+            "policy_gate": self.gate,
+            "error": self.start_error,
+            "pool": {"prefork": self.prefork, "ready": len(server.ready) if server else 0,
+                     "fork_server_starts": self.launches, "huge_page_mib": self.huge_page_mib},
+        }
+
+    def close(self) -> None:
+        with self._cond:
+            server, self._server = self._server, None
+            if server is not None:
+                server.retired = True  # a later run may start a new one (shared pools, test clients)
+        if server is not None:
+            self._shut(server)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- fork server lifecycle -----------------------------------------------------------------
+    def _ensure_running(self) -> None:
+        with self._cond:
+            while self._launching:
+                self._cond.wait()
+            if self._server is not None and self._server.alive:
+                return
+            self._launching = True
+        try:
+            wait = 1.0 - (time.monotonic() - self._last_launch)
+            if wait > 0:
+                time.sleep(wait)  # a crash loop must not become a fork-server storm
+            self._last_launch = time.monotonic()
+            server = self._launch()
+            with self._cond:
+                self._server = server
+            self._probe(server)
+            self.start_error = None
+        finally:
+            with self._cond:
+                self._launching = False
+                self._cond.notify_all()
+
+    def _launch(self) -> _ForkServer:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-B", "-c", BOOT.format(root=APP_ROOT, fd=theirs.fileno())],
+                env=fork_server_env(), pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, cwd="/", start_new_session=True, close_fds=True,
+            )
+        finally:
+            theirs.close()
+        config = ChildConfig(
+            memory_mib=self.settings.memory_mib, cpu_seconds=self.settings.cpu_seconds,
+            wall_seconds=self.settings.wall_seconds, max_steps=self.settings.max_steps,
+            max_stdout=self.settings.max_stdout_bytes, max_result_bytes=self.settings.max_result_bytes,
+            max_job_bytes=self.settings.max_code_bytes * 8 + 4096,
+            uid_base=self.settings.sandbox_uid_base if self.server_euid == 0 else None,
+        )
+        try:
+            ours.send(json.dumps({"op": "config", **asdict(config), "app_root": APP_ROOT}).encode())
+            ours.settimeout(START_TIMEOUT)
+            hello = json.loads(ours.recv(MAX_MESSAGE) or b"null")
+            ours.settimeout(None)
+            if not isinstance(hello, dict) or hello.get("op") != "hello":
+                raise RuntimeError("the fork server did not start")
+        except BaseException:
+            process.kill()
+            process.wait()
+            ours.close()
+            raise
+        self.launches += 1
+        self.landlock_abi = int(hello.get("landlock_abi", 0))
+        self.huge_page_mib = int(hello.get("huge_page_mib", 0))
+        server = _ForkServer(process=process, sock=ours, pid=int(hello["pid"]), landlock_abi=self.landlock_abi)
+        threading.Thread(target=self._read_loop, args=(server,), name="sandbox-reader", daemon=True).start()
+        for _ in range(self.prefork):
+            self._request_spawn(server)
+        return server
+
+    def _probe(self, server: _ForkServer) -> None:
+        child = self._take()
+        try:
+            hello = self._read_hello(child)
+            if hello is None:
+                raise RuntimeError("the probe child did not start")
+            frames.write_before(child.job_fd, frames.encode_frame(b'{"kind":"probe"}'),
+                                time.monotonic() + HELLO_TIMEOUT)
+            data, _ = frames.read_to_eof(child.result_fd, HELLO_BYTES * 4, time.monotonic() + HELLO_TIMEOUT)
+            probe = json.loads(frames.decode_frame(data, HELLO_BYTES * 4))
+        finally:
+            child.close()
+            self._forget(server, child)
+        self.layers = evaluate_layers(hello, probe, self.server_euid, set(os.environ) - set(fork_server_env()))
+        self.layers["uid"] = probe.get("uid")
+        missing = self.missing
+        if missing:
+            log.warning("sandbox layers missing: %s%s", ", ".join(missing),
+                        " (EXPLORER_UNSAFE_DEV=1: serving anyway)" if self.settings.unsafe_dev else "")
+
+    def _read_loop(self, server: _ForkServer) -> None:
+        try:
+            while True:
+                message, fds, _flags, _addr = socket.recv_fds(server.sock, MAX_MESSAGE, 4)
+                if not message:
+                    break
+                self._on_message(server, json.loads(message), fds)
+        except (OSError, ValueError) as error:
+            log.debug("fork server channel closed: %s", error)
+        self._on_lost(server)
+
+    def _on_message(self, server: _ForkServer, message: dict, fds: list[int]) -> None:
+        op = message.get("op")
+        if op == "ready" and len(fds) == 2:
+            for fd in fds:
+                os.set_blocking(fd, False)
+            record = ExitRecord()
+            child = Child(int(message["pid"]), message.get("uid"), fds[0], fds[1], record)
+            with self._cond:
+                server.records[child.pid] = record
+                server.pending -= 1
+                server.ready.append(child)
+                self._cond.notify_all()
+        elif op == "exit":
+            with self._cond:
+                record = server.records.get(int(message["pid"]))
+            if record is not None:
+                record.status = int(message["status"])
+                record.cpu = float(message.get("cpu", 0.0))
+                record.event.set()
+        elif op == "error":
+            log.warning("fork server: %s", message.get("message"))
+            with self._cond:
+                server.pending -= 1
+                self._cond.notify_all()
+        else:
+            for fd in fds:
+                os.close(fd)
+
+    def _on_lost(self, server: _ForkServer) -> None:
+        with self._cond:
+            server.alive = False
+            ready, server.ready = list(server.ready), collections.deque()
+            records, server.records = list(server.records.values()), {}
+            if self._server is server:
+                self._server = None
+            retired = server.retired
+            self._cond.notify_all()
+        for child in ready:
+            child.close()
+        for record in records:
+            record.event.set()  # status None: "the sandbox restarted"
+        self._shut(server)
+        if not retired:
+            log.warning("fork server exited; starting a new one")
+            self.start()
+
+    def _shut(self, server: _ForkServer) -> None:
+        server.alive = False
+        try:
+            server.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        server.sock.close()
+        try:
+            server.process.wait(timeout=3)  # it kills its children when our end closes
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+
+    # -- one run -------------------------------------------------------------------------------
+    def _request_spawn(self, server: _ForkServer) -> None:
+        with self._cond:
+            server.pending += 1
+        try:
+            server.send({"op": "spawn"})
+        except OSError:
+            pass  # the reader thread sees the loss
+
+    def _take(self) -> Child:
+        deadline = time.monotonic() + HELLO_TIMEOUT
+        with self._cond:
+            while True:
+                server = self._server
+                if server is None or not server.alive:
+                    raise ForkServerLost
+                if server.ready:
+                    child = server.ready.popleft()
+                    break
+                if server.pending <= 0:
+                    self._cond.release()
+                    try:
+                        self._request_spawn(server)
+                    finally:
+                        self._cond.acquire()
+                    continue
+                if not self._cond.wait(max(0.0, deadline - time.monotonic())):
+                    raise ForkServerLost
+        self._request_spawn(server)  # keep `prefork` children ahead of demand
+        return child
+
+    def _forget(self, server: _ForkServer, child: Child) -> None:
+        with self._cond:
+            server.records.pop(child.pid, None)
+
+    def _kill(self, child: Child) -> None:
+        server = self._server
+        if server is not None and server.alive:
+            try:
+                server.send({"op": "kill", "pid": child.pid})
+            except OSError:
+                pass
+
+    def _read_hello(self, child: Child) -> dict | None:
+        try:
+            hello = json.loads(frames.read_frame_before(child.result_fd, HELLO_BYTES, time.monotonic() + HELLO_TIMEOUT))
+        except (frames.FrameError, frames.Deadline, ValueError, OSError):
+            return None
+        return hello if isinstance(hello, dict) else None
+
+    def _hello_ok(self, hello: dict, child: Child) -> bool:
+        if hello.get("seccomp") != 2 or hello.get("no_new_privs") != 1 or hello.get("dumpable") != 0:
+            return self.settings.unsafe_dev
+        if "separate_uid" in self.required and hello.get("uid") != child.uid:
+            return self.settings.unsafe_dev
+        if "landlock" in self.required and not hello.get("landlock_abi"):
+            return self.settings.unsafe_dev
+        return True
+
+    def _execute(self, child: Child, job: dict) -> RunResult | None:
+        """One run on ``child``; None when the child never got the job (the caller tries another)."""
+        server = self._server
+        try:
+            hello = self._read_hello(child)
+            if hello is None or not self._hello_ok(hello, child):
+                self._kill(child)
+                if hello is not None:
+                    return failed("internal", "A sandboxed process started without its protection; the run "
+                                              "was refused.", "SandboxUnavailable")
+                return None
+            payload = json.dumps(job, ensure_ascii=False).encode()
+            try:
+                frames.write_before(child.job_fd, frames.encode_frame(payload), time.monotonic() + HELLO_TIMEOUT)
+            except (OSError, frames.Deadline):
+                self._kill(child)
+                return None
+            os.close(child.job_fd)
+            child.job_fd = -1
+            deadline = time.monotonic() + self.settings.wall_seconds + WALL_GRACE
+            cap = self.settings.max_result_bytes + frames.HEADER.size
+            data, stopped = frames.read_to_eof(child.result_fd, cap, deadline)
+            # Whatever happened, the child must not outlive the request (it may have closed its end
+            # early and gone on running). Killing an exiting child is harmless.
+            self._kill(child)
+            if not stopped:
+                answer = parse_result(data, self.settings.max_result_bytes)
+                if answer.error is None or answer.error.kind != "internal":
+                    return answer  # a well-formed answer: the exit status adds nothing
+            if not child.record.event.wait(EXIT_TIMEOUT):
+                self._kill(child)
+                return failed("internal", "The sandboxed process did not finish. Please run the snippet again.")
+            return classify(data, stopped, child.record.status, child.record.cpu, self.limits)
+        finally:
+            child.close()
+            if server is not None:
+                self._forget(server, child)
+
+
+def _set_not_dumpable() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except OSError:
+        pass
+
+
+# -- one pool per configuration and process: many apps (tests!) must not mean many fork servers ----
+_POOLS: dict[tuple, ForkServerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _key(settings: Settings) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in settings.model_dump().items()))
+
+
+def shared_pool(settings: Settings) -> ForkServerPool:
+    with _POOLS_LOCK:
+        key = _key(settings)
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ForkServerPool(settings)
+        return pool
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_POOLS.values()):
+        pool.close()
+
+
+def default_runner(settings: Settings):  # noqa: ANN201 - a Runner
+    """What ``create_app`` runs snippets with unless given a runner."""
+    if settings.sandbox == "subprocess":
+        from app.sandbox.runner import SubprocessRunner
+
+        return SubprocessRunner(settings)
+    return shared_pool(settings)

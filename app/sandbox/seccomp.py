@@ -1,0 +1,183 @@
+"""A minimal ctypes binding to libseccomp and the playground's syscall deny-list.
+
+Why our own binding: ``pyseccomp`` runs ``ctypes.util.find_library`` on import, which may spawn
+``ldconfig`` and write temporary files; we open ``libseccomp.so.2`` by its soname instead, once, in the
+fork server (before any restriction), so every child already has it mapped.
+
+The filter is a deny-list with default ALLOW (like the research prototype, see
+``shared/research/sandbox.md`` §5.4): errno for everything a snippet must never do, so a learner sees
+``PermissionError`` instead of a dead process. Only the native architecture is in the filter; a
+syscall made through another ABI (``int 0x80``, x32) hits libseccomp's bad-arch action, which kills.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+from dataclasses import dataclass
+
+ACT_ALLOW = 0x7FFF0000
+
+
+def act_errno(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)
+
+
+# enum scmp_compare
+CMP_NE, CMP_EQ, CMP_MASKED_EQ = 1, 4, 7
+# enum scmp_filter_attr
+ATTR_CTL_NNP, ATTR_CTL_TSYNC = 3, 4
+
+CLONE_THREAD = 0x00010000
+CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
+                    0x00000080)  # NEWNS UTS IPC USER PID NET CGROUP TIME (0x80 = CLONE_NEWTIME)
+O_WRITE_FLAGS = (0o1, 0o2, 0o100, 0o1000, 0o2000, 0o20000000)  # WRONLY RDWR CREAT TRUNC APPEND __O_TMPFILE
+F_SETOWN, F_SETOWN_EX = 8, 15
+FIOSETOWN, SIOCSPGRP, TIOCSTI = 0x8901, 0x8902, 0x5412
+PR_SET_DUMPABLE, PR_SET_MM, PR_SET_PTRACER = 4, 35, 0x59616D61
+PERSONALITY_QUERY = 0xFFFFFFFF
+
+
+class ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``syscall`` answers ``action`` when every (arg, op, a, b) comparison holds (none: always)."""
+
+    syscall: str
+    action: int
+    conditions: tuple[tuple[int, int, int, int], ...] = ()
+
+
+EPERM = act_errno(errno.EPERM)
+EACCES = act_errno(errno.EACCES)
+ENOSYS = act_errno(errno.ENOSYS)
+
+ALWAYS_EPERM = (
+    # network
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    # new programs and processes (threads are clone with CLONE_THREAD, handled below)
+    "execve", "execveat", "fork", "vfork",
+    # other processes
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd", "pidfd_send_signal",
+    "kcmp", "tkill", "process_madvise", "process_mrelease", "migrate_pages", "move_pages",
+    # namespaces, mounts, root
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount",
+    "fspick", "move_mount", "open_tree", "mount_setattr",
+    # kernel attack surface
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "keyctl", "add_key", "request_key", "memfd_create", "memfd_secret", "init_module", "finit_module",
+    "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
+    "iopl", "ioperm", "modify_ldt", "quotactl", "quotactl_fd", "syslog", "vhangup", "lookup_dcookie",
+    "uselib", "name_to_handle_at", "open_by_handle_at", "fanotify_init", "fanotify_mark",
+    # identity
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
+    "setfsgid", "capset",
+    # System V IPC and POSIX message queues outlive the process: a channel to the next run.
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
+    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+)
+ALWAYS_EACCES = (
+    "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir",
+    "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat", "chmod", "fchmod", "fchmodat",
+    "fchmodat2", "chown", "fchown", "lchown", "fchownat", "truncate", "ftruncate", "utime", "utimes",
+    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "fallocate",
+)
+# Their arguments live in a struct seccomp cannot read: glibc and Python fall back to the old calls.
+ALWAYS_ENOSYS = ("clone3", "openat2")
+# (syscall, index of the pid argument): allowed only when it names this process (0 means "self").
+SELF_ONLY_SIGNALS = (("kill", 0), ("tgkill", 0), ("rt_sigqueueinfo", 0), ("rt_tgsigqueueinfo", 0))
+SELF_OR_ZERO = (("prlimit64", 0), ("sched_setaffinity", 0), ("sched_setscheduler", 0),
+                ("sched_setparam", 0), ("sched_setattr", 0), ("setpriority", 1), ("ioprio_set", 1))
+
+
+def deny_rules(own_pid: int) -> list[Rule]:
+    """The deny-list for the process ``own_pid`` (signals only to itself)."""
+    rules = [Rule(name, EPERM) for name in ALWAYS_EPERM]
+    rules += [Rule(name, EACCES) for name in ALWAYS_EACCES]
+    rules += [Rule(name, ENOSYS) for name in ALWAYS_ENOSYS]
+    # New processes: clone without CLONE_THREAD; and no namespace flags even with it.
+    rules.append(Rule("clone", EPERM, ((0, CMP_MASKED_EQ, CLONE_THREAD, 0),)))
+    rules += [Rule("clone", EPERM, ((0, CMP_MASKED_EQ, flag, flag),)) for flag in CLONE_NAMESPACES]
+    # File writes: any write-ish open flag.
+    for name, index in (("open", 1), ("openat", 2)):
+        rules += [Rule(name, EACCES, ((index, CMP_MASKED_EQ, flag, flag),)) for flag in O_WRITE_FLAGS]
+    for name, index in SELF_ONLY_SIGNALS:
+        rules.append(Rule(name, EPERM, ((index, CMP_NE, own_pid, 0),)))
+    # prlimit64(0, ...) is how glibc sets its own limits; another pid could be the server.
+    for name, index in SELF_OR_ZERO:
+        rules.append(Rule(name, EPERM, ((index, CMP_NE, 0, 0),)))
+    # SIGIO/SIGURG to another process through a file's owner.
+    rules += [Rule("fcntl", EPERM, ((1, CMP_EQ, cmd, 0),)) for cmd in (F_SETOWN, F_SETOWN_EX)]
+    rules += [Rule("ioctl", EPERM, ((1, CMP_EQ, cmd, 0),)) for cmd in (FIOSETOWN, SIOCSPGRP, TIOCSTI)]
+    # Becoming dumpable again would let same-uid processes read our memory.
+    rules += [Rule("prctl", EPERM, ((0, CMP_EQ, opt, 0),)) for opt in (PR_SET_DUMPABLE, PR_SET_MM,
+                                                                        PR_SET_PTRACER)]
+    rules.append(Rule("personality", EPERM, ((0, CMP_NE, PERSONALITY_QUERY, 0),)))
+    return rules
+
+
+class SeccompError(OSError):
+    pass
+
+
+class Libseccomp:
+    """The handful of libseccomp calls we need. Construct it before any sandbox restriction."""
+
+    def __init__(self, soname: str = "libseccomp.so.2") -> None:
+        lib = ctypes.CDLL(soname, use_errno=True)
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                               ctypes.POINTER(ArgCmp)]
+        lib.seccomp_rule_add_array.restype = ctypes.c_int
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
+        lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+        lib.seccomp_attr_set.restype = ctypes.c_int
+        lib.seccomp_load.argtypes = [ctypes.c_void_p]
+        lib.seccomp_load.restype = ctypes.c_int
+        lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        lib.seccomp_release.restype = None
+        self._lib = lib
+        # Resolve names now: libseccomp's tables are static, but doing it once keeps children lean.
+        names = set(ALWAYS_EPERM + ALWAYS_EACCES + ALWAYS_ENOSYS) | {
+            "clone", "open", "openat", "fcntl", "ioctl", "prctl", "personality",
+            *(n for n, _ in SELF_ONLY_SIGNALS), *(n for n, _ in SELF_OR_ZERO)}
+        self.numbers = {n: lib.seccomp_syscall_resolve_name(n.encode()) for n in sorted(names)}
+
+    def load(self, rules: list[Rule], no_new_privs: bool = True) -> int:
+        """Install ``rules`` for every thread of this process (TSYNC; no_new_privs unless told, which
+        needs CAP_SYS_ADMIN). Returns the number of rules installed."""
+        lib = self._lib
+        ctx = lib.seccomp_init(ACT_ALLOW)
+        if not ctx:
+            raise SeccompError("seccomp_init failed")
+        try:
+            for attr, value in ((ATTR_CTL_NNP, int(no_new_privs)), (ATTR_CTL_TSYNC, 1)):
+                rc = lib.seccomp_attr_set(ctx, attr, value)
+                if rc < 0:
+                    raise SeccompError(-rc, f"seccomp_attr_set({attr}): {errno.errorcode.get(-rc, rc)}")
+            count = 0
+            for rule in rules:
+                number = self.numbers.get(rule.syscall)
+                if number is None:
+                    number = lib.seccomp_syscall_resolve_name(rule.syscall.encode())
+                if number < 0:  # not a syscall on this architecture (e.g. "open" on arm64)
+                    continue
+                args = (ArgCmp * max(1, len(rule.conditions)))(*[ArgCmp(*c) for c in rule.conditions])
+                rc = lib.seccomp_rule_add_array(ctx, rule.action, number, len(rule.conditions), args)
+                if rc < 0:
+                    raise SeccompError(-rc, f"seccomp rule for {rule.syscall}: {errno.errorcode.get(-rc, rc)}")
+                count += 1
+            rc = lib.seccomp_load(ctx)
+            if rc < 0:
+                raise SeccompError(-rc, f"seccomp_load: {errno.errorcode.get(-rc, rc)}")
+            return count
+        finally:
+            lib.seccomp_release(ctx)

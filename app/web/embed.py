@@ -1,0 +1,80 @@
+"""Embed mode: ``GET /embed?...`` for an ``<iframe>`` in docs, and the ``POST /embed/run`` fragment.
+
+The same views as the playground (``app.render``, the same partials) with minimal chrome: the code
+(a small editor, or read-only), the stepper, the memory view and/or the graph, the output. Only
+routes under ``/embed`` may be framed by other sites (``app.web.framing``). ``static/embed.js``
+tells the parent page the frame's height and keeps the "Open in playground" link on the code shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+
+from app.render import build_explorer, client_payload, frame_at
+from app.schema import RunResult
+from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
+from app.web.pages import _form, _html, _parse_step, _rejected, _run_admitted, render
+
+router = APIRouter()
+
+MAX_EDITOR_ROWS = 16  # taller snippets scroll inside the editor; the frame stays a sensible size
+
+
+def embed_run_context(
+    result: RunResult, code: str, step: int | None, which: str, max_steps: int
+) -> dict[str, Any]:
+    """What ``_embed_run.html`` needs (pure)."""
+    view = build_explorer(result, code, step, max_steps)
+    return {"view": view, "frame": frame_at(view), "payload": client_payload(view), "which": which}
+
+
+def _error_page(request: Request, error: ParamError, theme: str = "light") -> Response:
+    # Framable like every /embed response, so the docs page shows the reason inside its frame.
+    body = render("embed_error.html", status=error.status, message=error.message, theme=theme)
+    return _html(body, request, error.status)
+
+
+@router.get("/embed", include_in_schema=False)
+async def embed_page(request: Request) -> Response:
+    """The embed: ``code`` (permalink token) | ``s`` (short link) | ``example``, ``step``, ``view``,
+    ``readonly``, ``theme``, ``autorun``. Bad values answer a 400 page that names the parameter."""
+    settings = request.app.state.settings
+    theme = request.query_params.get("theme", "light")
+    try:
+        params: EmbedParams = parse_params(request.query_params)
+        code = await resolve_code(request.app.state, params.source, settings.max_code_bytes)
+    except ParamError as error:
+        return _error_page(request, error, theme if theme in ("light", "dark") else "light")
+    lines = len(code.rstrip("\n").split("\n"))
+    body = render(
+        "embed.html", p=params, code=code, rows=min(max(lines, 3), MAX_EDITOR_ROWS),
+        step=None if params.step is None else params.step + 1,
+        open_href=playground_href(params.source, code, params.step),
+        open_base=playground_href(params.source, code, None),
+    )
+    return _html(body, request)
+
+
+@router.post("/embed/run", include_in_schema=False)
+async def embed_run(request: Request) -> Response:
+    """Run the posted snippet; answer the embed's ``#run`` fragment for one ``view``."""
+    settings = request.app.state.settings
+    form = await _form(request, 3 * settings.max_code_bytes + 1024)
+    which = form.get("view", "both") or "both"
+    if which not in VIEWS:
+        return Response(f"view must be one of {', '.join(VIEWS)}", status_code=400, media_type="text/plain")
+    code = form.get("code", "").replace("\r\n", "\n")
+    if "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
+        result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
+    elif not code.strip():
+        result = _rejected("There is no code to run.")
+    else:
+        result = await _run_admitted(request, code)
+    step = _parse_step(form.get("step"))
+    context = await run_in_threadpool(embed_run_context, result, code, step, which, settings.max_steps)
+    body = await run_in_threadpool(render, "_embed_run.html", **context)
+    return await run_in_threadpool(_html, body, request)

@@ -1,0 +1,143 @@
+"""The query parameters ``/embed`` and ``/render.svg`` share, checked strictly.
+
+Both are opened from other people's pages (docs, READMEs), so a mistyped URL gets a clear 400 that
+says what is wrong instead of a guess or a 500. Unknown parameters are ignored (docs tools append
+their own, e.g. ``utm_*``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import QueryParams
+
+from app.gallery import EXAMPLES, get_example
+from app.shortlinks import StoreUnavailable
+from app.shortlinks.ids import is_valid_id
+from app.web.links import playground_url
+from app.web.permalink import PermalinkError, decode_code, encode_code
+
+VIEWS = ("both", "memory", "graph")
+THEMES = ("light", "dark")
+TRUE = ("", "1", "true", "yes", "on")  # &readonly alone means yes
+FALSE = ("0", "false", "no", "off")
+MAX_STEP_DIGITS = 7  # int() of thousands of digits is slow (and refused past 4300)
+
+
+class ParamError(ValueError):
+    """A parameter the embed cannot use; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the code comes from: exactly one of a permalink token, a short-link id, an example."""
+
+    token: str | None = None
+    link_id: str | None = None
+    example: str | None = None
+
+
+@dataclass(frozen=True)
+class EmbedParams:
+    source: Source
+    step: int | None  # 0-based; None: the last step
+    view: str = "both"
+    theme: str = "light"
+    readonly: bool = False
+    autorun: bool = False
+
+
+def _choice(params: QueryParams, name: str, allowed: tuple[str, ...]) -> str:
+    value = params.get(name, allowed[0]).strip().lower()
+    if value not in allowed:
+        raise ParamError(400, f"{name} must be one of {', '.join(allowed)} (got {_show(value)}).")
+    return value
+
+
+def _flag(params: QueryParams, name: str) -> bool:
+    if name not in params:
+        return False
+    value = params[name].strip().lower()
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False
+    raise ParamError(400, f"{name} must be 1 or 0 (got {_show(value)}).")
+
+
+def _step(params: QueryParams) -> int | None:
+    raw = params.get("step", "").strip()
+    if not raw:
+        return None
+    if not raw.isdecimal() or len(raw) > MAX_STEP_DIGITS or int(raw) < 1:
+        raise ParamError(400, f"step must be a whole number from 1 (got {_show(raw)}).")
+    return int(raw) - 1
+
+
+def _show(value: str) -> str:
+    """A rejected value, cut short: error pages quote it (escaped) but never at length."""
+    return repr(value if len(value) <= 40 else value[:40] + "…")
+
+
+def _source(params: QueryParams) -> Source:
+    given = [name for name in ("code", "s", "example") if params.get(name, "").strip()]
+    if len(given) > 1:
+        raise ParamError(400, f"Give only one of code, s or example (got {', '.join(given)}).")
+    if "code" in given:
+        return Source(token=params["code"].strip())
+    if "s" in given:
+        link_id = params["s"].strip().lower()
+        if not is_valid_id(link_id):
+            raise ParamError(400, "s (a short-link id) must be letters a-z and digits 2-7.")
+        return Source(link_id=link_id)
+    slug = params.get("example", "").strip() or EXAMPLES[0].slug
+    if get_example(slug) is None:
+        raise ParamError(400, f"There is no example {_show(slug)}.")
+    return Source(example=slug)
+
+
+def parse_params(params: QueryParams) -> EmbedParams:
+    """Every parameter checked; the first problem raises ``ParamError`` (400)."""
+    return EmbedParams(
+        source=_source(params), step=_step(params), view=_choice(params, "view", VIEWS),
+        theme=_choice(params, "theme", THEMES), readonly=_flag(params, "readonly"),
+        autorun=_flag(params, "autorun"),
+    )
+
+
+async def resolve_code(app_state, source: Source, max_bytes: int) -> str:  # noqa: ANN001 - starlette State
+    """The snippet a source names: 400 for a broken token, 404 for an unknown id, 503 when the
+    store is down."""
+    if source.token is not None:
+        try:
+            return decode_code(source.token, max_bytes)
+        except PermalinkError as error:
+            raise ParamError(400, str(error)) from None
+    if source.link_id is not None:
+        try:
+            code = await run_in_threadpool(app_state.links.get, source.link_id)  # blocking database call
+        except StoreUnavailable:
+            raise ParamError(503, "Short links are unavailable right now; try again in a moment.") from None
+        if code is None:
+            raise ParamError(404, "This short link does not exist here.")
+        return code
+    example = get_example(source.example or "") or EXAMPLES[0]
+    return example.code
+
+
+def playground_href(source: Source, code: str, step: int | None) -> str:
+    """The playground URL that opens the same code (and step, counted from 1)."""
+    if source.example is not None:
+        url = "/?" + urlencode({"example": source.example})
+    elif source.link_id is not None:
+        url = playground_url(source.link_id, code)
+    else:
+        url = "/?" + urlencode({"code": encode_code(code)})
+    return url if step is None else f"{url}&step={step + 1}"

@@ -1,0 +1,149 @@
+"""Short links over HTTP: ``POST /api/links``, ``GET /api/links/<id>`` and ``GET /s/<id>``.
+
+The database work is blocking (sqlite3, psycopg), so it runs in the thread pool.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
+from app.web.permalink import encode_code
+
+router = APIRouter()
+
+# A stored id never changes its code, so its JSON may be cached for good.
+IMMUTABLE = "public, max-age=31536000, immutable"
+MAX_REDIRECT_TOKEN = 8000
+UNAVAILABLE = "Short links are unavailable right now; try again in a moment."
+log = logging.getLogger(__name__)
+
+
+def _store(request: Request) -> LinkStore:
+    return request.app.state.links
+
+
+def _problem(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def _unavailable(error: StoreUnavailable) -> JSONResponse:
+    # The cause (paths, host names) goes to the log, not to the client.
+    log.warning("short links unavailable: %s", error)
+    return JSONResponse({"detail": UNAVAILABLE}, status_code=503, headers={"Retry-After": "5"})
+
+
+def playground_url(link_id: str, code: str) -> str:
+    """Where ``/s/<id>`` sends the browser: the playground permalink that carries the code itself.
+
+    A snippet whose compressed token would make the URL too long for common proxies and servers
+    (uvicorn's h11 parser refuses request heads over 16 KiB) goes by id instead: ``/?s=<id>``, which the page
+    resolves through ``GET /api/links/<id>``.
+    """
+    token = encode_code(code)
+    if len(token) > MAX_REDIRECT_TOKEN:
+        return "/?" + urlencode({"s": link_id})
+    return "/?" + urlencode({"code": token})
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing to buffer more than ``limit`` bytes (a 413 before any parsing)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise InvalidSnippet(413, f"The request body is larger than {limit} bytes.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise InvalidSnippet(413, f"The request body is larger than {limit} bytes.")
+    return bytes(body)
+
+
+def _code_from_body(body: bytes) -> str:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidSnippet(400, "The request body is not valid UTF-8.") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidSnippet(400, 'The request body is not valid JSON; send {"code": "..."}.') from None
+    if not isinstance(data, dict) or set(data) != {"code"}:
+        raise InvalidSnippet(422, 'Send a JSON object with exactly one field: {"code": "..."}.')
+    if not isinstance(data["code"], str):
+        raise InvalidSnippet(422, "`code` must be a string.")
+    return data["code"]
+
+
+@router.post("/api/links", status_code=201)
+async def create_link(request: Request) -> JSONResponse:
+    """Store a snippet; the same code always gets the same id. 201 when new, 200 when it existed."""
+    max_code = request.app.state.settings.max_code_bytes
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return _problem(415, "Send the snippet as JSON (Content-Type: application/json).")
+    # Storing is cheap but not free (disk): a share spends the same per-client budget as a run.
+    limiter = getattr(request.app.state, "rate_limiter", None)
+    wait = limiter.take(request.client.host if request.client else "unknown") if limiter else 0
+    if wait > 0:
+        seconds = math.ceil(wait)
+        return JSONResponse({"detail": f"Too many requests; please wait {seconds} s."}, status_code=429,
+                            headers={"Retry-After": str(seconds)})
+    try:
+        # JSON escapes can take up to 6 bytes per UTF-8 byte ("\u00e9" for two bytes); the exact
+        # bound on the code itself is checked after decoding.
+        code = _code_from_body(await _read_body(request, 6 * max_code + 1024))
+        snippet = prepare_snippet(code, max_code)
+        link_id, created = await run_in_threadpool(_store(request).put, snippet)
+    except InvalidSnippet as error:
+        return _problem(error.status, error.message)
+    except StoreUnavailable as error:
+        return _unavailable(error)
+    return JSONResponse({"id": link_id, "url": f"/s/{link_id}"}, status_code=201 if created else 200)
+
+
+async def _lookup(request: Request, link_id: str) -> str | None:
+    return await run_in_threadpool(_store(request).get, link_id.lower())
+
+
+@router.get("/api/links/{link_id}")
+async def read_link(link_id: str, request: Request) -> JSONResponse:
+    """The stored code as JSON, for the playground page and API clients."""
+    try:
+        code = await _lookup(request, link_id)
+    except StoreUnavailable as error:
+        return _unavailable(error)
+    if code is None:
+        return _problem(404, "No short link with this id.")
+    return JSONResponse({"id": link_id.lower(), "code": code}, headers={"Cache-Control": IMMUTABLE})
+
+
+@router.get("/s/{link_id}", response_model=None)
+async def follow_link(link_id: str, request: Request) -> Response:
+    """303 to the playground carrying the snippet; an unknown id gets a 404 page (or JSON)."""
+    try:
+        code = await _lookup(request, link_id)
+    except StoreUnavailable as error:
+        log.warning("short links unavailable: %s", error)
+        return _error_page(request, 503, UNAVAILABLE)
+    if code is None:
+        return _error_page(request, 404, "This short link does not exist.")
+    return RedirectResponse(playground_url(link_id.lower(), code), status_code=303)
+
+
+def _error_page(request: Request, status: int, message: str) -> Response:
+    if "application/json" in request.headers.get("accept", ""):
+        return _problem(status, message)
+    page = (
+        "<!doctype html><html lang=en><meta charset=utf-8><title>Autograd Explorer</title>"
+        f"<p>{html.escape(message)}</p><p><a href=\"/\">Open an empty playground</a></p></html>"
+    )
+    return HTMLResponse(page, status_code=status)
+

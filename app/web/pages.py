@@ -1,0 +1,182 @@
+"""The playground: the page at ``/`` and the ``POST /run`` fragment htmx swaps into it.
+
+All HTML comes from Jinja templates with autoescape on; user strings (names, prints, error messages)
+only ever reach the page as escaped text or inside ``<script type="application/json">`` through
+``tojson``. The Content-Security-Policy forbids inline scripts and styles altogether.
+"""
+
+from __future__ import annotations
+
+import gzip
+from math import ceil
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from app.diagnostics.view import diagnostics_context
+from app.gallery import EXAMPLES, get_example
+from app.render import build_explorer, client_payload, frame_at
+from app.render.explorer import step_label
+from app.schema import RunError, RunResult
+from app.web.permalink import PermalinkError, decode_code
+
+ROOT = Path(__file__).resolve().parents[2]
+HTMX = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; base-uri 'self'; form-action 'self'; object-src 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+GZIP_FROM = 32 * 1024
+
+router = APIRouter()
+templates = Environment(
+    loader=FileSystemLoader(ROOT / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.globals["step_label"] = step_label
+
+
+def render(name: str, **context: Any) -> str:
+    return templates.get_template(name).render(**context)
+
+
+def _html(body: str, request: Request | None = None, status: int = 200) -> Response:
+    """HTML with the security headers; gzipped when large (a 1000-step run is megabytes of markup)."""
+    headers = {**SECURITY_HEADERS, "Vary": "HX-Request, Accept-Encoding"}
+    data = body.encode("utf-8")
+    accepts = request is not None and "gzip" in request.headers.get("accept-encoding", "")
+    if accepts and len(data) > GZIP_FROM:
+        data = gzip.compress(data, compresslevel=5)
+        headers["Content-Encoding"] = "gzip"
+    return Response(data, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+
+
+def run_context(result: RunResult, code: str, step: int | None, max_steps: int) -> dict[str, Any]:
+    """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
+    view = build_explorer(result, code, step, max_steps)
+    frame = frame_at(view)
+    return {"view": view, "frame": frame, "payload": client_payload(view),
+            **diagnostics_context(result, code, frame.step)}
+
+
+def _rejected(message: str) -> RunResult:
+    return RunResult(ok=False, steps=[], error=RunError(kind="rejected", type="Rejected", message=message))
+
+
+def _parse_step(raw: str | None) -> int | None:
+    """``step`` in URLs and forms counts from 1; the view models count from 0."""
+    if raw is None or not raw.strip().isdigit():
+        return None
+    return max(int(raw) - 1, 0)
+
+
+async def _form(request: Request, limit: int) -> dict[str, str]:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return {"__too_long__": "1"}
+    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=8)
+    return {key: values[0] for key, values in fields.items()}
+
+
+@router.post("/run", response_class=HTMLResponse)
+async def run_fragment(request: Request) -> HTMLResponse:
+    """Run the posted snippet and answer the ``_run.html`` fragment (both views, all steps)."""
+    settings = request.app.state.settings
+    # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
+    form = await _form(request, 3 * settings.max_code_bytes + 1024)
+    code = form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
+    too_long = "__too_long__" in form or len(code.encode()) > settings.max_code_bytes
+    if too_long:
+        result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
+    elif not code.strip():
+        result = _rejected("There is no code to run: type a snippet or pick an example.")
+    else:
+        result = await _run_admitted(request, code)
+    step = _parse_step(form.get("step"))
+    context = await run_in_threadpool(run_context, result, code, step, settings.max_steps)
+    body = await run_in_threadpool(render, "_run.html", **context)
+    return await run_in_threadpool(_html, body, request)  # gzip of megabytes: off the event loop
+
+
+async def _run_admitted(request: Request, code: str) -> RunResult:
+    """The same gates as ``POST /api/run`` (per-client rate, bounded concurrency), as plain sentences."""
+    state = request.app.state
+    client = request.client.host if request.client else "unknown"
+    wait = state.rate_limiter.take(client)
+    if wait > 0:
+        return _refused("You are running snippets faster than the playground allows. "
+                        f"Please wait {ceil(wait)} s.")
+    if not await state.admission.acquire():
+        return _refused("The playground is busy right now. Please try again in a moment.")
+    try:
+        runner = state.runner
+        if hasattr(runner, "ready") and not await runner.ready():
+            return _refused(runner.unavailable_message(), "SandboxUnavailable")
+        return await runner.run(code)
+    finally:
+        state.admission.release()
+
+
+def _refused(message: str, error_type: str = "Busy") -> RunResult:
+    return RunResult(ok=False, steps=[], error=RunError(kind="internal", type=error_type, message=message))
+
+
+@router.get("/", response_class=HTMLResponse)
+async def index(request: Request) -> HTMLResponse:
+    """The playground. ``?code=<token>&step=<n>`` is a permalink, ``?s=<id>`` a stored short link
+    (``/s/<id>`` sends snippets too long for a URL here), ``?example=<slug>`` a gallery example."""
+    params = request.query_params
+    settings = request.app.state.settings
+    example = get_example(params.get("example", "")) or EXAMPLES[0]
+    code, notice, selected = example.code, None, example.slug
+    if params.get("code"):
+        try:
+            code, selected = decode_code(params["code"], settings.max_code_bytes), ""
+        except PermalinkError as error:
+            notice = f"This link could not be opened: {error} The first example is shown instead."
+    elif params.get("s"):
+        stored = await _stored_code(request, params["s"])
+        if stored is None:
+            notice = "This short link does not exist here; the first example is shown instead."
+        else:
+            code, selected = stored, ""
+    step = _parse_step(params.get("step"))
+    body = render(
+        "index.html", code=code, examples=EXAMPLES, selected=selected, notice=notice,
+        step=None if step is None else step + 1, gallery=[_example_json(e) for e in EXAMPLES],
+    )
+    return _html(body, request)
+
+
+async def _stored_code(request: Request, link_id: str) -> str | None:
+    store = getattr(request.app.state, "links", None)
+    if store is None:
+        return None
+    try:
+        return await run_in_threadpool(store.get, link_id)  # sqlite / PostgreSQL: blocking
+    except Exception:  # noqa: BLE001 - a store that is down is a link that cannot be opened now
+        return None
+
+
+def _example_json(example: Any) -> dict[str, str]:
+    return {"slug": example.slug, "title": example.title, "summary": example.summary, "code": example.code}
+
+
+@router.get("/static/vendor/htmx.min.js", include_in_schema=False, response_model=None)
+async def htmx_script() -> FileResponse | PlainTextResponse:
+    """htmx from the npm package (``npm ci`` in scripts/setup installs it); never from a CDN."""
+    if not HTMX.is_file():
+        return PlainTextResponse("htmx is not installed: run scripts/setup (npm ci).", status_code=503)
+    return FileResponse(HTMX, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})

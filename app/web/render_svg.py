@@ -1,0 +1,119 @@
+"""``GET /render.svg?code=…|s=…|example=…&step=N&view=both|memory|graph&theme=light|dark``.
+
+Runs the snippet like the page does (same runner, same per-client rate and concurrency gates) and
+draws one step as a standalone SVG (``app.render.svg``) for an ``<img>``, e.g. in a GitHub README.
+Runs are seeded, so the same code draws the same picture: the answer carries an ETag derived from
+the inputs and the renderer's own source, may be cached by proxies, and a small in-process cache
+spares repeated runs. Problems answer an SVG that states them (4xx for bad parameters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from math import ceil
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+
+from app.render import build_explorer
+from app.render.svg import error_svg, render_svg
+from app.schema import RunResult
+from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
+
+router = APIRouter()
+
+ROOT = Path(__file__).resolve().parents[1]
+# What the picture depends on besides its inputs: the engine's trace and the renderer's drawing.
+RENDERER_VERSION = hashlib.sha256(
+    b"".join(p.read_bytes() for d in ("engine", "render") for p in sorted((ROOT / d).glob("*.py")))
+).hexdigest()[:16]
+CACHE_ENTRIES = 128
+CACHEABLE = "public, max-age=86400"
+# Opened directly (not in an <img>), the file is a document: allow it nothing but its own look.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Disposition": 'inline; filename="autograd-explorer.svg"',
+}
+# Errors that say something about the snippet itself (the same every time), not about the server now.
+STABLE_ERRORS = ("runtime", "rejected", "output", "memory")
+
+
+def _svg(body: str, status: int = 200, cache: str = "no-store", etag: str | None = None,
+         retry_after: int | None = None) -> Response:
+    headers = {**HEADERS, "Cache-Control": cache}
+    if etag:
+        headers["ETag"] = etag
+    if retry_after:
+        headers["Retry-After"] = str(retry_after)
+    return Response(body.encode("utf-8"), status_code=status, headers=headers, media_type="image/svg+xml")
+
+
+def _etag(code: str, params: EmbedParams) -> str:
+    key = "\0".join((RENDERER_VERSION, code, str(params.step), params.view, params.theme))
+    return '"' + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + '"'
+
+
+def _cache(request: Request) -> OrderedDict[str, str]:
+    state = request.app.state
+    if not hasattr(state, "svg_cache"):
+        state.svg_cache = OrderedDict()
+    return state.svg_cache
+
+
+def _draw(result: RunResult, code: str, params: EmbedParams, max_steps: int) -> str:
+    view = build_explorer(result, code, params.step, max_steps)
+    return render_svg(view, params.step, params.view, params.theme)
+
+
+async def _run(request: Request, code: str, theme: str) -> RunResult | Response:
+    """The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox)."""
+    state = request.app.state
+    wait = state.rate_limiter.take(request.client.host if request.client else "unknown")
+    if wait > 0:
+        message = f"Too many pictures from this address; please wait {ceil(wait)} s."
+        return _svg(error_svg("Slow down", message, theme), 429, retry_after=ceil(wait))
+    if not await state.admission.acquire():
+        message = "The server is busy right now; the picture will come back in a moment."
+        return _svg(error_svg("Busy", message, theme), 503, retry_after=1)
+    try:
+        runner = state.runner
+        if hasattr(runner, "ready") and not await runner.ready():
+            message = runner.unavailable_message()
+            return _svg(error_svg("Not available", message, theme), 503, retry_after=30)
+        return await runner.run(code)
+    finally:
+        state.admission.release()
+
+
+@router.get("/render.svg", include_in_schema=False)
+async def render_image(request: Request) -> Response:
+    settings = request.app.state.settings
+    theme = request.query_params.get("theme", "light")
+    theme = theme if theme in ("light", "dark") else "light"
+    try:
+        params = parse_params(request.query_params)
+        code = await resolve_code(request.app.state, params.source, settings.max_code_bytes)
+    except ParamError as error:
+        titles = {400: "Bad image link", 404: "Unknown short link", 503: "Not available"}
+        return _svg(error_svg(titles.get(error.status, "Error"), error.message, theme), error.status)
+    etag = _etag(code, params)
+    if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers={"ETag": etag, "Cache-Control": CACHEABLE})
+    cache = _cache(request)
+    if etag in cache:
+        cache.move_to_end(etag)
+        return _svg(cache[etag], cache=CACHEABLE, etag=etag)
+    result = await _run(request, code, params.theme)
+    if isinstance(result, Response):
+        return result
+    body = await run_in_threadpool(_draw, result, code, params, settings.max_steps)
+    if result.error is not None and result.error.kind not in STABLE_ERRORS:
+        return _svg(body)  # a timeout or a crash may not happen next time: do not keep it
+    cache[etag] = body
+    while len(cache) > CACHE_ENTRIES:
+        cache.popitem(last=False)
+    return _svg(body, cache=CACHEABLE, etag=etag)

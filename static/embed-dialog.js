@@ -1,0 +1,132 @@
+// Autograd Explorer: the playground's Embed button (templates/_embed_dialog.html).
+//
+// Hands out, for the code and step on screen: an <iframe> snippet of /embed (plus an optional
+// listener that sizes the frame from the "autograd-explorer:height" messages it posts), and a
+// Markdown image of /render.svg for READMEs. The code travels in the URL (the permalink token);
+// a snippet too long for a comfortable URL is stored as a short link (POST /api/links) instead.
+(function () {
+  "use strict";
+
+  var AX = (window.AX = window.AX || {});
+  var LONG_TOKEN = 6000; // characters: beyond this, use a short link (?s=<id>)
+  var HEIGHT = "autograd-explorer:height";
+
+  function $(role) { return document.querySelector('[data-role="' + role + '"]'); }
+
+  function attr(text) {
+    return text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  function copy(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    var field = document.createElement("textarea");
+    field.value = text;
+    field.setAttribute("readonly", "");
+    field.className = "offscreen";
+    document.body.appendChild(field);
+    field.select();
+    var ok = document.execCommand("copy");
+    field.remove();
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+
+  // "code=<token>" (self-contained, works on any server) or "s=<id>" for long snippets.
+  function source(code) {
+    return AX.encode(code).then(function (token) {
+      if (token.length <= LONG_TOKEN) return "code=" + token;
+      return fetch("/api/links", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code: code }),
+      }).then(function (response) {
+        if (!response.ok) throw new Error("short link refused");
+        return response.json();
+      }).then(function (link) { return "s=" + encodeURIComponent(link.id); });
+    });
+  }
+
+  function listener(origin) {
+    return "<script>\n" +
+      "// Autograd Explorer frames post their height; size each frame to fit (once per page).\n" +
+      "addEventListener(\"message\", function (e) {\n" +
+      "  if (e.origin !== " + JSON.stringify(origin) + " || !e.data || e.data.type !== \"" + HEIGHT + "\") return;\n" +
+      "  document.querySelectorAll(\"iframe\").forEach(function (f) {\n" +
+      "    if (f.contentWindow === e.source) f.style.height = e.data.height + \"px\";\n" +
+      "  });\n" +
+      "});\n" +
+      "</scr" + "ipt>";
+  }
+
+  function Dialog(button) {
+    var dialog = $("embed-dialog");
+    if (!dialog) return;
+    var ui = {
+      view: $("embed-view"), theme: $("embed-theme"), readonly: $("embed-readonly"),
+      autorun: $("embed-autorun"), resize: $("embed-resize"), snippet: $("embed-snippet"),
+      image: $("embed-image"), preview: $("embed-preview"), status: $("embed-status"), where: $("embed-where"),
+    };
+    var state = { code: null, step: 0, source: null };
+
+    function status(text) {
+      ui.status.textContent = text;
+      clearTimeout(status.timer);
+      status.timer = setTimeout(function () { ui.status.textContent = ""; }, 2400);
+    }
+
+    function render() {
+      if (!state.source) return;
+      var origin = location.origin, step = state.step ? "&step=" + state.step : "";
+      var query = state.source + step + "&view=" + ui.view.value + "&theme=" + ui.theme.value;
+      var src = origin + "/embed?" + query + (ui.readonly.checked ? "&readonly=1" : "") +
+        (ui.autorun.checked ? "&autorun=1" : "");
+      var html = '<iframe src="' + attr(src) + '" title="Autograd Explorer" width="100%" height="560" ' +
+        'style="border:0" loading="lazy"></iframe>';
+      if (ui.resize.checked) html += "\n" + listener(origin);
+      ui.snippet.value = html;
+      ui.preview.href = src;
+      var image = origin + "/render.svg?" + query;
+      var playground = origin + "/?" + state.source + step;
+      ui.image.value = "[![Autograd Explorer" + (state.step ? ", step " + state.step : "") + "](" + image + ")](" +
+        playground + ")";
+    }
+
+    function open() {
+      var run = AX.explorer, area = document.querySelector('[data-role="code"]');
+      state.code = run ? run.code : area.value;
+      state.step = run && run.count ? run.step + 1 : 0;
+      state.source = null;
+      ui.snippet.value = ui.image.value = "";
+      ui.where.textContent = state.step ? "opens at step " + state.step : "";
+      if (!dialog.open) dialog.showModal();
+      source(state.code).then(function (found) {
+        state.source = found;
+        render();
+      }, function () { ui.snippet.value = "This snippet could not be stored as a short link; try again."; });
+    }
+
+    button.addEventListener("click", open);
+    $("embed-close").addEventListener("click", function () { dialog.close(); });
+    dialog.addEventListener("click", function (event) { if (event.target === dialog) dialog.close(); });
+    [ui.view, ui.theme, ui.readonly, ui.autorun, ui.resize].forEach(function (el) {
+      el.addEventListener("change", render);
+    });
+    $("embed-copy").addEventListener("click", function () {
+      copy(ui.snippet.value).then(function () { status("HTML copied"); }, function () {
+        ui.snippet.select();
+        status("Press Ctrl+C to copy");
+      });
+    });
+    $("embed-copy-image").addEventListener("click", function () {
+      copy(ui.image.value).then(function () { status("Markdown copied"); }, function () {
+        ui.image.select();
+        status("Press Ctrl+C to copy");
+      });
+    });
+    [ui.snippet, ui.image].forEach(function (field) {
+      field.addEventListener("focus", function () { field.select(); });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var button = $("embed-button");
+    if (button && AX.encode) Dialog(button);
+  });
+})();

@@ -1,0 +1,57 @@
+"""Fixtures for the view-model tests: real traces from the engine, torch as the oracle."""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+import pytest
+
+from app.render import build_explorer
+from app.render.explorer import ExplorerView
+from app.schema import RunResult
+
+
+@lru_cache(maxsize=64)
+def trace(code: str) -> RunResult:
+    """The engine's trace of ``code``, validated like the server validates the worker's answer."""
+    from app.engine import trace_snippet  # torch: only the tests and the worker import it
+
+    return RunResult.model_validate(trace_snippet(code))
+
+
+def explore(code: str, step: int | None = None) -> ExplorerView:
+    return build_explorer(trace(code), code, step)
+
+
+def torch_cells(tensor) -> dict[int, list[tuple[int, ...]]]:
+    """Storage element -> tensor indices living there, asked of torch itself (data pointers)."""
+    base = tensor.untyped_storage().data_ptr()
+    cells: dict[int, list[tuple[int, ...]]] = {}
+    for index in itertools.product(*(range(n) for n in tensor.shape)):
+        cell = (tensor[index].data_ptr() - base) // tensor.element_size()
+        cells.setdefault(cell, []).append(index)
+    return cells
+
+
+def run_namespace(code: str) -> dict:
+    """Run ``code`` with torch the way the engine does, to compare with its trace."""
+    import torch
+
+    namespace = {"torch": torch}
+    torch.manual_seed(0)
+    exec(code, namespace)  # noqa: S102 - test snippets written here
+    return namespace
+
+
+@pytest.fixture
+def views_code() -> str:
+    return (
+        "x = torch.arange(12.).reshape(3, 4)\n"
+        "t = x.t()\n"
+        "s = x[::2, 1::2]\n"
+        "n = x[1:, 2]\n"
+        "e = torch.arange(3.).expand(2, 3)\n"
+        "c = x.clone()\n"
+        "d = x.detach()\n"
+    )

@@ -1,0 +1,201 @@
+"""Helpers for the sandbox tests: a real uvicorn server in a subprocess, and what to check after a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import torch
+
+from app.schema import RunResponse
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "explorer-test-secret-" + secrets.token_hex(8)
+UID_RANGE = range(61000, 61000 + 64 * 64)
+
+# Limits shrunk for a 2-core CI machine.
+TEST_ENV = {
+    "EXPLORER_TESTING": "1",
+    "EXPLORER_WALL_SECONDS": "2",
+    "EXPLORER_CPU_SECONDS": "2",
+    "EXPLORER_RATE_PER_MINUTE": "100000",
+    "EXPLORER_RATE_BURST": "100000",
+    "EXPLORER_TEST_SECRET": SECRET,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    port: int
+    log: Path
+    gate: bool
+    client: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def run(self, code: str) -> dict:
+        response = self.client.post("/api/run", json={"code": code})
+        assert response.status_code == 200, (response.status_code, response.text[:2000])
+        data = response.json()
+        RunResponse.model_validate(data)  # whatever the child did, the answer keeps the contract
+        return data
+
+    def health(self) -> httpx.Response:
+        return self.client.get("/healthz")
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+
+def start_server(workdir: Path, env: dict[str, str], gate: bool = True, prefix: list[str] | None = None,
+                 user: int | None = None) -> Server:
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "server.log"
+    full_env = {**os.environ, **TEST_ENV, "EXPLORER_DATA_DIR": str(workdir / "data"), **env}
+    if not gate:
+        full_env["EXPLORER_POLICY_GATE"] = "0"
+    command = [*(prefix or []), sys.executable, "-m", "uvicorn", "app.web.main:create_app", "--factory",
+               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    if user is not None:
+        os.chown(workdir, user, user)
+    with log.open("wb") as stream:
+        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=stream, stderr=subprocess.STDOUT)
+    server = Server(process, port, log, gate)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited ({process.returncode}):\n{server.log_tail()}")
+        try:
+            if server.health().status_code in (200, 503):
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise AssertionError(f"server did not start:\n{server.log_tail()}")
+
+
+# -- the benign run that must work after every attack (torch in this process is the oracle) ---------
+
+BENIGN = """\
+x = torch.arange(4.0, requires_grad=True)
+y = (x * x).sum()
+y.backward()
+r = torch.rand(2)
+print(y.item(), x.grad.tolist(), x.dtype, torch.is_grad_enabled(), math.pi, r.tolist())
+"""
+
+
+def benign_expected() -> str:
+    torch.manual_seed(0)  # the engine seeds every run with 0 (reproducible permalinks)
+    x = torch.arange(4.0, requires_grad=True)
+    y = (x * x).sum()
+    y.backward()
+    r = torch.rand(2)
+    import math
+
+    return f"{y.item()} {x.grad.tolist()} {x.dtype} {torch.is_grad_enabled()} {math.pi} {r.tolist()}\n"
+
+
+def assert_benign(server: Server) -> None:
+    result = server.run(BENIGN)
+    assert result["ok"], result["error"]
+    assert result["steps"][-1]["stdout"] == benign_expected()
+    assert len(result["steps"]) == 5
+
+
+# -- processes ---------------------------------------------------------------------------------------
+
+
+def _status(pid: int) -> dict[str, str]:
+    fields = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    except OSError:
+        pass
+    return fields
+
+
+def processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, ppid, real uid) of every live process."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            status = _status(int(entry))
+            if status and status.get("State", "").split()[0] != "Z":
+                yield int(entry), int(status["PPid"]), int(status["Uid"].split()[0])
+
+
+def _is_fork_server(pid: int) -> bool:
+    try:
+        return b"app.sandbox.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def fork_server_pid(server: Server, timeout: float = 10) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        for pid, ppid, _uid in processes():
+            if ppid == server.pid and _is_fork_server(pid):
+                return pid
+        if time.monotonic() > deadline:
+            raise AssertionError("no fork server found")
+        time.sleep(0.1)
+
+
+def assert_no_strays(server: Server, prefork: int = 2) -> None:
+    """Only the fork server's pre-forked children may be left: nothing outlives its request."""
+    deadline = time.monotonic() + 5
+    while True:
+        forker = fork_server_pid(server)
+        table = list(processes())
+        children = [pid for pid, ppid, _ in table if ppid == forker]
+        grandchildren = [pid for pid, ppid, _ in table if ppid in children]
+        # A child that escaped its parent would be reparented to init, or be a sandbox uid's child.
+        sandboxed = {pid for pid, _, uid in table if uid in UID_RANGE}
+        sandbox_uids = [pid for pid, ppid, uid in table if uid in UID_RANGE and (ppid == 1 or ppid in sandboxed)]
+        if len(children) <= prefork and not grandchildren and not sandbox_uids:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"stray processes: children={children} grandchildren={grandchildren} "
+                                 f"orphans={sandbox_uids}")
+        time.sleep(0.05)
+
+
+def text(result: dict) -> str:
+    return json.dumps(result)

@@ -1,0 +1,105 @@
+"""The policy gate on its own: what a learner may write, and the messages for what they may not."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import policy
+
+TEACHING = {
+    "clone-detach": "x = torch.ones(3, requires_grad=True)\ny = x.clone()\nz = x.detach()\nz.add_(1)\n",
+    "internals-shown": "a = torch.ones(4)\nb = a.view(2, 2)\nprint(b._base is a, b._is_view(), a._version)\n",
+    "saved-tensors": "x = torch.ones(2, requires_grad=True)\ny = x.sigmoid()\nprint(y.grad_fn._saved_result)\n",
+    "module-class": "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(2, 1)\n    def forward(self, x):\n        return self.fc(x)\n"
+                    "    def __repr__(self):\n        return 'Net'\n",
+    "imports": "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom torch import optim, tensor\n"
+               "from torch.autograd import grad\nimport math, random, itertools, collections\n",
+    "formatting": "v = 1.5\nprint(f'{v:.2f}', '{:>8.3f}'.format(v), '{0} {name}'.format(1, name='x'), '%d' % 3)\n",
+    "loop-and-main": "for _ in range(3):\n    pass\nif __name__ == '__main__':\n    print('ok')\n",
+    "no-grad": "with torch.no_grad():\n    w = torch.zeros(2)\n    w -= 0.1 * torch.ones(2)\n",
+    "lambda-comprehension": "sq = [(lambda t: t * t)(torch.tensor(float(i))) for i in range(3)]\n",
+    "custom-function": "class Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a):\n"
+                       "        ctx.save_for_backward(a)\n        return a * a\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEACHING))
+def test_teaching_snippets_pass(name: str) -> None:
+    assert policy.check(TEACHING[name]) is None
+
+
+REJECTED = [
+    # (snippet, line, words the learner reads)
+    ("import os", 1, "Importing `os` is not available in the playground"),
+    ("x = 1\nimport subprocess", 2, "Importing `subprocess`"),
+    ("from os import path", 1, "Importing `os`"),
+    ("from torch import *", 1, "import *"),
+    ("from . import x", 1, "Relative imports"),
+    ("open('/etc/passwd')", 1, "`open` is not available in the playground."),
+    ("f = eval", 1, "`eval` is not available"),
+    ("getattr(torch, 'o' + 's')", 1, "`getattr`"),
+    ("print(globals())", 1, "`globals`"),
+    ("__import__('os')", 1, "`__import__`"),
+    ("().__class__.__bases__", 1, "Attributes starting with `_`"),
+    ("().__ｃｌａｓｓ__", 1, "`.__class__`"),  # the parser folds full-width letters (NFKC)
+    ("ｏｐｅｎ('x')", 1, "`open`"),
+    ("torch.os.system('id')", 1, "`torch.os` is not available"),
+    ("torch.sys.modules", 1, "`torch.sys`"),
+    ("torch.ctypes.CDLL(None)", 1, "`torch.ctypes`"),
+    ("torch.builtins.open", 1, "`torch.builtins`"),
+    ("torch.importlib", 1, "`torch.importlib`"),
+    ("y = torch.load('m.pt')", 1, "`torch.load`"),
+    ("torch.save(x, 'm.pt')", 1, "`torch.save`"),
+    ("torch.from_file('x')", 1, "`torch.from_file`"),
+    ("torch.hub.load('a', 'b')", 1, "`torch.hub.load`"),
+    ("torch.utils.cpp_extension.load_inline('a', '')", 1, "cpp_extension"),
+    ("f = torch.compile(g)", 1, "`torch.compile`"),
+    ("torch.jit.script(f)", 1, "`torch.jit`"),
+    ("torch.multiprocessing.Process()", 1, "`torch.multiprocessing`"),
+    ("torch.distributed.init_process_group()", 1, "`torch.distributed`"),
+    ("torch.ops.aten.add", 1, "`torch.ops`"),
+    ("torch.library.Library('aten', 'IMPL')", 1, "`torch.library`"),
+    ("g = (i for i in [1])\nf = g.gi_frame", 2, "`g.gi_frame`"),
+    ("try:\n    pass\nexcept Exception as e:\n    e.__traceback__", 4, "`_`"),
+    ("'{0.__class__}'.format(1)", 1, "Format fields"),
+    ("'{0:{1.__class__}}'.format(1, 2)", 1, "Format fields"),
+    ("s = '{}'\ns.format(1)", 2, "`.format` is only available on a string written in the snippet"),
+    ("torch.tensor = None", 1, "Changing `torch.tensor`"),
+    ("torch.Tensor.backward = None", 1, "Changing `torch.Tensor.backward`"),
+    ("import math\nmath.pi = 3", 2, "Changing `math.pi`"),
+    ("@exec\ndef f():\n    pass", 1, "`exec`"),
+    ("type('A', (object,), {})", 1, "class statement"),
+    ("async def f():\n    pass", 1, "`async` code"),
+    ("match x:\n    case object(os=o):\n        pass", 1, "`match` statements"),
+    ("def f(_secret):\n    pass", 1, "Names starting with `_`"),
+    ("class A:\n    def __getattr__(self, n):\n        pass", 2, "`__getattr__`"),
+    ("x = 1\ny = " + "[" * 60 + "]" * 60, 2, "nested too deeply"),
+    ("x = 1\n" * 3000, None, "too long"),
+]
+
+
+@pytest.mark.parametrize(("code", "line", "words"), REJECTED, ids=[c[:30] for c, _, _ in REJECTED])
+def test_rejections_explain_themselves(code: str, line: int | None, words: str) -> None:
+    rejection = policy.check(code)
+    assert rejection is not None
+    assert words in rejection.message
+    assert rejection.line == line
+
+
+def test_parser_bombs_do_not_escape_the_gate() -> None:
+    # The gate runs inside the sandboxed child; still, it must answer rather than raise.
+    assert policy.check("1+" * 200_000 + "1").rule == "size"  # type: ignore[union-attr]
+    assert policy.check("x = " + "(" * 500 + ")" * 500) is None  # a SyntaxError: the engine reports it
+    assert policy.check("x = 1\x00") is None  # null bytes: the engine reports them too
+
+
+def test_safe_builtins() -> None:
+    namespace = policy.safe_builtins()
+    for name in ("open", "eval", "exec", "getattr", "globals", "vars", "breakpoint", "input", "compile"):
+        assert name not in namespace
+    for name in ("print", "range", "len", "isinstance", "super", "__build_class__"):
+        assert name in namespace
+    namespace["__import__"]("math")
+    with pytest.raises(ImportError, match="not available in the playground"):
+        namespace["__import__"]("os")

@@ -1,0 +1,109 @@
+"""Pure pieces of the sandbox: admission, rate limit, exit-status classification, frames, seccomp rules."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from app.sandbox import frames
+from app.sandbox.admission import Admission, RateLimiter
+from app.sandbox.outcome import Limits, classify
+from app.sandbox.seccomp import EACCES, EPERM, deny_rules
+
+LIMITS = Limits(wall_seconds=5, cpu_seconds=5, memory_mib=512, max_result_bytes=1 << 20)
+
+
+def _frame(payload: dict) -> bytes:
+    return frames.encode_frame(json.dumps(payload).encode())
+
+
+def test_admission_runs_queues_and_refuses() -> None:
+    async def scenario() -> list[object]:
+        gate = Admission(max_running=1, max_queued=1, wait_seconds=5)
+        assert await gate.acquire()
+        waiting = asyncio.ensure_future(gate.acquire())
+        await asyncio.sleep(0.01)
+        refused = await gate.acquire()  # one running, one queued: no room
+        gate.release()  # the slot passes to the waiter
+        granted = await waiting
+        state = (gate.running, gate.queued)
+        gate.release()
+        return [refused, granted, state, gate.running]
+
+    assert asyncio.run(scenario()) == [False, True, (1, 0), 0]
+
+
+def test_admission_wait_is_bounded() -> None:
+    async def scenario() -> tuple[bool, int]:
+        gate = Admission(max_running=1, max_queued=4, wait_seconds=0.05)
+        await gate.acquire()
+        late = await gate.acquire()
+        return late, gate.queued
+
+    assert asyncio.run(scenario()) == (False, 0)
+
+
+def test_rate_limiter_bucket() -> None:
+    limiter = RateLimiter(per_minute=60, burst=2)
+    assert limiter.take("a") == 0 and limiter.take("a") == 0
+    wait = limiter.take("a")
+    assert 0 < wait <= 1.0
+    assert limiter.take("b") == 0  # per client
+
+
+def test_classify_prefers_the_servers_own_evidence() -> None:
+    answer = _frame({"ok": True, "steps": []})
+    assert classify(answer, None, 0, 0.1, LIMITS).ok
+    assert classify(answer, "deadline", None, 0.1, LIMITS).error.kind == "timeout"
+    assert classify(b"x" * 100, "too_big", None, 0.1, LIMITS).error.kind == "output"
+    killed = signal.SIGKILL  # wait status of a signalled process is the signal number
+    assert classify(b"", None, killed, 5.2, LIMITS).error.kind == "timeout"  # CPU hard limit
+    assert classify(b"", None, killed, 0.3, LIMITS).error.kind == "memory"  # the OOM killer
+    assert classify(b"", None, signal.SIGXCPU, 5.0, LIMITS).error.kind == "timeout"
+    assert classify(b"", None, signal.SIGSYS, 0.1, LIMITS).error.kind == "rejected"
+    crash = classify(b"", None, signal.SIGSEGV, 0.1, LIMITS).error
+    assert crash.kind == "runtime" and "SIGSEGV" in crash.message
+    assert classify(b"", None, None, 0.1, LIMITS).error.kind == "internal"  # fork server died
+    assert classify(b"", None, 3 << 8, 0.1, LIMITS).error.type == "ProcessExit"
+    assert classify(b"", None, 71 << 8, 0.1, LIMITS).error.kind == "internal"
+
+
+def test_classify_rejects_hostile_frames() -> None:
+    good = _frame({"ok": True, "steps": []})
+    for hostile in (good + b"trailing", good[:-1], b"\xff\xff\xff\xff" + b"x", _frame({"ok": "yes", "steps": 1}),
+                    frames.encode_frame(b"[" * 100_000), frames.encode_frame(b"\x00not json")):
+        result = classify(hostile, None, 0, 0.1, LIMITS)
+        assert result.error.kind == "internal", hostile[:40]
+
+
+def test_frames_against_a_deadline() -> None:
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    with pytest.raises(frames.Deadline):
+        frames.read_frame_before(read, 100, deadline=0)
+    os.write(write, frames.encode_frame(b"hello") + b"rest")
+    assert frames.read_frame_before(read, 100, deadline=time.monotonic() + 1) == b"hello"
+    os.close(write)
+    assert frames.read_to_eof(read, 100, time.monotonic() + 1) == (b"rest", None)
+    os.close(read)
+
+
+def test_deny_rules_cover_the_issue() -> None:
+    rules = deny_rules(own_pid=1234)
+    by_name: dict[str, set[int]] = {}
+    for rule in rules:
+        by_name.setdefault(rule.syscall, set()).add(rule.action)
+    for name in ("socket", "connect", "execve", "fork", "vfork", "ptrace", "process_vm_readv", "unshare",
+                 "setns", "mount", "io_uring_setup", "bpf", "perf_event_open", "memfd_create", "kill", "tgkill"):
+        assert EPERM in by_name[name], name
+    for name in ("open", "openat", "unlink", "rename", "mkdir", "symlink", "link", "truncate", "chmod"):
+        assert EACCES in by_name[name], name
+    assert by_name["clone3"] == {0x00050000 | errno.ENOSYS}
+    kill = next(r for r in rules if r.syscall == "kill")
+    assert kill.conditions == ((0, 1, 1234, 0),)  # arg0 != own pid

@@ -1,0 +1,32 @@
+"""Screenshots of every gallery example, to look at: ``python -m tests.ui.screenshots URL OUT_DIR``.
+
+Not a test: a person (or a session) views the PNGs to judge the look. Uses Debian's chromium.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from app.gallery import EXAMPLES
+from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS
+
+
+def main(base_url: str, out_dir: str, width: int = 1440) -> None:
+    from playwright.sync_api import sync_playwright
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for example in EXAMPLES:
+            page.goto(f"{base_url}/?example={example.slug}")
+            page.wait_for_function("() => window.AX && AX.runs > 0", timeout=60_000)
+            page.screenshot(path=str(out / f"{example.slug}.png"), full_page=True)
+            print(out / f"{example.slug}.png")
+        browser.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1440)
