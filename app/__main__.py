@@ -27,9 +27,11 @@ def main(argv: list[str] | None = None) -> int:
         uvicorn.run(create_app(settings), host=args.host or settings.host, port=args.port or settings.port)
         return 0
 
+    from pathlib import Path
+
     from app.engine import EngineLimits, trace_snippet
 
-    source = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    source = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     result = trace_snippet(source, EngineLimits())
     json.dump(result, sys.stdout, allow_nan=False)
     sys.stdout.write("\n")

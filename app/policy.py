@@ -24,30 +24,112 @@ from typing import Any
 MAX_NODES = 5000
 MAX_DEPTH = 50
 
-ALLOWED_IMPORTS = frozenset({
-    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.autograd", "torch.autograd.graph",
-    "torch.autograd.functional", "torch.optim", "torch.linalg", "torch.fft", "torch.special",
-    "torch.distributions", "torch.func", "torch.random", "torch.types",
-    "math", "random", "itertools", "collections",
-})
+ALLOWED_IMPORTS = frozenset(
+    {
+        "torch",
+        "torch.nn",
+        "torch.nn.functional",
+        "torch.nn.init",
+        "torch.autograd",
+        "torch.autograd.graph",
+        "torch.autograd.functional",
+        "torch.optim",
+        "torch.linalg",
+        "torch.fft",
+        "torch.special",
+        "torch.distributions",
+        "torch.func",
+        "torch.random",
+        "torch.types",
+        "math",
+        "random",
+        "itertools",
+        "collections",
+    }
+)
 
 # Builtins that reach outside the snippet, evaluate strings, or walk objects by computed name.
-BLOCKED_BUILTINS = frozenset({
-    "open", "eval", "exec", "compile", "input", "breakpoint", "help", "globals", "locals", "vars",
-    "getattr", "setattr", "delattr", "__import__", "memoryview", "exit", "quit", "copyright",
-    "credits", "license",
-})
+BLOCKED_BUILTINS = frozenset(
+    {
+        "open",
+        "eval",
+        "exec",
+        "compile",
+        "input",
+        "breakpoint",
+        "help",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "__import__",
+        "memoryview",
+        "exit",
+        "quit",
+        "copyright",
+        "credits",
+        "license",
+    }
+)
 
 # Attributes that lead to the OS, to (de)serialization or code generation, or to global state.
-BLOCKED_ATTRIBUTES = frozenset({
-    "os", "sys", "ctypes", "builtins", "importlib", "glob", "inspect", "platform", "threading",
-    "subprocess", "signal", "shutil", "tempfile", "pickle", "io", "mmap", "socket",
-    "hub", "load", "save", "from_file", "serialization", "compile", "compiler", "jit", "ops", "classes",
-    "library", "package", "export", "fx", "onnx", "multiprocessing", "distributed", "utils",
-    "cpp_extension", "collect_env", "backends", "cuda", "mps", "xpu", "mtia", "accelerator",
-    "profiler", "monitor", "set_num_threads", "set_num_interop_threads", "set_default_device",
-    "numpy", "format_map", "set_default_tensor_type",
-})
+BLOCKED_ATTRIBUTES = frozenset(
+    {
+        "os",
+        "sys",
+        "ctypes",
+        "builtins",
+        "importlib",
+        "glob",
+        "inspect",
+        "platform",
+        "threading",
+        "subprocess",
+        "signal",
+        "shutil",
+        "tempfile",
+        "pickle",
+        "io",
+        "mmap",
+        "socket",
+        "hub",
+        "load",
+        "save",
+        "from_file",
+        "serialization",
+        "compile",
+        "compiler",
+        "jit",
+        "ops",
+        "classes",
+        "library",
+        "package",
+        "export",
+        "fx",
+        "onnx",
+        "multiprocessing",
+        "distributed",
+        "utils",
+        "cpp_extension",
+        "collect_env",
+        "backends",
+        "cuda",
+        "mps",
+        "xpu",
+        "mtia",
+        "accelerator",
+        "profiler",
+        "monitor",
+        "set_num_threads",
+        "set_num_interop_threads",
+        "set_default_device",
+        "numpy",
+        "format_map",
+        "set_default_tensor_type",
+    }
+)
 BLOCKED_ATTRIBUTE_PREFIXES = ("f_", "tb_", "gi_", "cr_", "ag_", "co_")
 
 # Underscore attributes that teaching needs (the explorer shows them).
@@ -55,11 +137,34 @@ ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset({"_version", "_base", "_is_view", "__i
 ALLOWED_UNDERSCORE_PREFIXES = ("_saved_",)
 ALLOWED_UNDERSCORE_NAMES = frozenset({"_", "__name__"})
 # Methods a snippet's own class may define.
-ALLOWED_DUNDER_METHODS = frozenset({
-    "__init__", "__call__", "__len__", "__getitem__", "__setitem__", "__iter__", "__next__",
-    "__repr__", "__str__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__contains__",
-    "__add__", "__sub__", "__mul__", "__truediv__", "__matmul__", "__neg__", "__enter__", "__exit__",
-})
+ALLOWED_DUNDER_METHODS = frozenset(
+    {
+        "__init__",
+        "__call__",
+        "__len__",
+        "__getitem__",
+        "__setitem__",
+        "__iter__",
+        "__next__",
+        "__repr__",
+        "__str__",
+        "__eq__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__contains__",
+        "__add__",
+        "__sub__",
+        "__mul__",
+        "__truediv__",
+        "__matmul__",
+        "__neg__",
+        "__enter__",
+        "__exit__",
+    }
+)
 
 PLAYGROUND = "is not available in the playground"
 
@@ -103,10 +208,16 @@ def _check_shape(tree: ast.AST) -> None:
         located = node if hasattr(node, "lineno") else located
         count += 1
         if count > MAX_NODES:
-            raise _Rejected(None, "size", f"The snippet is too long for the playground (more than {MAX_NODES:,} "
-                                          "pieces of syntax). Try a shorter example.")
+            raise _Rejected(
+                None,
+                "size",
+                f"The snippet is too long for the playground (more than {MAX_NODES:,} "
+                "pieces of syntax). Try a shorter example.",
+            )
         if depth > MAX_DEPTH:
-            raise _Rejected(located, "size", f"The snippet is nested too deeply (more than {MAX_DEPTH} levels).")
+            raise _Rejected(
+                located, "size", f"The snippet is nested too deeply (more than {MAX_DEPTH} levels)."
+            )
         stack.extend((child, depth + 1, located) for child in ast.iter_child_nodes(node))
 
 
@@ -138,8 +249,11 @@ class _Checker(ast.NodeVisitor):
         if name in BLOCKED_BUILTINS:
             raise _Rejected(node, "builtin", f"`{name}` {PLAYGROUND}.")
         if name.startswith("_") and name not in ALLOWED_UNDERSCORE_NAMES:
-            raise _Rejected(node, "underscore", f"Names starting with `_` (here `{name}`) are not available "
-                                                "in the playground.")
+            raise _Rejected(
+                node,
+                "underscore",
+                f"Names starting with `_` (here `{name}`) are not available in the playground.",
+            )
 
     def visit_Name(self, node: ast.Name) -> None:  # noqa: N802 - ast.NodeVisitor's naming
         self._name(node, node.id)
@@ -170,8 +284,11 @@ class _Checker(ast.NodeVisitor):
         shown = _dotted(node) or f".{attr}"
         if attr.startswith("_"):
             if not (attr in ALLOWED_UNDERSCORE_ATTRIBUTES or attr.startswith(ALLOWED_UNDERSCORE_PREFIXES)):
-                raise _Rejected(node, "underscore", f"Attributes starting with `_` (here `{shown}`) are not "
-                                                    "available in the playground.")
+                raise _Rejected(
+                    node,
+                    "underscore",
+                    f"Attributes starting with `_` (here `{shown}`) are not available in the playground.",
+                )
         elif attr in BLOCKED_ATTRIBUTES or attr.startswith(BLOCKED_ATTRIBUTE_PREFIXES):
             raise _Rejected(node, "attribute", f"`{shown}` {PLAYGROUND}.")
         elif attr == "format":
@@ -180,24 +297,39 @@ class _Checker(ast.NodeVisitor):
             root = node.value
             while isinstance(root, ast.Attribute):
                 root = root.value
-            if isinstance(root, ast.Name) and root.id in {"torch", "nn", "F", "math", *self._imported_modules}:
-                raise _Rejected(node, "monkeypatch", f"Changing `{shown}` {PLAYGROUND}: it belongs to a module.")
+            if isinstance(root, ast.Name) and root.id in {
+                "torch",
+                "nn",
+                "F",
+                "math",
+                *self._imported_modules,
+            }:
+                raise _Rejected(
+                    node, "monkeypatch", f"Changing `{shown}` {PLAYGROUND}: it belongs to a module."
+                )
         self.generic_visit(node)
 
     def _check_format(self, node: ast.Attribute) -> None:
         # "{0.__class__}".format(x) walks attributes by name; allow only literal templates without that.
         template = node.value
         if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
-            raise _Rejected(node, "format", "`.format` is only available on a string written in the snippet; "
-                                            "an f-string works too.")
+            raise _Rejected(
+                node,
+                "format",
+                "`.format` is only available on a string written in the snippet; an f-string works too.",
+            )
         try:
             fields = list(_format_fields(template.value))
         except ValueError:
             return  # str.format will raise the same error when it runs
         for field in fields:
             if any(part.startswith("_") for part in re.split(r"[.\[\]]", field)):
-                raise _Rejected(node, "underscore", "Format fields that reach attributes starting with `_` are "
-                                                    "not available in the playground.")
+                raise _Rejected(
+                    node,
+                    "underscore",
+                    "Format fields that reach attributes starting with `_` are "
+                    "not available in the playground.",
+                )
 
     # -- imports -------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:  # noqa: N802
@@ -214,8 +346,9 @@ class _Checker(ast.NodeVisitor):
         self._module(node, module)
         for alias in node.names:
             if alias.name == "*":
-                raise _Rejected(node, "import", f"`from {module} import *` {PLAYGROUND}; import the names "
-                                                "you need.")
+                raise _Rejected(
+                    node, "import", f"`from {module} import *` {PLAYGROUND}; import the names you need."
+                )
             self._name(node, alias.name)
             if alias.name in BLOCKED_ATTRIBUTES:
                 raise _Rejected(node, "attribute", f"`{module}.{alias.name}` {PLAYGROUND}.")
@@ -227,9 +360,13 @@ class _Checker(ast.NodeVisitor):
 
     def _module(self, node: ast.AST, module: str) -> None:
         if module not in ALLOWED_IMPORTS:
-            raise _Rejected(node, "import", f"Importing `{module}` {PLAYGROUND}. You can import torch "
-                                            "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, ...) "
-                                            "and math.")
+            raise _Rejected(
+                node,
+                "import",
+                f"Importing `{module}` {PLAYGROUND}. You can import torch "
+                "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, ...) "
+                "and math.",
+            )
 
     # -- definitions ---------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # noqa: N802
@@ -252,8 +389,11 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
         if isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) > 1:
-            raise _Rejected(node, "builtin", f"Creating classes with `type(name, bases, dict)` {PLAYGROUND}; "
-                                             "use a class statement.")
+            raise _Rejected(
+                node,
+                "builtin",
+                f"Creating classes with `type(name, bases, dict)` {PLAYGROUND}; use a class statement.",
+            )
         self.generic_visit(node)
 
     # -- statements the playground does not run ------------------------------------------------
@@ -272,7 +412,9 @@ class _Checker(ast.NodeVisitor):
 # -- the builtins a gated snippet sees (cosmetic third layer: the gate already refused the names) ----
 
 
-def _guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:  # noqa: A002
+def _guarded_import(
+    name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+) -> Any:  # noqa: A002
     # torch's C++ code imports its own submodules (torch.storage on the first torch.tensor call)
     # through the running frame's builtins, i.e. this function: hand back what is already loaded.
     if not level and (name == "torch" or name.startswith("torch.")) and name in sys.modules:

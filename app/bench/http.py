@@ -39,8 +39,10 @@ SERIAL_REQUESTS = 200
 PARALLEL_SECONDS = 8.0
 PARALLEL_CLIENTS = 4
 COLD_RUNS = 4
-COLD = ("import sys, json; sys.path.insert(0, {root!r}); from app.engine import trace_snippet; "
-        "print(len(json.dumps(trace_snippet(sys.stdin.read()))))")
+COLD = (
+    "import sys, json; sys.path.insert(0, {root!r}); from app.engine import trace_snippet; "
+    "print(len(json.dumps(trace_snippet(sys.stdin.read()))))"
+)
 
 
 def _free_port() -> int:
@@ -55,13 +57,32 @@ class BenchServer:
     def __init__(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="explorer-bench-"))
         self.port = _free_port()
-        env = {**os.environ, "EXPLORER_DATA_DIR": str(self.workdir / "data"),
-               "EXPLORER_RATE_PER_MINUTE": "1000000000", "EXPLORER_RATE_BURST": "1000000000"}
+        env = {
+            **os.environ,
+            "EXPLORER_DATA_DIR": str(self.workdir / "data"),
+            "EXPLORER_RATE_PER_MINUTE": "1000000000",
+            "EXPLORER_RATE_BURST": "1000000000",
+        }
         self.log = (self.workdir / "server.log").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.web.main:create_app", "--factory", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning", "--no-access-log"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "app.web.main:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 180
@@ -138,8 +159,14 @@ def cold_latencies() -> list[float]:
     samples = []
     for _ in range(COLD_RUNS):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", COLD.format(root=str(ROOT))], input=CLONE_DETACH, text=True,
-                       check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        subprocess.run(
+            [sys.executable, "-c", COLD.format(root=str(ROOT))],
+            input=CLONE_DETACH,
+            text=True,
+            check=True,
+            capture_output=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -205,7 +232,14 @@ def run() -> list[Row]:
         Row("http", "pool vs cold python -c", "speed-up (cold median / pool p50)", cold_median / p50, "x"),
         # "at least 100x faster", as an upper bound: the pool's p50 is at most 1 % of a cold start
         Row("http", "pool vs cold python -c", "pool p50 / cold median", 100.0 * p50 / cold_median, "%", 1.0),
-        Row("http", f"idle: server + fork server + children ({processes} processes)", "RSS (sum)", rss, "MiB"),
-        Row("http", f"idle: server + fork server + children ({processes} processes)", "PSS (shared split)", pss,
-            "MiB"),
+        Row(
+            "http", f"idle: server + fork server + children ({processes} processes)", "RSS (sum)", rss, "MiB"
+        ),
+        Row(
+            "http",
+            f"idle: server + fork server + children ({processes} processes)",
+            "PSS (shared split)",
+            pss,
+            "MiB",
+        ),
     ]

@@ -359,9 +359,8 @@ def _panel(cv: Canvas, x: float, y: float, w: float, h: float, title: str, hint:
     cv.rect(x, y + HEAD_H, w, 1, c["line"])
     cv.text(x + PANEL_PAD, y + 22, title.upper(), 12, c["head"], family=SANS, weight=700)
     title_w = len(title) * 8.6 + 12
-    room = int((w - 2 * PANEL_PAD - title_w) / 6)
-    if room > 12:
-        cv.text(x + PANEL_PAD + title_w, y + 22, clip(hint, room), 11, c["muted"], family=SANS)
+    if len(hint) <= int((w - 2 * PANEL_PAD - title_w) / 5.6):  # a hint that does not fit is left out
+        cv.text(x + PANEL_PAD + title_w, y + 22, hint, 11, c["muted"], family=SANS)
 
 
 def _wrap(text: str, chars: int, max_lines: int) -> list[str]:
@@ -378,8 +377,10 @@ def _wrap(text: str, chars: int, max_lines: int) -> list[str]:
     return lines
 
 
-def _legend(cv: Canvas, x: float, y: float) -> None:
+def _legend(cv: Canvas, x: float, y: float, right: float) -> float:
+    """The legend's items in rows that end before ``right``; the height it took."""
     c = cv.c
+    left, top = x, y
     items = (
         ("leaf, requires grad", c["leaf_bg"], c["leaf"], None, 7),
         ("non-leaf", c["nonleaf_bg"], c["nonleaf"], None, 7),
@@ -388,9 +389,13 @@ def _legend(cv: Canvas, x: float, y: float) -> None:
         ("grad_fn", c["fn"], c["fn_line"], None, 3),
     )
     for label, fill, stroke, dash, rx in items:
+        width = 21 + len(label) * 6.6  # monospace: its width is known, so the gaps are even
+        if x > left and x + width > right:
+            x, y = left, y + 20
         cv.rect(x, y - 9, 16, 11, fill, stroke, rx, 1.5, dash)
-        cv.text(x + 21, y, label, 11, c["muted"], family=SANS)
-        x += 21 + len(label) * 5.6 + 18
+        cv.text(x + 21, y, label, 11, c["muted"])
+        x += width + 16
+    return y - top + 18
 
 
 def render_svg(view: ExplorerView, step: int | None = None, which: str = "both", theme: str = "light") -> str:
@@ -461,8 +466,7 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
         y += out_h + GAP
 
     if has_steps:
-        _legend(cv, PAD, y + 10)
-        y += 18
+        y += _legend(cv, PAD, y + 10, width - PAD)
     height = y + PAD - (GAP if not has_steps else 0)
     title = clean(f"Autograd Explorer · {label}")
     return (

@@ -19,6 +19,7 @@ go). Children die with it (``PR_SET_PDEATHSIG``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -56,6 +57,8 @@ def _preload() -> None:
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
+    # The first optimizer step imports torch._dynamo (800 modules, about 2 s): pay that once, here.
+    import torch._dynamo  # noqa: F401
     import torch.autograd.functional  # noqa: F401
     import torch.autograd.graph  # noqa: F401
     import torch.distributions  # noqa: F401
@@ -66,9 +69,6 @@ def _preload() -> None:
     import torch.nn.init  # noqa: F401
     import torch.optim  # noqa: F401
     import torch.special  # noqa: F401
-
-    # The first optimizer step imports torch._dynamo (800 modules, about 2 s): pay that once, here.
-    import torch._dynamo  # noqa: F401
 
     import app.engine  # noqa: F401
     import app.policy  # noqa: F401
@@ -93,13 +93,29 @@ def landlock_paths(app_root: str) -> list[str]:
             if installed:
                 paths += [os.path.join(real, name) for name in os.listdir(real) if name != "app"]
         elif app_root.startswith(real + os.sep):
-            paths += [os.path.join(real, name) for name in os.listdir(real)
-                      if not (app_root + os.sep).startswith(os.path.join(real, name) + os.sep)]
+            paths += [
+                os.path.join(real, name)
+                for name in os.listdir(real)
+                if not (app_root + os.sep).startswith(os.path.join(real, name) + os.sep)
+            ]
         else:
             paths.append(real)
-    paths += ["/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/etc/ld.so.cache",
-              "/etc/localtime", "/usr/share/zoneinfo", "/proc/self", "/proc/cpuinfo", "/sys/devices/system/cpu",
-              "/dev/urandom", "/dev/random", "/dev/zero"]
+    paths += [
+        "/usr/lib",
+        "/usr/lib64",
+        "/lib",
+        "/lib64",
+        "/usr/local/lib",
+        "/etc/ld.so.cache",
+        "/etc/localtime",
+        "/usr/share/zoneinfo",
+        "/proc/self",
+        "/proc/cpuinfo",
+        "/sys/devices/system/cpu",
+        "/dev/urandom",
+        "/dev/random",
+        "/dev/zero",
+    ]
     seen: set[str] = set()
     return [p for p in paths if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
 
@@ -153,8 +169,11 @@ class ForkServer:
         app_root = config.pop("app_root")
         self.workdir = tempfile.mkdtemp(prefix="explorer-run-")
         os.chmod(self.workdir, 0o555)
-        fields = {k: v for k, v in config.items()
-                  if k in ChildConfig.__dataclass_fields__ and k not in ("read_paths", "workdir")}
+        fields = {
+            k: v
+            for k, v in config.items()
+            if k in ChildConfig.__dataclass_fields__ and k not in ("read_paths", "workdir")
+        }
         self.config = ChildConfig(**fields, read_paths=landlock_paths(app_root), workdir=self.workdir)
         self.children: set[int] = set()
         self.spawned = 0
@@ -247,15 +266,11 @@ class ForkServer:
 
     def shutdown(self) -> None:
         for pid in list(self.children):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         for pid in list(self.children):
-            try:
+            with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
-            except OSError:
-                pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -283,8 +298,17 @@ def main(control_fd: int) -> None:
     # Full collections do not happen in a child anyway: the import made the long-lived generation
     # so large that a run never allocates the quarter of it that would trigger one.
     gc.collect()
-    server.send({"op": "hello", "pid": server.pid, "landlock_abi": landlock.abi_version(),
-                 "read_paths": server.config.read_paths, "euid": os.geteuid(), "huge_page_mib": huge})
+    server.send(
+        {
+            "op": "hello",
+            "pid": server.pid,
+            "landlock_abi": landlock.abi_version(),
+            "read_paths": server.config.read_paths,
+            "euid": os.geteuid(),
+            "huge_page_mib": huge,
+            "workdir": server.workdir,
+        }
+    )
     try:
         server.serve()
     except ServerGone:

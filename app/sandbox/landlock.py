@@ -24,8 +24,11 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
 class RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class PathBeneathAttr(ctypes.Structure):
@@ -39,7 +42,9 @@ _libc.syscall.restype = ctypes.c_long
 
 def abi_version() -> int:
     """The kernel's Landlock ABI, or 0 when it has none (old kernel, LSM off, or seccomp'd away)."""
-    version = _libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    version = _libc.syscall(
+        SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
+    )
     return max(int(version), 0)
 
 
@@ -75,8 +80,10 @@ def restrict(read_paths: list[str], read_write_files: list[str] = ()) -> int:  #
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        for path, rights in [*((p, READ_FILE | READ_DIR) for p in read_paths),
-                             *((p, READ_FILE | WRITE_FILE) for p in read_write_files)]:
+        for path, rights in [
+            *((p, READ_FILE | READ_DIR) for p in read_paths),
+            *((p, READ_FILE | WRITE_FILE) for p in read_write_files),
+        ]:
             _allow(int(ruleset), path, rights)
         if _libc.syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
@@ -94,8 +101,16 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS  # directory-only rights on a file are EINVAL
         beneath = PathBeneathAttr(rights, fd)
-        if _libc.syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
-                         ctypes.byref(beneath), ctypes.c_uint32(0)) < 0:
+        if (
+            _libc.syscall(
+                SYS_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(RULE_PATH_BENEATH),
+                ctypes.byref(beneath),
+                ctypes.c_uint32(0),
+            )
+            < 0
+        ):
             raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}) failed")
     finally:
         os.close(fd)

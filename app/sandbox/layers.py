@@ -14,6 +14,7 @@ Order matters (each step needs what the previous one still allowed):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -73,10 +74,8 @@ def _close_fds(keep: set[int]) -> None:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _set_limit(kind: int, soft: int, hard: int | None = None) -> None:
@@ -92,7 +91,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 def drop_capabilities() -> None:
@@ -104,8 +107,13 @@ def drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def harden(config: ChildConfig, uid: int | None, keep_fds: tuple[int, ...], fork_server_pid: int,
-           libseccomp: Libseccomp) -> dict:
+def harden(
+    config: ChildConfig,
+    uid: int | None,
+    keep_fds: tuple[int, ...],
+    fork_server_pid: int,
+    libseccomp: Libseccomp,
+) -> dict:
     """Apply every layer to this (single-threaded, just forked) process; return what is in force."""
     # 1. Signals as a fresh process has them (the fork server listens for SIGCHLD); own session.
     signal.set_wakeup_fd(-1)

@@ -27,11 +27,16 @@ class Limits:
 def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, limits: Limits) -> RunResult:
     """``stopped``: why the server killed the child ("deadline", "too_big") or None."""
     if stopped == "deadline":
-        return failed("timeout", f"The snippet ran longer than {limits.wall_seconds:g} s and was stopped.",
-                      "Timeout")
+        return failed(
+            "timeout", f"The snippet ran longer than {limits.wall_seconds:g} s and was stopped.", "Timeout"
+        )
     if stopped == "too_big":
-        return failed("output", f"The snippet's trace is larger than {limits.max_result_bytes // (1024 * 1024)} "
-                                "MiB and was stopped.", "ResultTooLarge")
+        return failed(
+            "output",
+            f"The snippet's trace is larger than {limits.max_result_bytes // (1024 * 1024)} "
+            "MiB and was stopped.",
+            "ResultTooLarge",
+        )
     if status is None:
         return failed("internal", "The sandbox restarted while the snippet ran. Please run it again.")
     if os.WIFSIGNALED(status):
@@ -41,25 +46,40 @@ def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, l
         return parse_result(data, limits.max_result_bytes)
     if code in (EXIT_SETUP_FAILED, EXIT_FORK_SERVER_GONE, EXIT_JOB_FAILED):
         return failed("internal", f"The sandboxed process failed (status {code}) before it could answer.")
-    return failed("runtime", f"The snippet ended its process (exit status {code}) before the trace was "
-                             "complete.", "ProcessExit")
+    return failed(
+        "runtime",
+        f"The snippet ended its process (exit status {code}) before the trace was complete.",
+        "ProcessExit",
+    )
 
 
 def _signalled(sig: int, cpu: float, limits: Limits) -> RunResult:
     name = _signal_name(sig)
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
-        return failed("timeout", f"The snippet used more than {limits.cpu_seconds} s of CPU time and was stopped.",
-                      "CpuTimeout")
+        return failed(
+            "timeout",
+            f"The snippet used more than {limits.cpu_seconds} s of CPU time and was stopped.",
+            "CpuTimeout",
+        )
     if sig == signal.SIGKILL:
         # Not ours (we return above when we killed it): the kernel's OOM killer picks children first.
-        return failed("memory", f"The system stopped the snippet, most likely because it used too much memory "
-                                f"(the playground allows {limits.memory_mib} MiB per run).")
+        return failed(
+            "memory",
+            f"The system stopped the snippet, most likely because it used too much memory "
+            f"(the playground allows {limits.memory_mib} MiB per run).",
+        )
     if sig == signal.SIGSYS:
-        return failed("rejected", "The snippet made a system call that the playground does not allow.",
-                      "ForbiddenSystemCall")
+        return failed(
+            "rejected",
+            "The snippet made a system call that the playground does not allow.",
+            "ForbiddenSystemCall",
+        )
     if sig == signal.SIGXFSZ:
-        return failed("rejected", "The snippet tried to write a file; the playground has no files to write.",
-                      "FileWrite")
+        return failed(
+            "rejected",
+            "The snippet tried to write a file; the playground has no files to write.",
+            "FileWrite",
+        )
     return failed("runtime", f"The snippet crashed its Python process ({name}).", "Crash")
 
 
@@ -68,4 +88,3 @@ def _signal_name(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
-

@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextlib
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -52,9 +54,17 @@ HARDWARE_HINTS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 def fork_server_env() -> dict[str, str]:
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/nonexistent",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2",
-        "CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": "/nonexistent",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MALLOC_ARENA_MAX": "2",
+        "CUDA_VISIBLE_DEVICES": "",
+        "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
     env.update({k: os.environ[k] for k in HARDWARE_HINTS if k in os.environ})
     return env
@@ -77,10 +87,8 @@ class Child:
 
     def close(self) -> None:
         for fd in (self.job_fd, self.result_fd):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 class ForkServerLost(Exception):
@@ -95,6 +103,7 @@ class _ForkServer:
     sock: socket.socket
     pid: int
     landlock_abi: int
+    workdir: str
     ready: collections.deque[Child] = field(default_factory=collections.deque)
     records: dict[int, ExitRecord] = field(default_factory=dict)
     pending: int = 0  # spawns asked for, not yet ready
@@ -108,8 +117,16 @@ class _ForkServer:
 
 
 def required_layers(server_is_root: bool) -> list[str]:
-    base = ["fork_server", "clean_env", "seccomp", "no_new_privs", "no_capabilities", "not_dumpable", "rlimits",
-            "no_file_writes"]
+    base = [
+        "fork_server",
+        "clean_env",
+        "seccomp",
+        "no_new_privs",
+        "no_capabilities",
+        "not_dumpable",
+        "rlimits",
+        "no_file_writes",
+    ]
     # As root, another uid already hides the server's files; otherwise only Landlock does.
     return [*base, "separate_uid" if server_is_root else "landlock"]
 
@@ -126,12 +143,16 @@ def evaluate_layers(hello: dict, probe: dict, server_euid: int, server_only_env:
     return {
         "fork_server": True,
         "clean_env": "env" in probe and not set(probe["env"]) & server_only_env,
-        "seccomp": probe.get("seccomp") == 2 and probe.get("socket") == "EPERM" and probe.get("fork") == "EPERM",
+        "seccomp": probe.get("seccomp") == 2
+        and probe.get("socket") == "EPERM"
+        and probe.get("fork") == "EPERM",
         "no_new_privs": probe.get("no_new_privs") == 1,
-        "no_capabilities": bool(probe.get("capabilities")) and all(int(c, 16) == 0 for c in probe["capabilities"]),
+        "no_capabilities": bool(probe.get("capabilities"))
+        and all(int(c, 16) == 0 for c in probe["capabilities"]),
         "not_dumpable": probe.get("dumpable") == 0,
         "rlimits": all(limited(n) for n in ("AS", "DATA", "CPU", "FSIZE", "NOFILE", "CORE"))
-        and list(limits.get("FSIZE", [1]))[0] == 0 and list(limits.get("CORE", [1]))[0] == 0,
+        and list(limits.get("FSIZE", [1]))[0] == 0
+        and list(limits.get("CORE", [1]))[0] == 0,
         "no_file_writes": probe.get("write_file") in ("EACCES", "EPERM", "EROFS"),
         "separate_uid": probe.get("uid") not in (None, 0, server_euid) and not probe.get("groups"),
         "landlock": hello.get("landlock_abi", 0) > 0 and probe.get("read_outside") == "EACCES",
@@ -145,11 +166,13 @@ class ForkServerPool:
         self.settings = settings
         self.gate = settings.policy_gate or not settings.testing  # the off switch is honoured in tests only
         self.prefork = max(1, settings.prefork)
-        self.limits = Limits(settings.wall_seconds, settings.cpu_seconds, settings.memory_mib,
-                             settings.max_result_bytes)
+        self.limits = Limits(
+            settings.wall_seconds, settings.cpu_seconds, settings.memory_mib, settings.max_result_bytes
+        )
         self._cond = threading.Condition()
         self._server: _ForkServer | None = None
         self._launching = False
+        self._users = 0  # apps whose lifespan holds this pool
         self._last_launch = 0.0
         self.launches = 0
         self.layers: dict[str, Any] = {}
@@ -170,7 +193,9 @@ class ForkServerPool:
 
     @property
     def serving(self) -> bool:
-        return self._server is not None and self._server.alive and (not self.missing or self.settings.unsafe_dev)
+        return (
+            self._server is not None and self._server.alive and (not self.missing or self.settings.unsafe_dev)
+        )
 
     def start(self) -> None:
         """Start (or restart) the fork server and run the start-up probe; blocking."""
@@ -181,6 +206,12 @@ class ForkServerPool:
         except Exception as error:  # noqa: BLE001 - reported by health, runs answer with it
             self.start_error = f"{type(error).__name__}: {error}"
             log.error("sandbox did not start: %s", self.start_error)
+
+    async def astart(self) -> bool:
+        """An app's lifespan begins: start now. Apps sharing the pool count; the last ``aclose`` stops it."""
+        with self._cond:
+            self._users += 1
+        return await self.ready()
 
     async def ready(self) -> bool:
         """Start lazily (a test client may skip the lifespan); True when runs may be served."""
@@ -210,8 +241,11 @@ class ForkServerPool:
     def unavailable_message(self) -> str:
         if self.start_error:
             return f"The sandbox is not running ({self.start_error})."
-        return ("The sandbox is missing required protection on this machine (" + ", ".join(self.missing)
-                + "), so snippets are not run. Set EXPLORER_UNSAFE_DEV=1 only on a private development machine.")
+        return (
+            "The sandbox is missing required protection on this machine ("
+            + ", ".join(self.missing)
+            + "), so snippets are not run. Set EXPLORER_UNSAFE_DEV=1 only on a private development machine."
+        )
 
     def health(self) -> dict[str, Any]:
         server = self._server
@@ -226,8 +260,12 @@ class ForkServerPool:
             "unsafe_dev": self.settings.unsafe_dev,
             "policy_gate": self.gate,
             "error": self.start_error,
-            "pool": {"prefork": self.prefork, "ready": len(server.ready) if server else 0,
-                     "fork_server_starts": self.launches, "huge_page_mib": self.huge_page_mib},
+            "pool": {
+                "prefork": self.prefork,
+                "ready": len(server.ready) if server else 0,
+                "fork_server_starts": self.launches,
+                "huge_page_mib": self.huge_page_mib,
+            },
         }
 
     def close(self) -> None:
@@ -239,6 +277,11 @@ class ForkServerPool:
             self._shut(server)
 
     async def aclose(self) -> None:
+        """An app's lifespan ends: stop the fork server and its children, unless another app uses them."""
+        with self._cond:
+            self._users = max(0, self._users - 1)
+            if self._users:
+                return
         await asyncio.to_thread(self.close)
 
     # -- fork server lifecycle -----------------------------------------------------------------
@@ -269,15 +312,23 @@ class ForkServerPool:
         try:
             process = subprocess.Popen(
                 [sys.executable, "-I", "-B", "-c", BOOT.format(root=APP_ROOT, fd=theirs.fileno())],
-                env=fork_server_env(), pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, cwd="/", start_new_session=True, close_fds=True,
+                env=fork_server_env(),
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,
+                close_fds=True,
             )
         finally:
             theirs.close()
         config = ChildConfig(
-            memory_mib=self.settings.memory_mib, cpu_seconds=self.settings.cpu_seconds,
-            wall_seconds=self.settings.wall_seconds, max_steps=self.settings.max_steps,
-            max_stdout=self.settings.max_stdout_bytes, max_result_bytes=self.settings.max_result_bytes,
+            memory_mib=self.settings.memory_mib,
+            cpu_seconds=self.settings.cpu_seconds,
+            wall_seconds=self.settings.wall_seconds,
+            max_steps=self.settings.max_steps,
+            max_stdout=self.settings.max_stdout_bytes,
+            max_result_bytes=self.settings.max_result_bytes,
             max_job_bytes=self.settings.max_code_bytes * 8 + 4096,
             uid_base=self.settings.sandbox_uid_base if self.server_euid == 0 else None,
         )
@@ -296,7 +347,13 @@ class ForkServerPool:
         self.launches += 1
         self.landlock_abi = int(hello.get("landlock_abi", 0))
         self.huge_page_mib = int(hello.get("huge_page_mib", 0))
-        server = _ForkServer(process=process, sock=ours, pid=int(hello["pid"]), landlock_abi=self.landlock_abi)
+        server = _ForkServer(
+            process=process,
+            sock=ours,
+            pid=int(hello["pid"]),
+            landlock_abi=self.landlock_abi,
+            workdir=str(hello.get("workdir", "")),
+        )
         threading.Thread(target=self._read_loop, args=(server,), name="sandbox-reader", daemon=True).start()
         for _ in range(self.prefork):
             self._request_spawn(server)
@@ -308,19 +365,25 @@ class ForkServerPool:
             hello = self._read_hello(child)
             if hello is None:
                 raise RuntimeError("the probe child did not start")
-            frames.write_before(child.job_fd, frames.encode_frame(b'{"kind":"probe"}'),
-                                time.monotonic() + HELLO_TIMEOUT)
+            frames.write_before(
+                child.job_fd, frames.encode_frame(b'{"kind":"probe"}'), time.monotonic() + HELLO_TIMEOUT
+            )
             data, _ = frames.read_to_eof(child.result_fd, HELLO_BYTES * 4, time.monotonic() + HELLO_TIMEOUT)
             probe = json.loads(frames.decode_frame(data, HELLO_BYTES * 4))
         finally:
             child.close()
             self._forget(server, child)
-        self.layers = evaluate_layers(hello, probe, self.server_euid, set(os.environ) - set(fork_server_env()))
+        self.layers = evaluate_layers(
+            hello, probe, self.server_euid, set(os.environ) - set(fork_server_env())
+        )
         self.layers["uid"] = probe.get("uid")
         missing = self.missing
         if missing:
-            log.warning("sandbox layers missing: %s%s", ", ".join(missing),
-                        " (EXPLORER_UNSAFE_DEV=1: serving anyway)" if self.settings.unsafe_dev else "")
+            log.warning(
+                "sandbox layers missing: %s%s",
+                ", ".join(missing),
+                " (EXPLORER_UNSAFE_DEV=1: serving anyway)" if self.settings.unsafe_dev else "",
+            )
 
     def _read_loop(self, server: _ForkServer) -> None:
         try:
@@ -381,25 +444,23 @@ class ForkServerPool:
 
     def _shut(self, server: _ForkServer) -> None:
         server.alive = False
-        try:
+        with contextlib.suppress(OSError):
             server.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         server.sock.close()
         try:
             server.process.wait(timeout=3)  # it kills its children when our end closes
         except subprocess.TimeoutExpired:
             server.process.kill()
             server.process.wait()
+        if os.path.basename(server.workdir).startswith("explorer-run-"):
+            shutil.rmtree(server.workdir, ignore_errors=True)  # left behind when it was killed
 
     # -- one run -------------------------------------------------------------------------------
     def _request_spawn(self, server: _ForkServer) -> None:
         with self._cond:
             server.pending += 1
-        try:
+        with contextlib.suppress(OSError):  # a lost fork server: the reader thread sees it
             server.send({"op": "spawn"})
-        except OSError:
-            pass  # the reader thread sees the loss
 
     def _take(self) -> Child:
         deadline = time.monotonic() + HELLO_TIMEOUT
@@ -430,14 +491,14 @@ class ForkServerPool:
     def _kill(self, child: Child) -> None:
         server = self._server
         if server is not None and server.alive:
-            try:
+            with contextlib.suppress(OSError):
                 server.send({"op": "kill", "pid": child.pid})
-            except OSError:
-                pass
 
     def _read_hello(self, child: Child) -> dict | None:
         try:
-            hello = json.loads(frames.read_frame_before(child.result_fd, HELLO_BYTES, time.monotonic() + HELLO_TIMEOUT))
+            hello = json.loads(
+                frames.read_frame_before(child.result_fd, HELLO_BYTES, time.monotonic() + HELLO_TIMEOUT)
+            )
         except (frames.FrameError, frames.Deadline, ValueError, OSError):
             return None
         return hello if isinstance(hello, dict) else None
@@ -459,12 +520,17 @@ class ForkServerPool:
             if hello is None or not self._hello_ok(hello, child):
                 self._kill(child)
                 if hello is not None:
-                    return failed("internal", "A sandboxed process started without its protection; the run "
-                                              "was refused.", "SandboxUnavailable")
+                    return failed(
+                        "internal",
+                        "A sandboxed process started without its protection; the run was refused.",
+                        "SandboxUnavailable",
+                    )
                 return None
             payload = json.dumps(job, ensure_ascii=False).encode()
             try:
-                frames.write_before(child.job_fd, frames.encode_frame(payload), time.monotonic() + HELLO_TIMEOUT)
+                frames.write_before(
+                    child.job_fd, frames.encode_frame(payload), time.monotonic() + HELLO_TIMEOUT
+                )
             except (OSError, frames.Deadline):
                 self._kill(child)
                 return None
@@ -482,7 +548,9 @@ class ForkServerPool:
                     return answer  # a well-formed answer: the exit status adds nothing
             if not child.record.event.wait(EXIT_TIMEOUT):
                 self._kill(child)
-                return failed("internal", "The sandboxed process did not finish. Please run the snippet again.")
+                return failed(
+                    "internal", "The sandboxed process did not finish. Please run the snippet again."
+                )
             return classify(data, stopped, child.record.status, child.record.cpu, self.limits)
         finally:
             child.close()
@@ -493,10 +561,7 @@ class ForkServerPool:
 def _set_not_dumpable() -> None:
     import ctypes
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-    except OSError:
-        pass
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
 
 
 # -- one pool per configuration and process: many apps (tests!) must not mean many fork servers ----
@@ -504,8 +569,26 @@ _POOLS: dict[tuple, ForkServerPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
+# What a pool is made of; apps that differ only elsewhere (data folder, database...) share one.
+POOL_SETTINGS = (
+    "sandbox",
+    "prefork",
+    "sandbox_uid_base",
+    "unsafe_dev",
+    "policy_gate",
+    "testing",
+    "max_steps",
+    "max_stdout_bytes",
+    "max_code_bytes",
+    "max_result_bytes",
+    "wall_seconds",
+    "cpu_seconds",
+    "memory_mib",
+)
+
+
 def _key(settings: Settings) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in settings.model_dump().items()))
+    return tuple(str(getattr(settings, name)) for name in POOL_SETTINGS)
 
 
 def shared_pool(settings: Settings) -> ForkServerPool:

@@ -50,11 +50,18 @@ class SubprocessRunner:
             {"code": code, "max_steps": settings.max_steps, "max_stdout": settings.max_stdout_bytes}
         ).encode()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.sandbox.worker",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "app.sandbox.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1",
-                 "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))},
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "OMP_NUM_THREADS": "1",
+                "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+            },
         )
         try:
             # Generous: this runner pays for `import torch` (about 2 s) on every run.
@@ -62,7 +69,9 @@ class SubprocessRunner:
         except TimeoutError:
             os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
-            return failed("timeout", f"The snippet ran longer than {settings.wall_seconds:g} s and was stopped.")
+            return failed(
+                "timeout", f"The snippet ran longer than {settings.wall_seconds:g} s and was stopped."
+            )
         if process.returncode != 0 and not stdout:
             return failed("internal", f"The worker crashed (exit status {process.returncode}).")
         return parse_result(stdout, settings.max_result_bytes)

@@ -29,8 +29,16 @@ CMP_NE, CMP_EQ, CMP_MASKED_EQ = 1, 4, 7
 ATTR_CTL_NNP, ATTR_CTL_TSYNC = 3, 4
 
 CLONE_THREAD = 0x00010000
-CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
-                    0x00000080)  # NEWNS UTS IPC USER PID NET CGROUP TIME (0x80 = CLONE_NEWTIME)
+CLONE_NAMESPACES = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+    0x00000080,
+)  # NEWNS UTS IPC USER PID NET CGROUP TIME (0x80 = CLONE_NEWTIME)
 O_WRITE_FLAGS = (0o1, 0o2, 0o100, 0o1000, 0o2000, 0o20000000)  # WRONLY RDWR CREAT TRUNC APPEND __O_TMPFILE
 F_SETOWN, F_SETOWN_EX = 8, 15
 FIOSETOWN, SIOCSPGRP, TIOCSTI = 0x8901, 0x8902, 0x5412
@@ -39,8 +47,12 @@ PERSONALITY_QUERY = 0xFFFFFFFF
 
 
 class ArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
-                ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 @dataclass(frozen=True)
@@ -58,42 +70,166 @@ ENOSYS = act_errno(errno.ENOSYS)
 
 ALWAYS_EPERM = (
     # network
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
     # new programs and processes (threads are clone with CLONE_THREAD, handled below)
-    "execve", "execveat", "fork", "vfork",
+    "execve",
+    "execveat",
+    "fork",
+    "vfork",
     # other processes
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd", "pidfd_send_signal",
-    "kcmp", "tkill", "process_madvise", "process_mrelease", "migrate_pages", "move_pages",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_open",
+    "pidfd_getfd",
+    "pidfd_send_signal",
+    "kcmp",
+    "tkill",
+    "process_madvise",
+    "process_mrelease",
+    "migrate_pages",
+    "move_pages",
     # namespaces, mounts, root
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount",
-    "fspick", "move_mount", "open_tree", "mount_setattr",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
     # kernel attack surface
-    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "keyctl", "add_key", "request_key", "memfd_create", "memfd_secret", "init_module", "finit_module",
-    "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct",
-    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
-    "iopl", "ioperm", "modify_ldt", "quotactl", "quotactl_fd", "syslog", "vhangup", "lookup_dcookie",
-    "uselib", "name_to_handle_at", "open_by_handle_at", "fanotify_init", "fanotify_mark",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "memfd_create",
+    "memfd_secret",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "iopl",
+    "ioperm",
+    "modify_ldt",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "vhangup",
+    "lookup_dcookie",
+    "uselib",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "fanotify_init",
+    "fanotify_mark",
     # identity
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
-    "setfsgid", "capset",
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setgroups",
+    "setfsuid",
+    "setfsgid",
+    "capset",
     # System V IPC and POSIX message queues outlive the process: a channel to the next run.
-    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
-    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semctl",
+    "semtimedop",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
 )
 ALWAYS_EACCES = (
-    "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir",
-    "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat", "chmod", "fchmod", "fchmodat",
-    "fchmodat2", "chown", "fchown", "lchown", "fchownat", "truncate", "ftruncate", "utime", "utimes",
-    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
-    "fremovexattr", "fallocate",
+    "creat",
+    "unlink",
+    "unlinkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "mkdir",
+    "mkdirat",
+    "rmdir",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "mknod",
+    "mknodat",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "truncate",
+    "ftruncate",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "fallocate",
 )
 # Their arguments live in a struct seccomp cannot read: glibc and Python fall back to the old calls.
 ALWAYS_ENOSYS = ("clone3", "openat2")
 # (syscall, index of the pid argument): allowed only when it names this process (0 means "self").
 SELF_ONLY_SIGNALS = (("kill", 0), ("tgkill", 0), ("rt_sigqueueinfo", 0), ("rt_tgsigqueueinfo", 0))
-SELF_OR_ZERO = (("prlimit64", 0), ("sched_setaffinity", 0), ("sched_setscheduler", 0),
-                ("sched_setparam", 0), ("sched_setattr", 0), ("setpriority", 1), ("ioprio_set", 1))
+SELF_OR_ZERO = (
+    ("prlimit64", 0),
+    ("sched_setaffinity", 0),
+    ("sched_setscheduler", 0),
+    ("sched_setparam", 0),
+    ("sched_setattr", 0),
+    ("setpriority", 1),
+    ("ioprio_set", 1),
+)
 
 
 def deny_rules(own_pid: int) -> list[Rule]:
@@ -116,8 +252,9 @@ def deny_rules(own_pid: int) -> list[Rule]:
     rules += [Rule("fcntl", EPERM, ((1, CMP_EQ, cmd, 0),)) for cmd in (F_SETOWN, F_SETOWN_EX)]
     rules += [Rule("ioctl", EPERM, ((1, CMP_EQ, cmd, 0),)) for cmd in (FIOSETOWN, SIOCSPGRP, TIOCSTI)]
     # Becoming dumpable again would let same-uid processes read our memory.
-    rules += [Rule("prctl", EPERM, ((0, CMP_EQ, opt, 0),)) for opt in (PR_SET_DUMPABLE, PR_SET_MM,
-                                                                        PR_SET_PTRACER)]
+    rules += [
+        Rule("prctl", EPERM, ((0, CMP_EQ, opt, 0),)) for opt in (PR_SET_DUMPABLE, PR_SET_MM, PR_SET_PTRACER)
+    ]
     rules.append(Rule("personality", EPERM, ((0, CMP_NE, PERSONALITY_QUERY, 0),)))
     return rules
 
@@ -133,8 +270,13 @@ class Libseccomp:
         lib = ctypes.CDLL(soname, use_errno=True)
         lib.seccomp_init.argtypes = [ctypes.c_uint32]
         lib.seccomp_init.restype = ctypes.c_void_p
-        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
-                                               ctypes.POINTER(ArgCmp)]
+        lib.seccomp_rule_add_array.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.POINTER(ArgCmp),
+        ]
         lib.seccomp_rule_add_array.restype = ctypes.c_int
         lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
         lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
@@ -147,8 +289,16 @@ class Libseccomp:
         self._lib = lib
         # Resolve names now: libseccomp's tables are static, but doing it once keeps children lean.
         names = set(ALWAYS_EPERM + ALWAYS_EACCES + ALWAYS_ENOSYS) | {
-            "clone", "open", "openat", "fcntl", "ioctl", "prctl", "personality",
-            *(n for n, _ in SELF_ONLY_SIGNALS), *(n for n, _ in SELF_OR_ZERO)}
+            "clone",
+            "open",
+            "openat",
+            "fcntl",
+            "ioctl",
+            "prctl",
+            "personality",
+            *(n for n, _ in SELF_ONLY_SIGNALS),
+            *(n for n, _ in SELF_OR_ZERO),
+        }
         self.numbers = {n: lib.seccomp_syscall_resolve_name(n.encode()) for n in sorted(names)}
 
     def load(self, rules: list[Rule], no_new_privs: bool = True) -> int:
@@ -173,7 +323,9 @@ class Libseccomp:
                 args = (ArgCmp * max(1, len(rule.conditions)))(*[ArgCmp(*c) for c in rule.conditions])
                 rc = lib.seccomp_rule_add_array(ctx, rule.action, number, len(rule.conditions), args)
                 if rc < 0:
-                    raise SeccompError(-rc, f"seccomp rule for {rule.syscall}: {errno.errorcode.get(-rc, rc)}")
+                    raise SeccompError(
+                        -rc, f"seccomp rule for {rule.syscall}: {errno.errorcode.get(-rc, rc)}"
+                    )
                 count += 1
             rc = lib.seccomp_load(ctx)
             if rc < 0:

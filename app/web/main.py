@@ -22,8 +22,8 @@ from app.web.framing import FramingPolicy
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     runner = app.state.runner
-    if hasattr(runner, "ready"):
-        await runner.ready()  # start the sandbox now, so /healthz tells the truth from the start
+    if hasattr(runner, "astart"):
+        await runner.astart()  # start the sandbox now, so /healthz tells the truth from the start
     yield
     app.state.links.close()  # hand database connections back on shutdown
     if hasattr(runner, "aclose"):

@@ -124,15 +124,14 @@ def test_hostile_snippet_is_contained(request: pytest.FixtureRequest, gate: str,
     assert step["tensors"][step["variables"]["b"]]["values"] == (torch.ones(2) * 3).tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="TODO(lead): framing headers come with /embed (issue 5 part B)")
 def test_playground_refuses_to_be_framed(container: Container) -> None:
     response = httpx.get(f"{container.url}/", timeout=10)
     assert response.status_code == 200
     csp = response.headers.get("content-security-policy", "")
-    assert "frame-ancestors 'none'" in csp or response.headers.get("x-frame-options", "").upper() == "DENY"
+    assert "frame-ancestors 'none'" in csp and response.headers.get("x-frame-options", "").upper() == "DENY"
+    assert "default-src 'self'" in csp  # the page's own policy is kept
 
 
-@pytest.mark.xfail(strict=True, reason="TODO(lead): /embed lands with issue 5 part B; then drop this mark")
 def test_embed_may_be_framed_by_other_sites(container: Container) -> None:
     response = httpx.get(f"{container.url}/embed", timeout=10)
     assert response.status_code == 200

@@ -92,8 +92,11 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     assert frame.get_by_test_id("memory-view").is_visible()
     clone_fn = type(torch.tensor([1.0], requires_grad=True).clone().grad_fn).__name__
     assert frame.locator(".node:not([hidden]) .label", has_text=clone_fn).count() == 1
-    assert frame.get_by_test_id("code").input_value() == CLONE
+    assert frame.get_by_test_id("code").input_value() == CLONE.rstrip("\n")
     assert frame.get_by_test_id("code").get_attribute("readonly") is not None
+    frame.get_by_test_id("code").press("Enter")  # the editor's own Enter handling must not write
+    frame.get_by_test_id("code").press("Tab")
+    assert frame.get_by_test_id("code").input_value() == CLONE.rstrip("\n")
 
     height = wait_resized(docs)
     assert height != 560  # the snippet's starting height was replaced by the content's
@@ -145,11 +148,15 @@ def test_editable_dark_graph_embed_runs_on_demand_and_grows(context, server, doc
 
 
 def test_the_playground_refuses_to_be_framed_by_another_site(context, server, docs_site) -> None:
-    context.allowed.append("Refused to frame")
+    # chromium says so on the console: that is the refusal this test wants to see
+    context.allowed.append("Content Security Policy directive: \"frame-ancestors 'none'\"")
     docs_site.pages["/bad.html"] = docs_page(
         f'<iframe src="{server}/?example=clone-vs-detach" onload="window.loaded = true"></iframe>')
     docs = context.new_page()
+    said: list[str] = []
+    docs.on("console", lambda msg: said.append(msg.text))
     docs.goto(f"{docs_site.url}/bad.html")
     docs.wait_for_function("() => window.loaded === true")
+    assert any("frame-ancestors 'none'" in text for text in said), said
     assert docs.frame_locator("iframe").get_by_test_id("code").count() == 0
     assert not docs.frames[1].url.startswith(server)

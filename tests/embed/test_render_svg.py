@@ -50,6 +50,18 @@ def assert_self_contained(root: ET.Element) -> None:
     assert root.attrib["font-family"] == "monospace"
 
 
+def assert_fits(root: ET.Element) -> None:
+    """Monospace text drawn outside the graph's group ends inside the picture (widths are estimated)."""
+    width = float(root.attrib["width"])
+    for el in root.findall(f"{SVG}text"):
+        if "font-family" in el.attrib:  # sans-serif titles: no exact width to check
+            continue
+        x, size, chars = float(el.attrib["x"]), float(el.attrib["font-size"]), len("".join(el.itertext()))
+        anchor = el.attrib.get("text-anchor", "start")
+        start = {"start": x, "middle": x - chars * 0.3 * size, "end": x - chars * 0.6 * size}[anchor]
+        assert start >= 0 and start + chars * 0.6 * size <= width + 1, "".join(el.itertext())
+
+
 def svg_of(code: str, step: int | None = None, which: str = "both", theme: str = "light") -> str:
     return render_svg(build_explorer(trace(code), code, step), step, which, theme)
 
@@ -61,6 +73,7 @@ def test_every_gallery_step_is_well_formed_and_self_contained(example) -> None:
         for which, theme in (("both", "light"), ("memory", "dark"), ("graph", "light")):
             root = parse(render_svg(view, step, which, theme))
             assert_self_contained(root)
+            assert_fits(root)
             assert float(root.attrib["width"]) >= 560 and float(root.attrib["height"]) > 100
 
 

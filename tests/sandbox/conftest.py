@@ -10,7 +10,6 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-
 from sandbox_support import Server, start_server
 
 

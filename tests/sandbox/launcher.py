@@ -38,11 +38,40 @@ CAP_DAC_READ_SEARCH, CAP_LAST = 2, 40
 # Docker's default capabilities: CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP
 # NET_BIND_SERVICE NET_RAW SYS_CHROOT MKNOD AUDIT_WRITE SETFCAP.
 DOCKER_CAPS = {0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31}
-DOCKER_DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "bpf", "perf_event_open", "keyctl",
-                 "add_key", "request_key", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-                 "delete_module", "reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime",
-                 "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at", "fsopen",
-                 "fsmount", "move_mount", "open_tree", "userfaultfd", "quotactl", "syslog")
+DOCKER_DENIED = (
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "open_by_handle_at",
+    "fsopen",
+    "fsmount",
+    "move_mount",
+    "open_tree",
+    "userfaultfd",
+    "quotactl",
+    "syslog",
+)
 ENOSYS = act_errno(errno.ENOSYS)
 
 
@@ -51,7 +80,11 @@ class CapHeader(ctypes.Structure):
 
 
 class CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 def load_filter(docker_like: bool, no_landlock: bool) -> None:
@@ -61,7 +94,10 @@ def load_filter(docker_like: bool, no_landlock: bool) -> None:
         rules += [Rule("clone", EPERM, ((0, CMP_MASKED_EQ, flag, flag),)) for flag in CLONE_NAMESPACES]
         rules.append(Rule("clone3", ENOSYS))
     if no_landlock:
-        rules += [Rule(n, ENOSYS) for n in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")]
+        rules += [
+            Rule(n, ENOSYS)
+            for n in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
+        ]
     if rules:
         # Docker does not set no_new_privs; as root (with CAP_SYS_ADMIN, for now) we need not either.
         Libseccomp().load(rules, no_new_privs=False)
@@ -69,7 +105,11 @@ def load_filter(docker_like: bool, no_landlock: bool) -> None:
 
 def docker_capabilities(keep: set[int]) -> None:
     for cap in range(CAP_LAST + 1):
-        if cap not in DOCKER_CAPS | keep and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        if (
+            cap not in DOCKER_CAPS | keep
+            and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
+            and ctypes.get_errno() != errno.EINVAL
+        ):
             raise OSError(ctypes.get_errno(), f"capbset drop {cap}")
 
 
@@ -88,7 +128,7 @@ def become(uid: int) -> None:
 
 def main(argv: list[str]) -> None:
     split = argv.index("--")
-    options, command = argv[:split], argv[split + 1:]
+    options, command = argv[:split], argv[split + 1 :]
     load_filter("--docker-like" in options, "--no-landlock" in options)
     if "--docker-like" in options:
         docker_capabilities({CAP_DAC_READ_SEARCH} if "--user" in options else set())

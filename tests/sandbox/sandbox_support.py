@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -79,16 +80,33 @@ class Server:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
 
 
-def start_server(workdir: Path, env: dict[str, str], gate: bool = True, prefix: list[str] | None = None,
-                 user: int | None = None) -> Server:
+def start_server(
+    workdir: Path,
+    env: dict[str, str],
+    gate: bool = True,
+    prefix: list[str] | None = None,
+    user: int | None = None,
+) -> Server:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "server.log"
     full_env = {**os.environ, **TEST_ENV, "EXPLORER_DATA_DIR": str(workdir / "data"), **env}
     if not gate:
         full_env["EXPLORER_POLICY_GATE"] = "0"
-    command = [*(prefix or []), sys.executable, "-m", "uvicorn", "app.web.main:create_app", "--factory",
-               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    command = [
+        *(prefix or []),
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "app.web.main:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     if user is not None:
         os.chown(workdir, user, user)
     with log.open("wb") as stream:
@@ -119,7 +137,9 @@ print(y.item(), x.grad.tolist(), x.dtype, torch.is_grad_enabled(), math.pi, r.to
 """
 
 
+@functools.cache
 def benign_expected() -> str:
+    # Computed once: tests call this from several threads, and the global RNG is not theirs to share.
     torch.manual_seed(0)  # the engine seeds every run with 0 (reproducible permalinks)
     x = torch.arange(4.0, requires_grad=True)
     y = (x * x).sum()
@@ -131,9 +151,10 @@ def benign_expected() -> str:
 
 
 def assert_benign(server: Server) -> None:
+    expected = benign_expected()
     result = server.run(BENIGN)
     assert result["ok"], result["error"]
-    assert result["steps"][-1]["stdout"] == benign_expected()
+    assert result["steps"][-1]["stdout"] == expected
     assert len(result["steps"]) == 5
 
 
@@ -188,12 +209,15 @@ def assert_no_strays(server: Server, prefork: int = 2) -> None:
         grandchildren = [pid for pid, ppid, _ in table if ppid in children]
         # A child that escaped its parent would be reparented to init, or be a sandbox uid's child.
         sandboxed = {pid for pid, _, uid in table if uid in UID_RANGE}
-        sandbox_uids = [pid for pid, ppid, uid in table if uid in UID_RANGE and (ppid == 1 or ppid in sandboxed)]
+        sandbox_uids = [
+            pid for pid, ppid, uid in table if uid in UID_RANGE and (ppid == 1 or ppid in sandboxed)
+        ]
         if len(children) <= prefork and not grandchildren and not sandbox_uids:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"stray processes: children={children} grandchildren={grandchildren} "
-                                 f"orphans={sandbox_uids}")
+            raise AssertionError(
+                f"stray processes: children={children} grandchildren={grandchildren} orphans={sandbox_uids}"
+            )
         time.sleep(0.05)
 
 

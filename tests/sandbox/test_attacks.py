@@ -68,14 +68,17 @@ def failed(result: dict, _ctx: Context) -> None:
 def kind(*kinds: str) -> Check:
     def check(result: dict, _ctx: Context) -> None:
         assert error_of(result)["kind"] in kinds, result["error"]
+
     return check
 
 
 def printed(*needles: str) -> Check:
     """The snippet finished and its output shows the refusal (e.g. a return code of -1)."""
+
     def check(result: dict, _ctx: Context) -> None:
         out = result["steps"][-1]["stdout"] if result["steps"] else ""
         assert any(n in out for n in needles), (out, result["error"])
+
     return check
 
 
@@ -89,12 +92,14 @@ def either(*checks: Check) -> Check:
             except AssertionError as problem:
                 problems.append(problem)
         raise AssertionError(problems)
+
     return check
 
 
 def no_file(pattern: str) -> Check:
     def check(_result: dict, ctx: Context) -> None:
         assert not glob.glob(pattern.replace("TOKEN", ctx.token)), pattern
+
     return check
 
 
@@ -102,6 +107,7 @@ def all_of(*checks: Check) -> Check:
     def check(result: dict, ctx: Context) -> None:
         for each in checks:
             each(result, ctx)
+
     return check
 
 
@@ -128,152 +134,317 @@ print('rc', system('id > /dev/null; echo uid=$(id -u)'))
 ATTACKS: list[Attack] = [
     # ---- escapes to the OS --------------------------------------------------------------------
     Attack("dunder-subclass-walk", SUBCLASS_WALK, printed("rc 32512", "rc -1", "rc 256")),
-    Attack("fullwidth-dunders", "ｏ = ().__ｃｌａｓｓ__.__ｂａｓｅｓ__[0]\nprint(len(ｏ.__ｓｕｂｃｌａｓｓｅｓ__()))\n"
-           "g = [c for c in ｏ.__ｓｕｂｃｌａｓｓｅｓ__() if c.__name__ == '_wrap_close'][0].__init__.__globals__\n"
-           "print(g['listdir']('/root'))", denied),
-    Attack("generator-frame-walk", "g = (i for i in [1])\nf = g.gi_frame\nwhile f.f_back is not None:\n"
-           "    f = f.f_back\nstack = []\nh = (i for i in [1])\nnext(h)\nimport sys\nf = sys._getframe()\n"
-           "while f is not None and 'os' not in f.f_globals:\n    f = f.f_back\n"
-           "print('rc', f.f_globals['os'].system('id'))", printed("rc 32512", "rc -1")),
-    Attack("traceback-frame-walk", "try:\n    1 / 0\nexcept Exception as e:\n    f = e.__traceback__.tb_frame\n"
-           "while f is not None and 'os' not in f.f_globals:\n    f = f.f_back\n"
-           "print('rc', f.f_globals['os'].system('id'))", printed("rc 32512", "rc -1")),
-    Attack("format-string-globals", "print('{0.__globals__[os].environ}'.format(torch.load))",
-           lambda r, c: None),  # prints the child's clean environment at most: the global check finds no secret
-    Attack("pickle-reduce", "import pickle\nprint('rc', pickle.loads(b\"cos\\nsystem\\n(S'id'\\ntR.\"))",
-           printed("rc 32512", "rc -1")),
-    Attack("torch-load-pickle", "import io, pickle, os\nclass P:\n    def __reduce__(self):\n"
-           "        return (os.system, ('id',))\nb = io.BytesIO()\ntorch.save(P(), b)\nb.seek(0)\n"
-           "print('rc', torch.load(b, weights_only=False))", printed("rc 32512", "rc -1")),
-    Attack("decorator-exec", "@exec\n@(lambda f: \"import os\\nprint('rc', os.system('id'))\")\ndef f():\n    pass",
-           printed("rc 32512", "rc -1")),
+    Attack(
+        "fullwidth-dunders",
+        "ｏ = ().__ｃｌａｓｓ__.__ｂａｓｅｓ__[0]\nprint(len(ｏ.__ｓｕｂｃｌａｓｓｅｓ__()))\n"
+        "g = [c for c in ｏ.__ｓｕｂｃｌａｓｓｅｓ__() if c.__name__ == '_wrap_close']\n"
+        "g = g[0].__init__.__globals__\n"
+        "print(g['listdir']('/root'))",
+        denied,
+    ),
+    Attack(
+        "generator-frame-walk",
+        "g = (i for i in [1])\nf = g.gi_frame\nwhile f.f_back is not None:\n"
+        "    f = f.f_back\nstack = []\nh = (i for i in [1])\nnext(h)\nimport sys\nf = sys._getframe()\n"
+        "while f is not None and 'os' not in f.f_globals:\n    f = f.f_back\n"
+        "print('rc', f.f_globals['os'].system('id'))",
+        printed("rc 32512", "rc -1"),
+    ),
+    Attack(
+        "traceback-frame-walk",
+        "try:\n    1 / 0\nexcept Exception as e:\n    f = e.__traceback__.tb_frame\n"
+        "while f is not None and 'os' not in f.f_globals:\n    f = f.f_back\n"
+        "print('rc', f.f_globals['os'].system('id'))",
+        printed("rc 32512", "rc -1"),
+    ),
+    Attack(
+        "format-string-globals", "print('{0.__globals__[os].environ}'.format(torch.load))", lambda r, c: None
+    ),  # prints the child's clean environment at most: the global check finds no secret
+    Attack(
+        "pickle-reduce",
+        "import pickle\nprint('rc', pickle.loads(b\"cos\\nsystem\\n(S'id'\\ntR.\"))",
+        printed("rc 32512", "rc -1"),
+    ),
+    Attack(
+        "torch-load-pickle",
+        "import io, pickle, os\nclass P:\n    def __reduce__(self):\n"
+        "        return (os.system, ('id',))\nb = io.BytesIO()\ntorch.save(P(), b)\nb.seek(0)\n"
+        "print('rc', torch.load(b, weights_only=False))",
+        printed("rc 32512", "rc -1"),
+    ),
+    Attack(
+        "decorator-exec",
+        "@exec\n@(lambda f: \"import os\\nprint('rc', os.system('id'))\")\ndef f():\n    pass",
+        printed("rc 32512", "rc -1"),
+    ),
     Attack("torch-os-system", "print('rc', torch.os.system('id'))", printed("rc 32512", "rc -1")),
     Attack("torch-os-execv", "torch.os.execv('/bin/sh', ['sh', '-c', 'id'])", denied),
-    Attack("torch-ctypes-system", "print('rc', torch.ctypes.CDLL(None).system(b'id'))", printed("rc -1", "rc 32512")),
+    Attack(
+        "torch-ctypes-system",
+        "print('rc', torch.ctypes.CDLL(None).system(b'id'))",
+        printed("rc -1", "rc 32512"),
+    ),
     Attack("torch-builtins-open", "print(torch.builtins.open('/etc/passwd').read())", denied),
     Attack("torch-importlib-socket", "s = torch.importlib.import_module('socket').socket()", denied),
     Attack("torch-sys-modules", "print(torch.sys.modules['os'].listdir('/root'))", denied),
     Attack("torch-hub", "torch.hub.load('pytorch/vision', 'resnet18')", failed),
-    Attack("torch-cpp-extension", "from torch.utils.cpp_extension import load_inline\n"
-           "load_inline('x', 'int f() { return 1; }')", failed),
-    Attack("torch-compile-cache", "f = torch.compile(lambda t: t * 2 + 1)\nprint(f(torch.ones(3)))",
-           lambda r, c: None),  # compiled or not: the global checks find no file the child wrote
+    Attack(
+        "torch-cpp-extension",
+        "from torch.utils.cpp_extension import load_inline\nload_inline('x', 'int f() { return 1; }')",
+        failed,
+    ),
+    Attack(
+        "torch-compile-cache",
+        "f = torch.compile(lambda t: t * 2 + 1)\nprint(f(torch.ones(3)))",
+        lambda r, c: None,
+    ),  # compiled or not: the global checks find no file the child wrote
     Attack("torch-jit-load", "torch.jit.load('/etc/passwd')", failed),
     Attack("torch-ops-load-library", "torch.ops.load_library('/work/main/app/__init__.py')", failed),
-    Attack("torch-library-override", "lib = torch.library.Library('aten', 'IMPL')\n"
-           "lib.impl('mul.Tensor', lambda a, b: a, 'CPU')\nprint((torch.ones(2) * 5).tolist())",
-           lambda r, c: None),  # may work in its own process; the benign run after it proves no leak
+    Attack(
+        "torch-library-override",
+        "lib = torch.library.Library('aten', 'IMPL')\n"
+        "lib.impl('mul.Tensor', lambda a, b: a, 'CPU')\nprint((torch.ones(2) * 5).tolist())",
+        lambda r, c: None,
+    ),  # may work in its own process; the benign run after it proves no leak
     Attack("torch-multiprocessing", "p = torch.multiprocessing.Process(target=print)\np.start()", failed),
     Attack("torch-distributed-store", "torch.distributed.TCPStore('127.0.0.1', LISTENER, 1, True)", failed),
-    Attack("torch-from-file-read", "print(torch.from_file('/etc/shadow', size=16, dtype=torch.uint8))", failed),
-    Attack("torch-from-file-create", "torch.from_file('/tmp/explorer-TOKEN', shared=True, size=64)",
-           all_of(failed, no_file("/tmp/explorer-TOKEN"))),
-    Attack("torch-save", "torch.save(torch.ones(2), '/tmp/explorer-TOKEN.pt')",
-           all_of(failed, no_file("/tmp/explorer-TOKEN.pt"))),
+    Attack(
+        "torch-from-file-read", "print(torch.from_file('/etc/shadow', size=16, dtype=torch.uint8))", failed
+    ),
+    Attack(
+        "torch-from-file-create",
+        "torch.from_file('/tmp/explorer-TOKEN', shared=True, size=64)",
+        all_of(failed, no_file("/tmp/explorer-TOKEN")),
+    ),
+    Attack(
+        "torch-save",
+        "torch.save(torch.ones(2), '/tmp/explorer-TOKEN.pt')",
+        all_of(failed, no_file("/tmp/explorer-TOKEN.pt")),
+    ),
     # ---- secrets and other processes -------------------------------------------------------------
-    Attack("environ-secret", "import os\nprint(dict(os.environ))\nprint(os.environ.get('EXPLORER_TEST_SECRET'))",
-           printed("None")),
+    Attack(
+        "environ-secret",
+        "import os\nprint(dict(os.environ))\nprint(os.environ.get('EXPLORER_TEST_SECRET'))",
+        printed("None"),
+    ),
     Attack("proc-self-environ", "print(open('/proc/self/environ', 'rb').read())", denied),
     Attack("server-environ", "print(open('/proc/SERVER_PID/environ', 'rb').read())", denied),
     Attack("fork-server-environ", "print(open('/proc/FORKER_PID/environ', 'rb').read())", denied),
     Attack("server-cmdline-and-maps", "print(open('/proc/SERVER_PID/maps').read())", denied),
-    Attack("server-memory-read", "import ctypes\nbuf = ctypes.create_string_buffer(16)\n"
-           "local = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 16)\nremote = (ctypes.c_void_p * 2)(4096, 16)\n"
-           "libc = ctypes.CDLL(None, use_errno=True)\n"
-           "print('rc', libc.process_vm_readv(SERVER_PID, local, 1, remote, 1, 0), ctypes.get_errno())",
-           printed("rc -1 1")),
-    Attack("ptrace-server", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-           "print('rc', libc.ptrace(16, SERVER_PID, 0, 0), ctypes.get_errno())", printed("rc -1 1")),
+    Attack(
+        "server-memory-read",
+        "import ctypes\nbuf = ctypes.create_string_buffer(16)\n"
+        "local = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 16)\nremote = (ctypes.c_void_p * 2)(4096, 16)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('rc', libc.process_vm_readv(SERVER_PID, local, 1, remote, 1, 0), ctypes.get_errno())",
+        printed("rc -1 1"),
+    ),
+    Attack(
+        "ptrace-server",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('rc', libc.ptrace(16, SERVER_PID, 0, 0), ctypes.get_errno())",
+        printed("rc -1 1"),
+    ),
     Attack("etc-shadow", "print(open('/etc/shadow').read())", denied),
     Attack("root-home", "import os\nprint(os.listdir('/root'))", denied),
     Attack("app-source", "print(open('/work/main/app/config.py').read())", denied),
     Attack("world-readable-outside-allowlist", "print(open('/etc/passwd').read())", denied),
     Attack("proc-other-pid", "print(open('/proc/1/status').read())", denied),
     # ---- writing files ----------------------------------------------------------------------------
-    Attack("write-tmp", "open('/tmp/explorer-TOKEN', 'w').write('x')", all_of(denied, no_file("/tmp/explorer-TOKEN"))),
-    Attack("write-pth", f"open('{SITE_PACKAGES}/explorer-TOKEN.pth', 'w').write('import os')",
-           all_of(denied, no_file(f"{SITE_PACKAGES}/explorer-TOKEN.pth"))),
+    Attack(
+        "write-tmp",
+        "open('/tmp/explorer-TOKEN', 'w').write('x')",
+        all_of(denied, no_file("/tmp/explorer-TOKEN")),
+    ),
+    Attack(
+        "write-pth",
+        f"open('{SITE_PACKAGES}/explorer-TOKEN.pth', 'w').write('import os')",
+        all_of(denied, no_file(f"{SITE_PACKAGES}/explorer-TOKEN.pth")),
+    ),
     Attack("symlink-cwd", "import os\nos.symlink('/etc/passwd', 'link-TOKEN')", denied),
-    Attack("symlink-tmp", "import os\nos.symlink('/etc/shadow', '/tmp/explorer-TOKEN')",
-           all_of(denied, no_file("/tmp/explorer-TOKEN"))),
-    Attack("raw-open-create", "import os\nos.open('/tmp/explorer-TOKEN', os.O_WRONLY | os.O_CREAT)",
-           all_of(denied, no_file("/tmp/explorer-TOKEN"))),
-    Attack("mkdir-rename-unlink", "import os\nos.mkdir('/tmp/explorer-TOKEN')", all_of(denied, no_file("/tmp/explorer-TOKEN"))),
+    Attack(
+        "symlink-tmp",
+        "import os\nos.symlink('/etc/shadow', '/tmp/explorer-TOKEN')",
+        all_of(denied, no_file("/tmp/explorer-TOKEN")),
+    ),
+    Attack(
+        "raw-open-create",
+        "import os\nos.open('/tmp/explorer-TOKEN', os.O_WRONLY | os.O_CREAT)",
+        all_of(denied, no_file("/tmp/explorer-TOKEN")),
+    ),
+    Attack(
+        "mkdir-rename-unlink",
+        "import os\nos.mkdir('/tmp/explorer-TOKEN')",
+        all_of(denied, no_file("/tmp/explorer-TOKEN")),
+    ),
     Attack("memfd", "import os\nos.memfd_create('x')", denied),
     # ---- network ----------------------------------------------------------------------------------
-    Attack("connect-listener", "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', LISTENER))", denied),
-    Attack("connect-server-port", "import socket\ns = socket.create_connection(('127.0.0.1', SERVER_PORT))\n"
-           "s.send(b'GET /healthz HTTP/1.0\\r\\n\\r\\n')\nprint(s.recv(100))", denied),
-    Attack("urllib-server", "import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:SERVER_PORT/healthz'))",
-           failed),
-    Attack("udp-send", "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', LISTENER))",
-           denied),
-    Attack("raw-socket-syscall", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-           "print('rc', libc.syscall(41, 2, 1, 0), ctypes.get_errno())", printed("rc -1 1")),
+    Attack(
+        "connect-listener", "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', LISTENER))", denied
+    ),
+    Attack(
+        "connect-server-port",
+        "import socket\ns = socket.create_connection(('127.0.0.1', SERVER_PORT))\n"
+        "s.send(b'GET /healthz HTTP/1.0\\r\\n\\r\\n')\nprint(s.recv(100))",
+        denied,
+    ),
+    Attack(
+        "urllib-server",
+        "import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:SERVER_PORT/healthz'))",
+        failed,
+    ),
+    Attack(
+        "udp-send",
+        "import socket\nudp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "udp.sendto(b'x', ('127.0.0.1', LISTENER))",
+        denied,
+    ),
+    Attack(
+        "raw-socket-syscall",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('rc', libc.syscall(41, 2, 1, 0), ctypes.get_errno())",
+        printed("rc -1 1"),
+    ),
     # ---- processes -----------------------------------------------------------------------------------
     Attack("fork-bomb", "import os\nwhile True:\n    os.fork()", denied),
-    Attack("subprocess-orphan", "import subprocess\nsubprocess.Popen(['sleep', '100'], start_new_session=True)", denied),
+    Attack(
+        "subprocess-orphan",
+        "import subprocess\nsubprocess.Popen(['sleep', '100'], start_new_session=True)",
+        denied,
+    ),
     Attack("posix-spawn", "import os\nos.posix_spawn('/bin/sleep', ['sleep', '100'], {})", denied),
     Attack("os-system", "import os\nprint('rc', os.system('sleep 100 &'))", printed("rc 32512", "rc -1")),
     Attack("kill-server", "import os, signal\nos.kill(SERVER_PID, signal.SIGKILL)", denied),
     Attack("kill-fork-server", "import os, signal\nos.kill(FORKER_PID, signal.SIGKILL)", denied),
     Attack("kill-everyone", "import os, signal\nos.kill(-1, signal.SIGKILL)", denied),
     Attack("kill-process-group", "import os, signal\nos.killpg(0, signal.SIGKILL)", denied),
-    Attack("unshare-userns", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-           "print('rc', libc.unshare(0x10000000), ctypes.get_errno())", printed("rc -1 1")),
-    Attack("become-dumpable", "import ctypes\nprint('rc', ctypes.CDLL(None).prctl(4, 1, 0, 0, 0))", printed("rc -1")),
-    Attack("sysv-shm-channel", "import ctypes\nprint('rc', ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666))",
-           printed("rc -1")),
-    Attack("thread-bomb", "import threading, time\nts = []\nfor i in range(5000):\n"
-           "    t = threading.Thread(target=time.sleep, args=(30,))\n    t.start()\n    ts.append(t)",
-           either(kind("runtime", "memory", "timeout"))),
+    Attack(
+        "unshare-userns",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('rc', libc.unshare(0x10000000), ctypes.get_errno())",
+        printed("rc -1 1"),
+    ),
+    Attack(
+        "become-dumpable",
+        "import ctypes\nprint('rc', ctypes.CDLL(None).prctl(4, 1, 0, 0, 0))",
+        printed("rc -1"),
+    ),
+    Attack(
+        "sysv-shm-channel",
+        "import ctypes\nprint('rc', ctypes.CDLL(None).shmget(0x5eed, 4096, 0o1666))",
+        printed("rc -1"),
+    ),
+    Attack(
+        "thread-bomb",
+        "import threading, time\nts = []\nfor i in range(5000):\n"
+        "    t = threading.Thread(target=time.sleep, args=(30,))\n    t.start()\n    ts.append(t)",
+        either(kind("runtime", "memory", "timeout")),
+    ),
     # ---- exhaustion ---------------------------------------------------------------------------------
     Attack("bytearray-2g", "x = bytearray(2 ** 31)", kind("memory"), gate_rejects=False),
     Attack("huge-tensor", "x = torch.empty(10 ** 11)", kind("memory"), gate_rejects=False),
-    Attack("growing-tensors", "keep = []\nwhile True:\n    keep.append(torch.ones(2 ** 24))",
-           all_of(kind("memory"), steps_kept), gate_rejects=False),
-    Attack("shared-mmap", "import mmap\nm = mmap.mmap(-1, 2 ** 32)\nfor i in range(0, 2 ** 32, 4096):\n    m[i] = 1",
-           kind("memory", "runtime")),
-    Attack("cpu-loop", "n = 0\nn = sum(i for i in range(10 ** 12))", all_of(kind("timeout"), steps_kept),
-           gate_rejects=False),
+    Attack(
+        "growing-tensors",
+        "keep = []\nwhile True:\n    keep.append(torch.ones(2 ** 24))",
+        all_of(kind("memory"), steps_kept),
+        gate_rejects=False,
+    ),
+    Attack(
+        "shared-mmap",
+        "import mmap\nm = mmap.mmap(-1, 2 ** 32)\nfor i in range(0, 2 ** 32, 4096):\n    m[i] = 1",
+        kind("memory", "runtime"),
+    ),
+    Attack(
+        "cpu-loop",
+        "n = 0\nn = sum(i for i in range(10 ** 12))",
+        all_of(kind("timeout"), steps_kept),
+        gate_rejects=False,
+    ),
     Attack("native-loop", "n = sum(range(10 ** 13))", kind("timeout"), gate_rejects=False),
     Attack("step-loop", "n = 0\nwhile True:\n    n += 1", truncated, gate_rejects=False),
-    Attack("catch-everything-loop", "while True:\n    try:\n        while True:\n            pass\n"
-           "    except BaseException:\n        pass", kind("timeout"), gate_rejects=False),
+    Attack(
+        "catch-everything-loop",
+        "while True:\n    try:\n        while True:\n            pass\n"
+        "    except BaseException:\n        pass",
+        kind("timeout"),
+        gate_rejects=False,
+    ),
     Attack("sleep", "import time\ntime.sleep(60)", kind("timeout")),
-    Attack("native-matmul", "a = torch.randn(3000, 3000)\nfor i in range(1000):\n    a = a @ a",
-           kind("timeout"), gate_rejects=False),
-    Attack("print-flood", "while True:\n    print('x' * 1000)", all_of(kind("output"), steps_kept),
-           gate_rejects=False),
+    Attack(
+        "native-matmul",
+        "a = torch.randn(3000, 3000)\nfor i in range(1000):\n    a = a @ a",
+        kind("timeout"),
+        gate_rejects=False,
+    ),
+    Attack(
+        "print-flood",
+        "while True:\n    print('x' * 1000)",
+        all_of(kind("output"), steps_kept),
+        gate_rejects=False,
+    ),
     Attack("stderr-flood", "import sys\nwhile True:\n    sys.stderr.write('y' * 10000)", kind("output")),
-    Attack("result-fd-flood", "import os\nfor fd in map(int, os.listdir('/proc/self/fd')):\n    try:\n"
-           "        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):\n"
-           "            while True:\n                os.write(fd, b'x' * 65536)\n    except OSError:\n        pass",
-           kind("output", "internal", "timeout")),
-    Attack("forged-frame", "import os, struct, json\nbody = json.dumps({'ok': True, 'steps': []}).encode()\n"
-           "for fd in map(int, os.listdir('/proc/self/fd')):\n    try:\n"
-           "        os.write(fd, struct.pack('>I', len(body)) + body)\n    except OSError:\n        pass\n"
-           "os._exit(0)", lambda r, c: None),  # a forged answer can only fool its own sender
+    Attack(
+        "result-fd-flood",
+        "import os\nfor fd in map(int, os.listdir('/proc/self/fd')):\n    try:\n"
+        "        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):\n"
+        "            while True:\n                os.write(fd, b'x' * 65536)\n"
+        "    except OSError:\n        pass",
+        kind("output", "internal", "timeout"),
+    ),
+    Attack(
+        "forged-frame",
+        "import os, struct, json\nbody = json.dumps({'ok': True, 'steps': []}).encode()\n"
+        "for fd in map(int, os.listdir('/proc/self/fd')):\n    try:\n"
+        "        os.write(fd, struct.pack('>I', len(body)) + body)\n    except OSError:\n        pass\n"
+        "os._exit(0)",
+        lambda r, c: None,
+    ),  # a forged answer can only fool its own sender
     Attack("deep-recursion", "def f(n):\n    return f(n + 1)\nf(0)", kind("runtime"), gate_rejects=False),
-    Attack("recursion-limit-segfault", "import sys\nsys.setrecursionlimit(10 ** 7)\ndef f(n):\n"
-           "    return f(n + 1)\nf(0)", kind("runtime", "memory", "timeout")),
+    Attack(
+        "recursion-limit-segfault",
+        "import sys\nsys.setrecursionlimit(10 ** 7)\ndef f(n):\n    return f(n + 1)\nf(0)",
+        kind("runtime", "memory", "timeout"),
+    ),
     Attack("huge-int", "x = 7 ** (10 ** 9)", kind("timeout", "memory"), gate_rejects=False),
     Attack("huge-int-str", "print(str(10 ** 100000))", kind("runtime"), gate_rejects=False),
-    Attack("huge-graph-loop", "x = torch.ones(1, requires_grad=True)\nfor i in range(10 ** 6):\n"
-           "    x = x * 1.0001", lambda r, c: truncated_or_timeout(r), gate_rejects=False),
-    Attack("huge-graph-one-line", "x = torch.ones(1, requires_grad=True)\n"
-           "ys = [x := x * 1.0001 for _ in range(300000)]", lambda r, c: None, gate_rejects=False),
-    Attack("huge-trace", "xs = [torch.ones(64) for _ in range(400)]\nfor i in range(200):\n    xs[i].add_(1)",
-           kind("output", "memory", "timeout"), gate_rejects=False),
+    Attack(
+        "huge-graph-loop",
+        "x = torch.ones(1, requires_grad=True)\nfor i in range(10 ** 6):\n    x = x * 1.0001",
+        lambda r, c: truncated_or_timeout(r),
+        gate_rejects=False,
+    ),
+    Attack(
+        "huge-graph-one-line",
+        "x = torch.ones(1, requires_grad=True)\nys = [x := x * 1.0001 for _ in range(300000)]",
+        lambda r, c: None,
+        gate_rejects=False,
+    ),
+    Attack(
+        "huge-trace",
+        "xs = [torch.ones(64) for _ in range(400)]\nfor i in range(200):\n    xs[i].add_(1)",
+        kind("output", "memory", "timeout"),
+        gate_rejects=False,
+    ),
     Attack("parser-bomb", "x = " + "(" * 5000 + "1" + ")" * 5000, kind("rejected"), gate_rejects=False),
     Attack("null-byte", "x = 1\x00", kind("rejected"), gate_rejects=False),
     # ---- leaks into the next run (checked by the benign run after each) -------------------------
-    Attack("monkeypatch-torch", "torch.Tensor.backward = lambda *a, **k: None\ntorch.add = None\nmath.pi = 3",
-           lambda r, c: None),
-    Attack("global-default-dtype", "torch.set_default_dtype(torch.float64)\ntorch.set_grad_enabled(False)\n"
-           "torch.manual_seed(1234)\nprint(torch.ones(1).dtype)", printed("float64"), gate_rejects=False),
-    Attack("sys-modules-poison", "import sys\nsys.modules['torch.nn'] = None\nsys.modules['math'] = None",
-           lambda r, c: None),
+    Attack(
+        "monkeypatch-torch",
+        "torch.Tensor.backward = lambda *a, **k: None\ntorch.add = None\nmath.pi = 3",
+        lambda r, c: None,
+    ),
+    Attack(
+        "global-default-dtype",
+        "torch.set_default_dtype(torch.float64)\ntorch.set_grad_enabled(False)\n"
+        "torch.manual_seed(1234)\nprint(torch.ones(1).dtype)",
+        printed("float64"),
+        gate_rejects=False,
+    ),
+    Attack(
+        "sys-modules-poison",
+        "import sys\nsys.modules['torch.nn'] = None\nsys.modules['math'] = None",
+        lambda r, c: None,
+    ),
     Attack("abort-crash", "import os\nos.abort()", kind("runtime")),
     Attack("segfault-crash", "import ctypes\nctypes.string_at(0)", kind("runtime")),
 ]
@@ -330,10 +501,12 @@ def test_corpus_is_large_enough() -> None:
 
 def test_uid_and_layers_in_a_real_child(ungated_server: Server) -> None:
     """Seen from inside a child (the gate would refuse `open`): its identity and the kernel's view."""
-    result = ungated_server.run("s = open('/proc/self/status').read()\nimport os\n"
-                        "print(os.getuid(), os.getgroups(), os.listdir('.'), len(os.listdir('/proc/self/fd')))\n"
-                        "print([l for l in s.splitlines() if l.split(':')[0] in "
-                        "('Seccomp', 'NoNewPrivs', 'CapEff', 'CapPrm', 'Threads')])")
+    result = ungated_server.run(
+        "s = open('/proc/self/status').read()\nimport os\n"
+        "print(os.getuid(), os.getgroups(), os.listdir('.'), len(os.listdir('/proc/self/fd')))\n"
+        "print([l for l in s.splitlines() if l.split(':')[0] in "
+        "('Seccomp', 'NoNewPrivs', 'CapEff', 'CapPrm', 'Threads')])"
+    )
     out = result["steps"][-1]["stdout"]
     uid = int(out.split()[0])
     if os.geteuid() == 0:

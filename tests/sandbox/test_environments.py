@@ -14,6 +14,8 @@ import pytest
 from sandbox_support import SECRET, Server, assert_benign, assert_no_strays, start_server, text
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+# The launcher changes uid and loads a filter without no_new_privs: it needs root (as CI has).
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the environment launcher needs root")
 NOBODY = 65534
 
 # A cross-section of the corpus: what differs between the environments is who may read, signal or
@@ -24,13 +26,23 @@ CROSS_SECTION = {
     "server-environ": ("print(open('/proc/SERVER_PID/environ', 'rb').read())", "Permission denied"),
     "server-mem": ("print(open('/proc/SERVER_PID/mem', 'rb').read(1))", "Permission denied"),
     "kill-server": ("import os\nos.kill(SERVER_PID, 9)", "Operation not permitted"),
-    "ptrace-server": ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                      "print('rc', libc.ptrace(16, SERVER_PID, 0, 0), ctypes.get_errno())", "rc -1 1"),
-    "sigio-server": ("import fcntl, os\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, SERVER_PID)",
-                     "Operation not permitted"),
-    "renice-server": ("import os\nos.setpriority(os.PRIO_PROCESS, SERVER_PID, 19)", "Operation not permitted"),
-    "prlimit-server": ("import resource\nresource.prlimit(SERVER_PID, resource.RLIMIT_NOFILE, (0, 0))",
-                       "Operation not permitted"),
+    "ptrace-server": (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('rc', libc.ptrace(16, SERVER_PID, 0, 0), ctypes.get_errno())",
+        "rc -1 1",
+    ),
+    "sigio-server": (
+        "import fcntl, os\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, SERVER_PID)",
+        "Operation not permitted",
+    ),
+    "renice-server": (
+        "import os\nos.setpriority(os.PRIO_PROCESS, SERVER_PID, 19)",
+        "Operation not permitted",
+    ),
+    "prlimit-server": (
+        "import resource\nresource.prlimit(SERVER_PID, resource.RLIMIT_NOFILE, (0, 0))",
+        "Operation not permitted",
+    ),
     "app-source": ("print(open('/work/main/app/config.py').read())", "Permission denied"),
     "passwd": ("print(open('/etc/passwd').read())", "Permission denied"),
     "write-tmp": ("open('/tmp/explorer-env-probe', 'w')", "Permission denied"),
@@ -41,7 +53,9 @@ CROSS_SECTION = {
 }
 
 
-def _server(name: str, prefix_options: list[str], user: int | None, env: dict | None = None) -> Iterator[Server]:
+def _server(
+    name: str, prefix_options: list[str], user: int | None, env: dict | None = None
+) -> Iterator[Server]:
     workdir = Path(tempfile.mkdtemp(prefix=f"explorer-{name}-"))  # reachable by a non-root server
     prefix = [sys.executable, LAUNCHER, *prefix_options, *(["--user", str(user)] if user else []), "--"]
     server = start_server(workdir, {**(env or {})}, gate=False, prefix=prefix, user=user)
@@ -52,7 +66,9 @@ def _server(name: str, prefix_options: list[str], user: int | None, env: dict | 
 
 @pytest.fixture(scope="module", params=["non-root", "docker-root", "docker-non-root"])
 def environment(request: pytest.FixtureRequest) -> Iterator[tuple[str, Server]]:
-    options = {"non-root": [], "docker-root": ["--docker-like"], "docker-non-root": ["--docker-like"]}[request.param]
+    options = {"non-root": [], "docker-root": ["--docker-like"], "docker-non-root": ["--docker-like"]}[
+        request.param
+    ]
     user = None if request.param == "docker-root" else NOBODY
     for server in _server(request.param, options, user):
         yield request.param, server
@@ -67,7 +83,9 @@ def test_layers_reported(environment: tuple[str, Server]) -> None:
     root = name == "docker-root"
     assert ("separate_uid" in report["required"]) is root
     assert ("landlock" in report["required"]) is not root
-    assert report["layers"]["landlock"] and report["layers"]["seccomp"] and report["layers"]["no_capabilities"]
+    assert (
+        report["layers"]["landlock"] and report["layers"]["seccomp"] and report["layers"]["no_capabilities"]
+    )
     if not root:
         assert report["layers"]["uid"] == NOBODY  # the same uid as the server: Landlock does the hiding
 
@@ -77,7 +95,9 @@ def test_cross_section_holds(environment: tuple[str, Server], attack: str) -> No
     _name, server = environment
     code, expected = CROSS_SECTION[attack]
     result = server.run(code.replace("SERVER_PID", str(server.pid)))
-    out = (result["error"] or {}).get("message", "") + (result["steps"][-1]["stdout"] if result["steps"] else "")
+    out = (result["error"] or {}).get("message", "") + (
+        result["steps"][-1]["stdout"] if result["steps"] else ""
+    )
     assert expected in out, result
     assert SECRET not in text(result)
     assert not os.path.exists("/tmp/explorer-env-probe")

@@ -8,19 +8,23 @@ from app import policy
 
 TEACHING = {
     "clone-detach": "x = torch.ones(3, requires_grad=True)\ny = x.clone()\nz = x.detach()\nz.add_(1)\n",
-    "internals-shown": "a = torch.ones(4)\nb = a.view(2, 2)\nprint(b._base is a, b._is_view(), a._version)\n",
-    "saved-tensors": "x = torch.ones(2, requires_grad=True)\ny = x.sigmoid()\nprint(y.grad_fn._saved_result)\n",
+    "internals-shown": "a = torch.ones(4)\nb = a.view(2, 2)\n"
+    "print(b._base is a, b._is_view(), a._version)\n",
+    "saved-tensors": "x = torch.ones(2, requires_grad=True)\ny = x.sigmoid()\n"
+    "print(y.grad_fn._saved_result)\n",
     "module-class": "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                    "        self.fc = nn.Linear(2, 1)\n    def forward(self, x):\n        return self.fc(x)\n"
-                    "    def __repr__(self):\n        return 'Net'\n",
-    "imports": "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom torch import optim, tensor\n"
-               "from torch.autograd import grad\nimport math, random, itertools, collections\n",
-    "formatting": "v = 1.5\nprint(f'{v:.2f}', '{:>8.3f}'.format(v), '{0} {name}'.format(1, name='x'), '%d' % 3)\n",
+    "        self.fc = nn.Linear(2, 1)\n    def forward(self, x):\n        return self.fc(x)\n"
+    "    def __repr__(self):\n        return 'Net'\n",
+    "imports": "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+    "from torch import optim, tensor\n"
+    "from torch.autograd import grad\nimport math, random, itertools, collections\n",
+    "formatting": "v = 1.5\nprint(f'{v:.2f}', '{:>8.3f}'.format(v))\n"
+    "print('{0} {name}'.format(1, name='x'), '%d' % 3)\n",
     "loop-and-main": "for _ in range(3):\n    pass\nif __name__ == '__main__':\n    print('ok')\n",
     "no-grad": "with torch.no_grad():\n    w = torch.zeros(2)\n    w -= 0.1 * torch.ones(2)\n",
     "lambda-comprehension": "sq = [(lambda t: t * t)(torch.tensor(float(i))) for i in range(3)]\n",
     "custom-function": "class Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a):\n"
-                       "        ctx.save_for_backward(a)\n        return a * a\n",
+    "        ctx.save_for_backward(a)\n        return a * a\n",
 }
 
 

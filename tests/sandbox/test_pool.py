@@ -18,6 +18,7 @@ from sandbox_support import (
     Server,
     assert_benign,
     assert_no_strays,
+    benign_expected,
     fork_server_pid,
     processes,
     start_server,
@@ -27,6 +28,7 @@ SPIN = "n = 0\nn = sum(i for i in range(10 ** 12))"  # runs into the 2 s wall li
 
 
 def test_a_crashing_child_fails_only_its_own_request(ungated_server: Server) -> None:
+    benign_expected()  # the oracle, once, before the threads
     with ThreadPoolExecutor(4) as pool:
         crashes = [pool.submit(ungated_server.run, "import os\nos.abort()") for _ in range(2)]
         benign = [pool.submit(assert_benign, ungated_server) for _ in range(2)]
@@ -58,12 +60,20 @@ def test_the_fork_server_comes_back(gated_server: Server) -> None:
 @pytest.fixture(scope="module")
 def tight_server() -> Iterator[Server]:
     workdir = Path(tempfile.mkdtemp(prefix="explorer-tight-"))
-    server = start_server(workdir, {
-        "EXPLORER_MEMORY_MIB": "64", "EXPLORER_MAX_STDOUT_BYTES": "1024", "EXPLORER_MAX_STEPS": "10",
-        "EXPLORER_MAX_CODE_BYTES": "2048", "EXPLORER_MAX_RESULT_BYTES": "200000",
-        "EXPLORER_MAX_RUNNING": "1", "EXPLORER_MAX_QUEUED": "1",
-        "EXPLORER_RATE_BURST": "12", "EXPLORER_RATE_PER_MINUTE": "6",
-    })
+    server = start_server(
+        workdir,
+        {
+            "EXPLORER_MEMORY_MIB": "64",
+            "EXPLORER_MAX_STDOUT_BYTES": "1024",
+            "EXPLORER_MAX_STEPS": "10",
+            "EXPLORER_MAX_CODE_BYTES": "2048",
+            "EXPLORER_MAX_RESULT_BYTES": "200000",
+            "EXPLORER_MAX_RUNNING": "1",
+            "EXPLORER_MAX_QUEUED": "1",
+            "EXPLORER_RATE_BURST": "12",
+            "EXPLORER_RATE_PER_MINUTE": "6",
+        },
+    )
     yield server
     server.stop()
 
@@ -134,8 +144,17 @@ def test_shutdown_takes_the_fork_server_and_children_along(tmp_path: Path) -> No
 def test_health_reports_the_layers(gated_server: Server) -> None:
     report = gated_server.health().json()
     assert report["ok"] and report["runner"] == "forkserver" and not report["missing"]
-    for layer in ("seccomp", "landlock", "rlimits", "no_new_privs", "not_dumpable", "clean_env",
-                  "no_file_writes", "no_capabilities", "fork_server"):
+    for layer in (
+        "seccomp",
+        "landlock",
+        "rlimits",
+        "no_new_privs",
+        "not_dumpable",
+        "clean_env",
+        "no_file_writes",
+        "no_capabilities",
+        "fork_server",
+    ):
         assert report["layers"][layer], layer
     if os.geteuid() == 0:
         assert report["layers"]["separate_uid"] and "separate_uid" in report["required"]

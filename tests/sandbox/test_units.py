@@ -76,8 +76,14 @@ def test_classify_prefers_the_servers_own_evidence() -> None:
 
 def test_classify_rejects_hostile_frames() -> None:
     good = _frame({"ok": True, "steps": []})
-    for hostile in (good + b"trailing", good[:-1], b"\xff\xff\xff\xff" + b"x", _frame({"ok": "yes", "steps": 1}),
-                    frames.encode_frame(b"[" * 100_000), frames.encode_frame(b"\x00not json")):
+    for hostile in (
+        good + b"trailing",
+        good[:-1],
+        b"\xff\xff\xff\xff" + b"x",
+        _frame({"ok": "yes", "steps": 1}),
+        frames.encode_frame(b"[" * 100_000),
+        frames.encode_frame(b"\x00not json"),
+    ):
         result = classify(hostile, None, 0, 0.1, LIMITS)
         assert result.error.kind == "internal", hostile[:40]
 
@@ -99,8 +105,24 @@ def test_deny_rules_cover_the_issue() -> None:
     by_name: dict[str, set[int]] = {}
     for rule in rules:
         by_name.setdefault(rule.syscall, set()).add(rule.action)
-    for name in ("socket", "connect", "execve", "fork", "vfork", "ptrace", "process_vm_readv", "unshare",
-                 "setns", "mount", "io_uring_setup", "bpf", "perf_event_open", "memfd_create", "kill", "tgkill"):
+    for name in (
+        "socket",
+        "connect",
+        "execve",
+        "fork",
+        "vfork",
+        "ptrace",
+        "process_vm_readv",
+        "unshare",
+        "setns",
+        "mount",
+        "io_uring_setup",
+        "bpf",
+        "perf_event_open",
+        "memfd_create",
+        "kill",
+        "tgkill",
+    ):
         assert EPERM in by_name[name], name
     for name in ("open", "openat", "unlink", "rename", "mkdir", "symlink", "link", "truncate", "chmod"):
         assert EACCES in by_name[name], name
