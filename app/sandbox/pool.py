@@ -116,6 +116,12 @@ class _ForkServer:
             self.sock.send(json.dumps(message).encode())
 
 
+# Variables torch writes into its own process environment when a module is imported (the fork server
+# preloads torch._dynamo, which sets the inductor cache dir). A server process that ran torch itself
+# (tests do) has the same name, which is no leak.
+SET_BY_TORCH = frozenset({"TORCHINDUCTOR_CACHE_DIR"})
+
+
 def required_layers(server_is_root: bool) -> list[str]:
     base = [
         "fork_server",
@@ -373,9 +379,8 @@ class ForkServerPool:
         finally:
             child.close()
             self._forget(server, child)
-        self.layers = evaluate_layers(
-            hello, probe, self.server_euid, set(os.environ) - set(fork_server_env())
-        )
+        server_only = set(os.environ) - set(fork_server_env()) - SET_BY_TORCH
+        self.layers = evaluate_layers(hello, probe, self.server_euid, server_only)
         self.layers["uid"] = probe.get("uid")
         missing = self.missing
         if missing:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from tests.ui.conftest import browser, open_page, page, server, step_label  # noqa: F401 - fixtures
+from tests.browser_support import open_page, step_label
 
 
-def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:  # noqa: F811
+def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:
     open_page(page, "/?example=losses-keep-graphs")
     panel = page.get_by_test_id("diagnostics")
     item = panel.get_by_test_id("diagnostic")
@@ -28,7 +28,7 @@ def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:  #
     assert "here" in item.get_attribute("class")
 
 
-def test_the_timeline_shows_growth_and_jumps_to_the_clicked_step(page) -> None:  # noqa: F811
+def test_the_timeline_shows_growth_and_jumps_to_the_clicked_step(page) -> None:
     open_page(page, "/?example=losses-keep-graphs")
     timeline = page.get_by_test_id("memory-timeline")
     heights = page.locator(".tl-graph").evaluate_all("els => els.map(e => e.getAttribute('height'))")

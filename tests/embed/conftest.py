@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.web.main import create_app
-from tests.ui.conftest import browser, server  # noqa: F401 - fixtures shared with the UI tests
 
 
 @pytest.fixture(scope="session")

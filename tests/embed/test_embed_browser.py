@@ -13,7 +13,7 @@ import torch
 
 from app.gallery import get_example
 from app.web.permalink import decode_code, encode_code
-from tests.ui.conftest import RUN_TIMEOUT_MS, open_page, step_label, wait_for_run
+from tests.browser_support import RUN_TIMEOUT_MS, open_page, step_label, wait_for_run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CLONE = get_example("clone-vs-detach").code

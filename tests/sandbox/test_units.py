@@ -8,6 +8,9 @@ import json
 import os
 import signal
 import time
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 
@@ -16,7 +19,15 @@ from app.sandbox.admission import Admission, RateLimiter
 from app.sandbox.outcome import Limits, classify
 from app.sandbox.seccomp import EACCES, EPERM, deny_rules
 
+T = TypeVar("T")
 LIMITS = Limits(wall_seconds=5, cpu_seconds=5, memory_mib=512, max_result_bytes=1 << 20)
+
+
+def run_in_own_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run in a fresh thread: the session's browser (Playwright's sync API) keeps an event loop
+    running in the main thread once a browser test has run."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _frame(payload: dict) -> bytes:
@@ -36,7 +47,7 @@ def test_admission_runs_queues_and_refuses() -> None:
         gate.release()
         return [refused, granted, state, gate.running]
 
-    assert asyncio.run(scenario()) == [False, True, (1, 0), 0]
+    assert run_in_own_loop(scenario()) == [False, True, (1, 0), 0]
 
 
 def test_admission_wait_is_bounded() -> None:
@@ -46,7 +57,7 @@ def test_admission_wait_is_bounded() -> None:
         late = await gate.acquire()
         return late, gate.queued
 
-    assert asyncio.run(scenario()) == (False, 0)
+    assert run_in_own_loop(scenario()) == (False, 0)
 
 
 def test_rate_limiter_bucket() -> None:

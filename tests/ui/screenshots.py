@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from app.gallery import EXAMPLES
-from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
 
 
 def main(base_url: str, out_dir: str, width: int = 1440) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from app.web.permalink import encode_code
-from tests.ui.conftest import open_page, run_code, runs, step_label, wait_for_run
+from tests.browser_support import open_page, run_code, runs, step_label, wait_for_run
 
 
 def _tensor_id(page, name: str) -> str:

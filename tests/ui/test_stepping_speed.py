@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tests.ui.conftest import open_page, run_code, step_label
+from tests.browser_support import open_page, run_code, step_label
 
 LOOP = (
     "w = torch.randn(4, 3, requires_grad=True)\n"
