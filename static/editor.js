@@ -184,7 +184,7 @@
     toast.timer = setTimeout(function () { el.classList.remove("show"); }, 2400);
   }
 
-  function copy(text) {
+  var copy = (AX.copy = function (text) {
     if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
     // Plain http on another host: no async clipboard, fall back to a selected hidden field.
     var field = document.createElement("textarea");
@@ -196,7 +196,7 @@
     var ok = document.execCommand("copy");
     field.remove();
     return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
-  }
+  });
 
   function Share(editor) {
     var button = $("share");

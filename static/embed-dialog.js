@@ -17,18 +17,6 @@
     return text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
-  function copy(text) {
-    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
-    var field = document.createElement("textarea");
-    field.value = text;
-    field.setAttribute("readonly", "");
-    field.className = "offscreen";
-    document.body.appendChild(field);
-    field.select();
-    var ok = document.execCommand("copy");
-    field.remove();
-    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
-  }
 
   // "code=<token>" (self-contained, works on any server) or "s=<id>" for long snippets.
   function source(code) {
@@ -109,13 +97,13 @@
       el.addEventListener("change", render);
     });
     $("embed-copy").addEventListener("click", function () {
-      copy(ui.snippet.value).then(function () { status("HTML copied"); }, function () {
+      AX.copy(ui.snippet.value).then(function () { status("HTML copied"); }, function () {
         ui.snippet.select();
         status("Press Ctrl+C to copy");
       });
     });
     $("embed-copy-image").addEventListener("click", function () {
-      copy(ui.image.value).then(function () { status("Markdown copied"); }, function () {
+      AX.copy(ui.image.value).then(function () { status("Markdown copied"); }, function () {
         ui.image.select();
         status("Press Ctrl+C to copy");
       });

@@ -24,16 +24,9 @@ from pathlib import Path
 import httpx
 
 from app.bench import Row
+from app.bench.engine import CLONE_DETACH
 
 ROOT = Path(__file__).resolve().parents[2]
-CLONE_DETACH = """\
-x = torch.ones(3, requires_grad=True)
-y = x.clone()
-z = x.detach()
-w = x.clone().detach()
-v = x.detach().clone()
-z.add_(1)
-"""
 WARM_UP_REQUESTS = 20
 SERIAL_REQUESTS = 200
 PARALLEL_SECONDS = 8.0

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from app.render import build_explorer, client_payload, frame_at
 from app.schema import RunResult
 from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
-from app.web.pages import _form, _html, _parse_step, _rejected, _run_admitted, render
+from app.web.pages import _html, _parse_step, posted_form, render, run_posted_code
 
 router = APIRouter()
 
@@ -63,17 +63,11 @@ async def embed_page(request: Request) -> Response:
 async def embed_run(request: Request) -> Response:
     """Run the posted snippet; answer the embed's ``#run`` fragment for one ``view``."""
     settings = request.app.state.settings
-    form = await _form(request, 3 * settings.max_code_bytes + 1024)
+    form, code = await posted_form(request)
     which = form.get("view", "both") or "both"
     if which not in VIEWS:
         return Response(f"view must be one of {', '.join(VIEWS)}", status_code=400, media_type="text/plain")
-    code = form.get("code", "").replace("\r\n", "\n")
-    if "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
-        result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
-    elif not code.strip():
-        result = _rejected("There is no code to run.")
-    else:
-        result = await _run_admitted(request, code)
+    result = await run_posted_code(request, form, code)
     step = _parse_step(form.get("step"))
     context = await run_in_threadpool(embed_run_context, result, code, step, which, settings.max_steps)
     body = await run_in_threadpool(render, "_embed_run.html", **context)

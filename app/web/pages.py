@@ -69,6 +69,25 @@ def run_context(result: RunResult, code: str, step: int | None, max_steps: int) 
             **diagnostics_context(result, code, frame.step)}
 
 
+async def posted_form(request: Request) -> tuple[dict[str, str], str]:
+    """The posted form and its ``code`` (shared by the page and the embed)."""
+    # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
+    form = await _form(request, 3 * request.app.state.settings.max_code_bytes + 1024)
+    return form, form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
+
+
+async def run_posted_code(request: Request, form: dict[str, str], code: str) -> RunResult:
+    """Run posted code, or say why not."""
+    settings = request.app.state.settings
+    if "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
+        result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
+    elif not code.strip():
+        result = _rejected("There is no code to run: type a snippet or pick an example.")
+    else:
+        result = await _run_admitted(request, code)
+    return result
+
+
 def _rejected(message: str) -> RunResult:
     return RunResult(ok=False, steps=[], error=RunError(kind="rejected", type="Rejected", message=message))
 
@@ -94,16 +113,8 @@ async def _form(request: Request, limit: int) -> dict[str, str]:
 async def run_fragment(request: Request) -> HTMLResponse:
     """Run the posted snippet and answer the ``_run.html`` fragment (both views, all steps)."""
     settings = request.app.state.settings
-    # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
-    form = await _form(request, 3 * settings.max_code_bytes + 1024)
-    code = form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
-    too_long = "__too_long__" in form or len(code.encode()) > settings.max_code_bytes
-    if too_long:
-        result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
-    elif not code.strip():
-        result = _rejected("There is no code to run: type a snippet or pick an example.")
-    else:
-        result = await _run_admitted(request, code)
+    form, code = await posted_form(request)
+    result = await run_posted_code(request, form, code)
     step = _parse_step(form.get("step"))
     context = await run_in_threadpool(run_context, result, code, step, settings.max_steps)
     body = await run_in_threadpool(render, "_run.html", **context)
