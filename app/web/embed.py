@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from app.render import build_explorer, client_payload, frame_at
 from app.schema import RunResult
 from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
-from app.web.pages import _html, _parse_step, posted_form, render, run_posted_code
+from app.web.pages import _parse_step, html_response, posted_form, render, run_posted_code
 
 router = APIRouter()
 
@@ -35,7 +35,7 @@ def embed_run_context(
 def _error_page(request: Request, error: ParamError, theme: str = "light") -> Response:
     # Framable like every /embed response, so the docs page shows the reason inside its frame.
     body = render("embed_error.html", status=error.status, message=error.message, theme=theme)
-    return _html(body, request, error.status)
+    return html_response(body, error.status)
 
 
 @router.get("/embed", include_in_schema=False)
@@ -56,7 +56,7 @@ async def embed_page(request: Request) -> Response:
         open_href=playground_href(params.source, code, params.step),
         open_base=playground_href(params.source, code, None),
     )
-    return _html(body, request)
+    return html_response(body)
 
 
 @router.post("/embed/run", include_in_schema=False)
@@ -71,4 +71,4 @@ async def embed_run(request: Request) -> Response:
     step = _parse_step(form.get("step"))
     context = await run_in_threadpool(embed_run_context, result, code, step, which, settings.max_steps)
     body = await run_in_threadpool(render, "_embed_run.html", **context)
-    return await run_in_threadpool(_html, body, request)
+    return html_response(body)

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -45,6 +46,9 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.include_router(pages.router)  # before /static: it serves /static/vendor/htmx.min.js
     app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
     app.add_middleware(FramingPolicy)  # only /embed may be framed by other sites
+    # A 500-step trace is megabytes of JSON or markup and about 5 % of that gzipped; bodies over
+    # 128 KiB are compressed in a worker thread, off the event loop.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -7,7 +7,6 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 
 from __future__ import annotations
 
-import gzip
 from math import ceil
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 
-GZIP_FROM = 32 * 1024
 
 router = APIRouter()
 templates = Environment(
@@ -50,15 +48,11 @@ def render(name: str, **context: Any) -> str:
     return templates.get_template(name).render(**context)
 
 
-def _html(body: str, request: Request | None = None, status: int = 200) -> Response:
-    """HTML with the security headers; gzipped when large (a 1000-step run is megabytes of markup)."""
-    headers = {**SECURITY_HEADERS, "Vary": "HX-Request, Accept-Encoding"}
-    data = body.encode("utf-8")
-    accepts = request is not None and "gzip" in request.headers.get("accept-encoding", "")
-    if accepts and len(data) > GZIP_FROM:
-        data = gzip.compress(data, compresslevel=5)
-        headers["Content-Encoding"] = "gzip"
-    return Response(data, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
+def html_response(body: str, status: int = 200) -> Response:
+    """HTML with the security headers (GZipMiddleware compresses the large ones: a 1000-step run is
+    megabytes of markup)."""
+    headers = {**SECURITY_HEADERS, "Vary": "HX-Request"}
+    return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
 
 def run_context(result: RunResult, code: str, step: int | None, max_steps: int) -> dict[str, Any]:
@@ -118,7 +112,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
     step = _parse_step(form.get("step"))
     context = await run_in_threadpool(run_context, result, code, step, settings.max_steps)
     body = await run_in_threadpool(render, "_run.html", **context)
-    return await run_in_threadpool(_html, body, request)  # gzip of megabytes: off the event loop
+    return html_response(body)
 
 
 async def _run_admitted(request: Request, code: str) -> RunResult:
@@ -168,7 +162,7 @@ async def index(request: Request) -> HTMLResponse:
         "index.html", code=code, examples=EXAMPLES, selected=selected, notice=notice,
         step=None if step is None else step + 1, gallery=[_example_json(e) for e in EXAMPLES],
     )
-    return _html(body, request)
+    return html_response(body)
 
 
 async def _stored_code(request: Request, link_id: str) -> str | None:

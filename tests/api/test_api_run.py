@@ -93,3 +93,13 @@ def test_the_web_layer_does_not_import_torch() -> None:
         [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert completed.returncode == 0, completed.stderr
+
+
+def test_large_traces_travel_gzipped(client: TestClient) -> None:
+    code = "w = torch.ones(8, requires_grad=True)\nfor i in range(20):\n    loss = (w * i).sum()\n"
+    response = client.post("/api/run", json={"code": code}, headers={"Accept-Encoding": "gzip"})
+    assert response.status_code == 200
+    assert response.headers["content-encoding"] == "gzip"
+    # content-length counts the bytes sent; httpx hands back the decoded body
+    assert int(response.headers["content-length"]) < len(response.content) / 5
+    assert len(response.json()["steps"]) == 42
