@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     memory_mib: int = 512
 
     # Sandbox (app/sandbox): "forkserver" (default, the OS layers) or "subprocess" (slow, unconfined,
-    # for debugging the engine only).
+    # for debugging the engine only; refused unless unsafe_dev is set too).
     sandbox: str = "forkserver"
     prefork: int = 2  # children forked ahead of requests
     sandbox_uid_base: int = 61000  # as root, each child runs as base + n

@@ -614,6 +614,13 @@ def _close_all() -> None:
 def default_runner(settings: Settings):  # noqa: ANN201 - a Runner
     """What ``create_app`` runs snippets with unless given a runner."""
     if settings.sandbox == "subprocess":
+        # Unconfined: the snippet runs with the server's powers. Fail closed unless the operator said
+        # explicitly that this is a private development machine.
+        if not settings.unsafe_dev:
+            raise RuntimeError(
+                "EXPLORER_SANDBOX=subprocess runs snippets without the sandbox; "
+                "it needs EXPLORER_UNSAFE_DEV=1 as well (a private development machine only)"
+            )
         from app.sandbox.runner import SubprocessRunner
 
         return SubprocessRunner(settings)

@@ -39,10 +39,15 @@ def parse_result(data: bytes, max_bytes: int) -> RunResult:
 
 
 class SubprocessRunner:
-    """A fresh ``python -m app.sandbox.worker`` per run (slow: it imports torch every time)."""
+    """A fresh ``python -m app.sandbox.worker`` per run (slow: it imports torch every time), with none
+    of the sandbox's layers: for debugging the engine on a private machine only."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    def health(self) -> dict:
+        return {"ok": True, "runner": "subprocess", "unsafe_dev": True, "layers": {},
+                "warning": "snippets run unconfined (EXPLORER_SANDBOX=subprocess)"}
 
     async def run(self, code: str) -> RunResult:
         settings = self.settings

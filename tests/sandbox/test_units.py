@@ -140,3 +140,14 @@ def test_deny_rules_cover_the_issue() -> None:
     assert by_name["clone3"] == {0x00050000 | errno.ENOSYS}
     kill = next(r for r in rules if r.syscall == "kill")
     assert kill.conditions == ((0, 1, 1234, 0),)  # arg0 != own pid
+
+
+def test_the_unconfined_runner_needs_the_explicit_dev_override(tmp_path) -> None:
+    from app.config import Settings
+    from app.sandbox.pool import default_runner
+    from app.sandbox.runner import SubprocessRunner
+
+    with pytest.raises(RuntimeError, match="EXPLORER_UNSAFE_DEV"):
+        default_runner(Settings(sandbox="subprocess", data_dir=tmp_path))
+    runner = default_runner(Settings(sandbox="subprocess", unsafe_dev=True, data_dir=tmp_path))
+    assert isinstance(runner, SubprocessRunner) and runner.health()["unsafe_dev"] is True

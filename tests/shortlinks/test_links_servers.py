@@ -37,7 +37,7 @@ def server(env: dict[str, str]) -> Iterator[httpx.Client]:
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
         # Links never run code: the plain runner spares each start the fork server's warm-up.
-        cwd=ROOT, env={**clean, "EXPLORER_SANDBOX": "subprocess", **env},
+        cwd=ROOT, env={**clean, "EXPLORER_SANDBOX": "subprocess", "EXPLORER_UNSAFE_DEV": "1", **env},
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=15)
