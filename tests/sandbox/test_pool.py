@@ -109,7 +109,7 @@ def test_beyond_the_queue_answers_503_at_once(tight_server: Server) -> None:
     time.sleep(0.3)
     started = time.monotonic()
     refused = httpx.post(url, json={"code": "x = 1"}, timeout=30)
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 3.0  # refused at once, not after the 10 s queue wait
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
     assert "busy" in refused.json()["error"]["message"]
     first.join()
