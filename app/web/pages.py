@@ -7,7 +7,6 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 
 from __future__ import annotations
 
-from math import ceil
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -22,6 +21,7 @@ from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
 from app.schema import RunError, RunResult
+from app.web.gates import Refusal, run_gated
 from app.web.permalink import PermalinkError, decode_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,8 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str) -> 
     elif not code.strip():
         result = _rejected("There is no code to run: type a snippet or pick an example.")
     else:
-        result = await _run_admitted(request, code)
+        ran = await run_gated(request, code)
+        result = ran.as_result() if isinstance(ran, Refusal) else ran
     return result
 
 
@@ -113,29 +114,6 @@ async def run_fragment(request: Request) -> HTMLResponse:
     context = await run_in_threadpool(run_context, result, code, step, settings.max_steps)
     body = await run_in_threadpool(render, "_run.html", **context)
     return html_response(body)
-
-
-async def _run_admitted(request: Request, code: str) -> RunResult:
-    """The same gates as ``POST /api/run`` (per-client rate, bounded concurrency), as plain sentences."""
-    state = request.app.state
-    client = request.client.host if request.client else "unknown"
-    wait = state.rate_limiter.take(client)
-    if wait > 0:
-        return _refused("You are running snippets faster than the playground allows. "
-                        f"Please wait {ceil(wait)} s.")
-    if not await state.admission.acquire():
-        return _refused("The playground is busy right now. Please try again in a moment.")
-    try:
-        runner = state.runner
-        if hasattr(runner, "ready") and not await runner.ready():
-            return _refused(runner.unavailable_message(), "SandboxUnavailable")
-        return await runner.run(code)
-    finally:
-        state.admission.release()
-
-
-def _refused(message: str, error_type: str = "Busy") -> RunResult:
-    return RunResult(ok=False, steps=[], error=RunError(kind="internal", type=error_type, message=message))
 
 
 @router.get("/", response_class=HTMLResponse)

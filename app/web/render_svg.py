@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from math import ceil
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -22,6 +21,7 @@ from app.render import build_explorer
 from app.render.svg import error_svg, render_svg
 from app.schema import RunResult
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
+from app.web.gates import Refusal, run_gated
 
 router = APIRouter()
 
@@ -71,22 +71,10 @@ def _draw(result: RunResult, code: str, params: EmbedParams, max_steps: int) -> 
 
 async def _run(request: Request, code: str, theme: str) -> RunResult | Response:
     """The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox)."""
-    state = request.app.state
-    wait = state.rate_limiter.take(request.client.host if request.client else "unknown")
-    if wait > 0:
-        message = f"Too many pictures from this address; please wait {ceil(wait)} s."
-        return _svg(error_svg("Slow down", message, theme), 429, retry_after=ceil(wait))
-    if not await state.admission.acquire():
-        message = "The server is busy right now; the picture will come back in a moment."
-        return _svg(error_svg("Busy", message, theme), 503, retry_after=1)
-    try:
-        runner = state.runner
-        if hasattr(runner, "ready") and not await runner.ready():
-            message = runner.unavailable_message()
-            return _svg(error_svg("Not available", message, theme), 503, retry_after=30)
-        return await runner.run(code)
-    finally:
-        state.admission.release()
+    ran = await run_gated(request, code)
+    if isinstance(ran, Refusal):
+        return _svg(error_svg(ran.title, ran.message, theme), ran.status, retry_after=ran.retry_after)
+    return ran
 
 
 @router.get("/render.svg", include_in_schema=False)
