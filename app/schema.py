@@ -19,6 +19,19 @@ Field meanings (the public contract of ``POST /api/run``):
 * ``TensorFact.version`` is the version counter, null where torch keeps none (inference tensors).
 * ``NodeFact.next`` lists ``next_functions`` in order (null where torch has None);
   ``saved`` maps a saved name (without ``_saved_``) to a tensor id, or to null when backward freed it.
+
+Two formats carry the same trace (``POST /api/run`` answers v1 unless asked for ``"format": "delta"``):
+
+* **v1** (``RunResult``): every step holds the whole state after its line — every variable, tensor,
+  storage and node alive then, and all output so far. Simple to read, but a loop that keeps tensors
+  alive costs steps × tensors.
+* **v2, "delta"** (``DeltaTrace``): every step holds only what its line changed. ``DeltaStep.variables``
+  are the names bound or rebound by the line, ``tensors`` / ``storages`` / ``nodes`` the facts that
+  appeared or changed (each one whole, as in v1), ``dropped`` what disappeared (unbound names, ids no
+  longer reachable), and ``stdout`` the text printed during the line. Replaying the steps in order
+  from an empty state gives v1's state at every step: ``app.trace.delta.expand`` is that replay, and
+  v1 is always exactly ``expand(v2)``. An id that is dropped and later reachable again reappears with
+  its whole fact. ``ok``, ``truncated`` and ``error`` mean the same in both formats.
 """
 
 from __future__ import annotations
@@ -113,6 +126,43 @@ class RunResult(_Fact):
     truncated: bool = False
     error: RunError | None = None
     steps: list[Step]
+
+
+class Dropped(_Fact):
+    """What disappeared during one step: unbound names, and ids no longer reachable."""
+
+    variables: list[str] = Field(default_factory=list)
+    tensors: list[str] = Field(default_factory=list)
+    storages: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.variables or self.tensors or self.storages or self.nodes)
+
+
+NO_DROPS = Dropped()
+
+
+class DeltaStep(_Fact):
+    """One executed line in the delta format: only what changed since the previous step."""
+
+    line: int
+    stdout: str = ""  # printed during this step; the output so far is every earlier step's, joined
+    variables: dict[str, str] = Field(default_factory=dict)  # bound or rebound here -> tensor id
+    tensors: dict[str, TensorFact] = Field(default_factory=dict)  # appeared or changed, whole
+    storages: dict[str, StorageFact] = Field(default_factory=dict)
+    nodes: dict[str, NodeFact] = Field(default_factory=dict)
+    dropped: Dropped = NO_DROPS
+
+
+class DeltaTrace(_Fact):
+    """The trace in the delta format (v2); ``app.trace.delta.expand`` turns it into ``RunResult``."""
+
+    format: Literal["delta"] = "delta"
+    ok: bool
+    truncated: bool = False
+    error: RunError | None = None
+    steps: list[DeltaStep]
 
 
 Severity = Literal["error", "warning", "info"]

@@ -1,0 +1,155 @@
+"""One pass over a delta trace: the state after each step and what that step changed.
+
+``replay(trace)`` yields, for step after step, the same ``State`` object (updated in place: copy what
+you keep) and a ``Changes`` that lists what the step touched, with the facts each touched id had
+*before* the step. A consumer that only looks at ``Changes`` does work proportional to what the
+snippet changed, not to steps × what is alive: that is the point of the delta format.
+
+``Timeline`` answers "what was this id at step i" for any step, by binary search over each id's own
+history (built in the same single pass).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.schema import DeltaStep, DeltaTrace, NodeFact, StorageFact, TensorFact
+
+KINDS = ("tensors", "storages", "nodes")
+
+
+@dataclass
+class State:
+    """Everything alive after the latest replayed step (the v1 ``Step``, kept up to date)."""
+
+    line: int = 0
+    stdout_length: int = 0
+    variables: dict[str, str] = field(default_factory=dict)
+    tensors: dict[str, TensorFact] = field(default_factory=dict)
+    storages: dict[str, StorageFact] = field(default_factory=dict)
+    nodes: dict[str, NodeFact] = field(default_factory=dict)
+
+
+@dataclass
+class Changes:
+    """What one step did. ``old_*`` hold the value before the step (None: it did not exist) for
+    every id the step set or dropped, so "what changed" and "from what" are both at hand."""
+
+    index: int
+    delta: DeltaStep
+    old_variables: dict[str, str | None] = field(default_factory=dict)
+    old_tensors: dict[str, TensorFact | None] = field(default_factory=dict)
+    old_storages: dict[str, StorageFact | None] = field(default_factory=dict)
+    old_nodes: dict[str, NodeFact | None] = field(default_factory=dict)
+
+    @property
+    def line(self) -> int:
+        return self.delta.line
+
+    def appeared(self, kind: str) -> list[str]:
+        """Ids of ``kind`` ("tensors", "storages", "nodes", "variables") new at this step."""
+        old = getattr(self, "old_" + kind)
+        return [ident for ident in getattr(self.delta, kind) if old.get(ident) is None]
+
+    def dropped(self, kind: str) -> list[str]:
+        return list(getattr(self.delta.dropped, kind))
+
+
+def replay(trace: DeltaTrace) -> Iterator[tuple[State, Changes]]:
+    state = State()
+    for index, delta in enumerate(trace.steps):
+        changes = Changes(index, delta)
+        apply(state, delta, changes)
+        yield state, changes
+
+
+def apply(state: State, delta: DeltaStep, changes: Changes | None = None) -> None:
+    """Move ``state`` past one step, noting in ``changes`` what each touched id was before."""
+    state.line = delta.line
+    state.stdout_length += len(delta.stdout)
+    dropped = delta.dropped
+    variables = state.variables
+    old_variables = changes.old_variables if changes is not None else {}
+    for name in dropped.variables:
+        old_variables.setdefault(name, variables.pop(name, None))
+    for name, tid in delta.variables.items():
+        old_variables.setdefault(name, variables.get(name))
+        variables[name] = tid
+    for kind in KINDS:
+        current: dict[str, Any] = getattr(state, kind)
+        old: dict[str, Any] = getattr(changes, "old_" + kind) if changes is not None else {}
+        for ident in getattr(dropped, kind):
+            old.setdefault(ident, current.pop(ident, None))
+        for ident, fact in getattr(delta, kind).items():
+            old.setdefault(ident, current.get(ident))
+            current[ident] = fact
+
+
+class _History:
+    """One id's values over the run: at step ``steps[i]`` it became ``values[i]`` (None: gone)."""
+
+    __slots__ = ("steps", "values")
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.values: list[Any] = []
+
+    def set(self, step: int, value: Any) -> None:
+        if self.steps and self.steps[-1] == step:
+            self.values[-1] = value
+        else:
+            self.steps.append(step)
+            self.values.append(value)
+
+    def at(self, step: int) -> Any:
+        i = bisect_right(self.steps, step) - 1
+        return self.values[i] if i >= 0 else None
+
+
+class Timeline:
+    """Random access into a delta trace: any id's value at any step, in O(log changes of that id)."""
+
+    def __init__(self, trace: DeltaTrace) -> None:
+        self.trace = trace
+        self.lines: list[int] = [step.line for step in trace.steps]
+        self._history: dict[str, dict[str, _History]] = {k: {} for k in ("variables", *KINDS)}
+        self.first_seen: dict[str, int] = {}  # tensor or node id -> the step it first appears at
+        for index, delta in enumerate(trace.steps):
+            for kind, histories in self._history.items():
+                for ident in getattr(delta.dropped, kind):
+                    histories.setdefault(ident, _History()).set(index, None)
+                for ident, value in getattr(delta, kind).items():
+                    histories.setdefault(ident, _History()).set(index, value)
+                    if kind in ("tensors", "nodes"):
+                        self.first_seen.setdefault(ident, index)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def value(self, kind: str, ident: str, step: int) -> Any:
+        history = self._history[kind].get(ident)
+        return history.at(step) if history is not None and step >= 0 else None
+
+    def tensor(self, tid: str | None, step: int) -> TensorFact | None:
+        return self.value("tensors", tid, step) if tid is not None else None
+
+    def node(self, nid: str | None, step: int) -> NodeFact | None:
+        return self.value("nodes", nid, step) if nid is not None else None
+
+    def storage(self, sid: str | None, step: int) -> StorageFact | None:
+        return self.value("storages", sid, step) if sid is not None else None
+
+    def variable(self, name: str, step: int) -> str | None:
+        return self.value("variables", name, step)
+
+    def changes_of(self, kind: str, ident: str) -> list[tuple[int, Any]]:
+        """Every (step, value) at which ``ident`` was set or dropped (value None), in order."""
+        history = self._history[kind].get(ident)
+        return list(zip(history.steps, history.values, strict=True)) if history is not None else []
+
+    def ids(self, kind: str) -> list[str]:
+        """Every id of ``kind`` that ever appears (O(ids): for whole-run questions, not per step)."""
+        return list(self._history[kind])
