@@ -15,6 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
     trace = commands.add_parser("trace", help="print a snippet's trace as JSON")
     trace.add_argument("file", help="a Python file, or - for standard input")
+    trace.add_argument("--format", choices=("v1", "delta"), default="v1",
+                       help="v1: every step whole (default); delta: each step only what it changed")
     args = parser.parse_args(argv)
 
     if args.command == "serve":
@@ -29,10 +31,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from pathlib import Path
 
-    from app.engine import EngineLimits, trace_snippet
+    from app.engine import EngineLimits, trace_delta
+    from app.schema import DeltaTrace
+    from app.trace.delta import expand
 
     source = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    result = trace_snippet(source, EngineLimits())
+    result = trace_delta(source, EngineLimits())
+    if args.format == "v1":
+        result = expand(DeltaTrace.model_validate(result)).model_dump()
     json.dump(result, sys.stdout, allow_nan=False)
     sys.stdout.write("\n")
     return 0 if result["ok"] else 1

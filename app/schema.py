@@ -206,11 +206,33 @@ class MemoryAccount(_Fact):
     shared_storages: list[str] = Field(default_factory=list)
 
 
+class MemoryChange(_Fact):
+    """``MemoryAccount`` in the delta format: the same totals, and the storages that joined or left
+    the graph-only and shared sets at this step (the sets themselves are the replay of these)."""
+
+    step: int
+    total_bytes: int
+    variable_bytes: int
+    graph_bytes: int
+    shared_bytes: int
+    graph_added: list[str] = Field(default_factory=list)
+    graph_removed: list[str] = Field(default_factory=list)
+    shared_added: list[str] = Field(default_factory=list)
+    shared_removed: list[str] = Field(default_factory=list)
+
+
 class RunResponse(RunResult):
     """What ``POST /api/run`` answers: the validated trace plus the server's own analysis of it."""
 
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     memory: list[MemoryAccount] = Field(default_factory=list)
+
+
+class DeltaResponse(DeltaTrace):
+    """``POST /api/run`` with ``"format": "delta"``: the delta trace plus the server's analysis."""
+
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    memory: list[MemoryChange] = Field(default_factory=list)
 
 
 class RunRequest(BaseModel):
@@ -219,3 +241,4 @@ class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     code: str
+    format: Literal["v1", "delta"] = "v1"

@@ -1,6 +1,6 @@
-"""Pitfall detector and memory accounting: pure functions over a validated ``RunResult`` and the
-snippet's source. No torch here — the server runs this on the worker's (validated) trace, so the
-worker can never supply its own diagnostics.
+"""Pitfall detector and memory accounting: pure functions over a validated trace and the snippet's
+source. No torch here — the server runs this on the worker's (validated) trace, so the worker can
+never supply its own diagnostics.
 """
 
 from __future__ import annotations
@@ -8,18 +8,19 @@ from __future__ import annotations
 import logging
 
 from app.diagnostics.context import Context
-from app.diagnostics.memory import account
+from app.diagnostics.memory import account, as_accounts
 from app.diagnostics.rules import RULE_IDS, RULES
-from app.schema import Diagnostic, RunResponse, RunResult
+from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunResponse, RunResult
+from app.trace.delta import expand
 
 log = logging.getLogger(__name__)
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def diagnose(result: RunResult, code: str) -> list[Diagnostic]:
+def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
     """Every rule's findings, ordered by step (then severity). A rule that crashes is skipped and
     logged: one bug in a rule must not cost the user the trace."""
-    context = Context.build(result, code)
+    context = Context.build(expand(trace), code)
     found: list[Diagnostic] = []
     for rule in RULES:
         try:
@@ -29,10 +30,19 @@ def diagnose(result: RunResult, code: str) -> list[Diagnostic]:
     return sorted(found, key=lambda d: (d.step if d.step is not None else -1, SEVERITY_ORDER[d.severity]))
 
 
-def analyze(result: RunResult, code: str) -> RunResponse:
-    """The response of ``POST /api/run``: the trace plus diagnostics and memory accounting."""
-    fields = {name: getattr(result, name) for name in RunResult.model_fields}
-    return RunResponse(**fields, diagnostics=diagnose(result, code), memory=account(result))
+def analyze(trace: DeltaTrace, code: str) -> DeltaResponse:
+    """``POST /api/run`` with ``"format": "delta"``: the trace plus diagnostics and memory accounting."""
+    fields = {name: getattr(trace, name) for name in DeltaTrace.model_fields}
+    return DeltaResponse(**fields, diagnostics=diagnose(trace, code), memory=account(trace))
 
 
-__all__ = ["RULE_IDS", "account", "analyze", "diagnose"]
+def analyze_v1(trace: DeltaTrace, code: str) -> RunResponse:
+    """The v1 answer: the same analysis, with every step whole (``expand``)."""
+    analysis = analyze(trace, code)
+    v1 = expand(trace)
+    fields = {name: getattr(v1, name) for name in RunResult.model_fields}
+    return RunResponse.model_construct(**fields, diagnostics=analysis.diagnostics,
+                                       memory=as_accounts(analysis.memory))
+
+
+__all__ = ["RULE_IDS", "account", "analyze", "analyze_v1", "as_accounts", "diagnose"]

@@ -4,33 +4,58 @@ A storage is held *through variables* when a named variable reaches it without g
 graph node (the tensor itself, its ``.grad``, its ``._base``). Everything else the snapshot holds was
 found through the autograd graph (tensors saved for backward, leaves of ``AccumulateGrad`` nodes no
 variable names): those bytes are *held only by the graph* and disappear when the graph does.
-Each storage is counted once, however many tensors use it.
+Each storage is counted once, however many tensors use it. The definitions live in
+``app.trace.holding``, which the memory view uses too; this module only reads its totals, one step
+after the other, in time linear in the trace's changes.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
-from app.diagnostics.trace import reach
-from app.schema import MemoryAccount, RunResult, Step
-
-
-def account_step(index: int, step: Step) -> MemoryAccount:
-    through_variables = reach(step, tensors=step.variables.values(), graph=False).storages
-    users = Counter(fact.storage for fact in step.tensors.values() if fact.storage is not None)
-    sizes = {sid: fact.nbytes for sid, fact in step.storages.items()}
-    graph_only = sorted(sid for sid in sizes if sid not in through_variables)
-    shared = sorted(sid for sid, count in users.items() if count >= 2 and sid in sizes)
-    return MemoryAccount(
-        step=index,
-        total_bytes=sum(sizes.values()),
-        variable_bytes=sum(sizes[sid] for sid in through_variables if sid in sizes),
-        graph_bytes=sum(sizes[sid] for sid in graph_only),
-        shared_bytes=sum(sizes[sid] for sid in shared),
-        graph_storages=graph_only,
-        shared_storages=shared,
-    )
+from app.schema import DeltaTrace, MemoryAccount, MemoryChange
+from app.trace.holding import Holding
+from app.trace.replay import replay
 
 
-def account(result: RunResult) -> list[MemoryAccount]:
-    return [account_step(index, step) for index, step in enumerate(result.steps)]
+def account(trace: DeltaTrace) -> list[MemoryChange]:
+    """The accounting of every step, with the graph-only and shared sets given as changes."""
+    holding = Holding()
+    graph: set[str] = set()
+    shared: set[str] = set()
+    out = []
+    for state, changes in replay(trace):
+        held = holding.update(state, changes)
+        touched = held.storage_flips | set(changes.old_storages)
+        for tid, old in changes.old_tensors.items():
+            touched.update(f.storage for f in (old, state.tensors.get(tid)) if f is not None and f.storage)
+        graph_now = {s for s in touched if s in state.storages and not holding.storage_named(s)}
+        shared_now = {s for s in touched if s in state.storages and holding.users.get(s, 0) >= 2}
+        graph_added, graph_removed = sorted(graph_now - graph), sorted((touched & graph) - graph_now)
+        shared_added, shared_removed = sorted(shared_now - shared), sorted((touched & shared) - shared_now)
+        graph.difference_update(graph_removed)
+        graph.update(graph_added)
+        shared.difference_update(shared_removed)
+        shared.update(shared_added)
+        out.append(MemoryChange(
+            step=changes.index, total_bytes=holding.total_bytes, variable_bytes=holding.variable_bytes,
+            graph_bytes=holding.graph_bytes, shared_bytes=holding.shared_bytes, graph_added=graph_added,
+            graph_removed=graph_removed, shared_added=shared_added, shared_removed=shared_removed,
+        ))
+    return out
+
+
+def as_accounts(changes: list[MemoryChange]) -> list[MemoryAccount]:
+    """The v1 accounting (whole sets at every step) replayed from the changes."""
+    graph: set[str] = set()
+    shared: set[str] = set()
+    accounts = []
+    for change in changes:
+        graph.difference_update(change.graph_removed)
+        graph.update(change.graph_added)
+        shared.difference_update(change.shared_removed)
+        shared.update(change.shared_added)
+        accounts.append(MemoryAccount(
+            step=change.step, total_bytes=change.total_bytes, variable_bytes=change.variable_bytes,
+            graph_bytes=change.graph_bytes, shared_bytes=change.shared_bytes,
+            graph_storages=sorted(graph), shared_storages=sorted(shared),
+        ))
+    return accounts

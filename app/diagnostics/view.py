@@ -10,7 +10,7 @@ from typing import Any
 
 from app.diagnostics import account, diagnose
 from app.diagnostics.trace import fmt_bytes
-from app.schema import Diagnostic, MemoryAccount, RunResult
+from app.schema import DeltaTrace, Diagnostic, MemoryAccount, MemoryChange
 
 MAX_BARS = 400  # beyond this, one bar stands for several consecutive steps (their peak)
 BAR_WIDTH = 10.0
@@ -72,7 +72,7 @@ def diagnostic_view(d: Diagnostic) -> DiagnosticView:
     )
 
 
-def timeline_view(memory: list[MemoryAccount], current: int = 0) -> TimelineView:
+def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int = 0) -> TimelineView:
     count = len(memory)
     per_bar = max(1, ceil(count / MAX_BARS))
     peak = max((m.total_bytes for m in memory), default=0)
@@ -97,7 +97,7 @@ def timeline_view(memory: list[MemoryAccount], current: int = 0) -> TimelineView
     )
 
 
-def diagnostics_context(result: RunResult, code: str, current: int = 0) -> dict[str, Any]:
+def diagnostics_context(result: DeltaTrace, code: str, current: int = 0) -> dict[str, Any]:
     """What the two partials need, computed from the validated trace (never taken from the worker)."""
     return {
         "diagnostics": [diagnostic_view(d) for d in diagnose(result, code)],

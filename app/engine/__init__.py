@@ -1,5 +1,5 @@
 """The trace engine: the only package (with the worker) that imports torch."""
 
-from app.engine.run import EngineLimits, trace_snippet
+from app.engine.run import EngineLimits, trace_delta, trace_snippet
 
-__all__ = ["EngineLimits", "trace_snippet"]
+__all__ = ["EngineLimits", "trace_delta", "trace_snippet"]

@@ -31,6 +31,7 @@ from app.engine.tracer import (
     error_line,
     snippet_scopes,
 )
+from app.trace.delta import compress
 
 SEED = 0
 DISCARD = DiscardedOutput()
@@ -135,6 +136,13 @@ def trace_snippet(
         if not already_frozen:
             gc.unfreeze()
     return {"ok": error is None, "truncated": tracer.truncated, "error": error, "steps": steps}
+
+
+def trace_delta(
+    source: str, limits: EngineLimits | None = None, builtins_namespace: Any = builtins
+) -> dict[str, Any]:
+    """Run ``source`` and return the trace in the delta format (shaped like ``app.schema.DeltaTrace``)."""
+    return compress(trace_snippet(source, limits, builtins_namespace))
 
 
 def _release(scope: dict[str, Any]) -> None:

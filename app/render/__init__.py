@@ -1,4 +1,4 @@
-"""Pure view models: a validated ``RunResult`` in, numbers and strings for the templates out.
+"""Pure view models: a validated trace (``DeltaTrace``) in, numbers and strings for the templates out.
 
 Nothing here imports torch, FastAPI or Jinja: the playground page, the embed mode and the SVG export
 all build on the same functions. ``build_explorer`` is the entry point.

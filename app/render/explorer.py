@@ -16,7 +16,8 @@ from app.render.graph import GraphView, build_graph
 from app.render.memory import MemoryView, build_memory
 from app.render.names import graph_holders, tensor_kind, tensor_names
 from app.render.tracks import Frame, Tracks, append_run
-from app.schema import RunError, RunResult
+from app.schema import DeltaTrace, RunError, RunResult
+from app.trace.delta import expand
 
 ERROR_TITLES = {
     "rejected": "The snippet was not run.",
@@ -143,9 +144,10 @@ def _stdout(result: RunResult) -> tuple[str, tuple[int, ...]]:
 
 
 def build_explorer(
-    result: RunResult, code: str, step: int | None = None, max_steps: int = 1000
+    trace: DeltaTrace, code: str, step: int | None = None, max_steps: int = 1000
 ) -> ExplorerView:
     """The whole view model of one run. ``step`` is the 0-based step to show first (default: last)."""
+    result = expand(trace)
     tracks = Tracks()
     names = [tensor_names(s) for s in result.steps]
     holders = [graph_holders(s) for s in result.steps]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from app import policy
-from app.engine import EngineLimits, trace_snippet
+from app.engine import EngineLimits, trace_delta, trace_snippet
 from app.engine.tracer import SNIPPET_FILENAME
 from app.sandbox import layers
 from app.sandbox.frames import encode_frame, read_frame, write_all
@@ -152,7 +152,7 @@ def run_job(job: dict, config: layers.ChildConfig) -> dict:
     signal.signal(signal.SIGXCPU, _raiser(CpuTimeReached))
     signal.setitimer(signal.ITIMER_REAL, config.wall_seconds, ALARM_REPEAT)
     try:
-        result = trace_snippet(code, limits, builtins_namespace=namespace)
+        result = trace_delta(code, limits, builtins_namespace=namespace)
     except (WallTimeReached, CpuTimeReached) as exc:  # landed between the engine and us: rare
         result = {
             "ok": False,
@@ -175,7 +175,7 @@ def _dumps(value: Any) -> str:
 
 
 def encode_result(result: dict, max_bytes: int) -> bytes:
-    """The result as one JSON document of at most ``max_bytes``, dropping trailing steps if needed.
+    """The (delta) trace as one JSON document of at most ``max_bytes``, dropping trailing steps if needed.
 
     Steps are encoded one by one so that a huge trace costs time proportional to the cap, not to its size.
     """
@@ -199,7 +199,8 @@ def encode_result(result: dict, max_bytes: int) -> bytes:
             break
         parts.append(encoded)
         size += len(encoded) + 1
-    head = _dumps({"ok": bool(result.get("ok")) and error is None, "truncated": truncated, "error": error})
+    ok = bool(result.get("ok")) and error is None
+    head = _dumps({"format": "delta", "ok": ok, "truncated": truncated, "error": error})
     return head[:-1].encode() + b',"steps":[' + b",".join(parts) + b"]}"
 
 
@@ -258,7 +259,8 @@ def _answer_memory(result_fd: int, config: layers.ChildConfig) -> None:
         )
         write_all(
             result_fd,
-            encode_frame(_dumps({"ok": False, "truncated": True, "error": error, "steps": []}).encode()),
+            encode_frame(_dumps({"format": "delta", "ok": False, "truncated": True, "error": error,
+                                 "steps": []}).encode()),
         )
     except BaseException:  # noqa: BLE001
         os._exit(EXIT_JOB_FAILED)

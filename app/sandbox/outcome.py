@@ -1,4 +1,4 @@
-"""Turn what the server saw of one child (bytes, its own timers, the exit status) into a ``RunResult``.
+"""Turn what the server saw of one child (bytes, its own timers, the exit status) into a ``DeltaTrace``.
 
 The status comes from the server's timers and the kernel's wait status, never from the child's words;
 the child's frame is used only when it exited normally, and then only after schema validation.
@@ -11,7 +11,7 @@ import signal
 from dataclasses import dataclass
 
 from app.sandbox.runner import failed, parse_result
-from app.schema import RunResult
+from app.schema import DeltaTrace
 
 EXIT_SETUP_FAILED, EXIT_FORK_SERVER_GONE, EXIT_JOB_FAILED = 71, 72, 73
 
@@ -24,7 +24,7 @@ class Limits:
     max_result_bytes: int
 
 
-def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, limits: Limits) -> RunResult:
+def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, limits: Limits) -> DeltaTrace:
     """``stopped``: why the server killed the child ("deadline", "too_big") or None."""
     if stopped == "deadline":
         return failed(
@@ -53,7 +53,7 @@ def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, l
     )
 
 
-def _signalled(sig: int, cpu: float, limits: Limits) -> RunResult:
+def _signalled(sig: int, cpu: float, limits: Limits) -> DeltaTrace:
     name = _signal_name(sig)
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
         return failed(

@@ -34,7 +34,7 @@ from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
 from app.sandbox.runner import failed, parse_result
-from app.schema import RunResult
+from app.schema import DeltaTrace
 
 log = logging.getLogger(__name__)
 
@@ -225,10 +225,10 @@ class ForkServerPool:
             await asyncio.to_thread(self.start)
         return self.serving
 
-    async def run(self, code: str) -> RunResult:
+    async def run(self, code: str) -> DeltaTrace:
         return await asyncio.to_thread(self.run_blocking, code)
 
-    def run_blocking(self, code: str) -> RunResult:
+    def run_blocking(self, code: str) -> DeltaTrace:
         if not (self._server and self._server.alive):
             self.start()
         if not self.serving:
@@ -517,7 +517,7 @@ class ForkServerPool:
             return self.settings.unsafe_dev
         return True
 
-    def _execute(self, child: Child, job: dict) -> RunResult | None:
+    def _execute(self, child: Child, job: dict) -> DeltaTrace | None:
         """One run on ``child``; None when the child never got the job (the caller tries another)."""
         server = self._server
         try:

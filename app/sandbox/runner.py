@@ -1,4 +1,4 @@
-"""Run one snippet in a child process and turn whatever happens into a ``RunResult``.
+"""Run one snippet in a child process and turn whatever happens into a trace (``DeltaTrace``).
 
 This is the plain one-process-per-run runner. It never executes user code in the server process,
 and it treats the child's output as hostile: one bounded frame, validated against the schema.
@@ -17,21 +17,21 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.sandbox.frames import FrameError, decode_frame
-from app.schema import RunError, RunResult
+from app.schema import DeltaTrace, RunError
 
 
 class Runner(Protocol):
-    async def run(self, code: str) -> RunResult: ...
+    async def run(self, code: str) -> DeltaTrace: ...
 
 
-def failed(kind: str, message: str, error_type: str = "SandboxError") -> RunResult:
-    return RunResult(ok=False, steps=[], error=RunError(kind=kind, type=error_type, message=message))  # type: ignore[arg-type]
+def failed(kind: str, message: str, error_type: str = "SandboxError") -> DeltaTrace:
+    return DeltaTrace(ok=False, steps=[], error=RunError(kind=kind, type=error_type, message=message))  # type: ignore[arg-type]
 
 
-def parse_result(data: bytes, max_bytes: int) -> RunResult:
+def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
     try:
         body = decode_frame(data, max_bytes)
-        return RunResult.model_validate_json(body)
+        return DeltaTrace.model_validate_json(body)
     except FrameError as error:
         return failed("internal", f"The worker's answer was unusable: {error}.")
     except (ValidationError, ValueError, RecursionError):
@@ -49,7 +49,7 @@ class SubprocessRunner:
         return {"ok": True, "runner": "subprocess", "unsafe_dev": True, "layers": {},
                 "warning": "snippets run unconfined (EXPLORER_SANDBOX=subprocess)"}
 
-    async def run(self, code: str) -> RunResult:
+    async def run(self, code: str) -> DeltaTrace:
         settings = self.settings
         job = json.dumps(
             {"code": code, "max_steps": settings.max_steps, "max_stdout": settings.max_stdout_bytes}

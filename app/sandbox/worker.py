@@ -9,13 +9,13 @@ import json
 import os
 import sys
 
-from app.engine import EngineLimits, trace_snippet
+from app.engine import EngineLimits, trace_delta
 from app.sandbox.frames import encode_frame
 
 
 def run_job(job: dict) -> bytes:
     limits = EngineLimits(max_steps=int(job["max_steps"]), max_stdout=int(job["max_stdout"]))
-    result = trace_snippet(str(job["code"]), limits)
+    result = trace_delta(str(job["code"]), limits)
     return json.dumps(result, allow_nan=False, separators=(",", ":")).encode()
 
 

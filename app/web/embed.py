@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from app.render import build_explorer, client_payload, frame_at
-from app.schema import RunResult
+from app.schema import DeltaTrace
 from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
 from app.web.pages import _parse_step, html_response, posted_form, render, run_posted_code
 
@@ -25,7 +25,7 @@ MAX_EDITOR_ROWS = 16  # taller snippets scroll inside the editor; the frame stay
 
 
 def embed_run_context(
-    result: RunResult, code: str, step: int | None, which: str, max_steps: int
+    result: DeltaTrace, code: str, step: int | None, which: str, max_steps: int
 ) -> dict[str, Any]:
     """What ``_embed_run.html`` needs (pure)."""
     view = build_explorer(result, code, step, max_steps)

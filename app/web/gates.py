@@ -8,7 +8,7 @@ from math import ceil
 
 from fastapi import Request
 
-from app.schema import RunError, RunResult
+from app.schema import DeltaTrace, RunError
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,12 @@ class Refusal:
     message: str
     error_type: str = "Busy"
 
-    def as_result(self) -> RunResult:
+    def as_result(self) -> DeltaTrace:
         error = RunError(kind="internal", type=self.error_type, message=self.message)
-        return RunResult(ok=False, steps=[], error=error)
+        return DeltaTrace(ok=False, steps=[], error=error)
 
 
-async def run_gated(request: Request, code: str) -> RunResult | Refusal:
+async def run_gated(request: Request, code: str) -> DeltaTrace | Refusal:
     state = request.app.state
     # The client is the peer address (behind a proxy, uvicorn's --proxy-headers rewrites it).
     wait = state.rate_limiter.take(request.client.host if request.client else "unknown")

@@ -20,7 +20,7 @@ from app.diagnostics.view import diagnostics_context
 from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
-from app.schema import RunError, RunResult
+from app.schema import DeltaTrace, RunError
 from app.web.gates import Refusal, run_gated
 from app.web.permalink import PermalinkError, decode_code
 
@@ -55,7 +55,7 @@ def html_response(body: str, status: int = 200) -> Response:
     return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
 
-def run_context(result: RunResult, code: str, step: int | None, max_steps: int) -> dict[str, Any]:
+def run_context(result: DeltaTrace, code: str, step: int | None, max_steps: int) -> dict[str, Any]:
     """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
     view = build_explorer(result, code, step, max_steps)
     frame = frame_at(view)
@@ -70,7 +70,7 @@ async def posted_form(request: Request) -> tuple[dict[str, str], str]:
     return form, form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
 
 
-async def run_posted_code(request: Request, form: dict[str, str], code: str) -> RunResult:
+async def run_posted_code(request: Request, form: dict[str, str], code: str) -> DeltaTrace:
     """Run posted code, or say why not."""
     settings = request.app.state.settings
     if "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
@@ -83,8 +83,8 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str) -> 
     return result
 
 
-def _rejected(message: str) -> RunResult:
-    return RunResult(ok=False, steps=[], error=RunError(kind="rejected", type="Rejected", message=message))
+def _rejected(message: str) -> DeltaTrace:
+    return DeltaTrace(ok=False, steps=[], error=RunError(kind="rejected", type="Rejected", message=message))
 
 
 def _parse_step(raw: str | None) -> int | None:

@@ -19,7 +19,7 @@ from fastapi.responses import Response
 
 from app.render import build_explorer
 from app.render.svg import error_svg, render_svg
-from app.schema import RunResult
+from app.schema import DeltaTrace
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
 from app.web.gates import Refusal, run_gated
 
@@ -64,12 +64,12 @@ def _cache(request: Request) -> OrderedDict[str, str]:
     return state.svg_cache
 
 
-def _draw(result: RunResult, code: str, params: EmbedParams, max_steps: int) -> str:
+def _draw(result: DeltaTrace, code: str, params: EmbedParams, max_steps: int) -> str:
     view = build_explorer(result, code, params.step, max_steps)
     return render_svg(view, params.step, params.view, params.theme)
 
 
-async def _run(request: Request, code: str, theme: str) -> RunResult | Response:
+async def _run(request: Request, code: str, theme: str) -> DeltaTrace | Response:
     """The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox)."""
     ran = await run_gated(request, code)
     if isinstance(ran, Refusal):

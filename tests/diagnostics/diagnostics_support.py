@@ -13,15 +13,17 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from app.diagnostics import account, diagnose
-from app.engine import trace_snippet
-from app.schema import Diagnostic, MemoryAccount, RunResult
+from app.diagnostics import account, as_accounts, diagnose
+from app.engine import trace_delta
+from app.schema import DeltaTrace, Diagnostic, MemoryAccount, RunResult
+from app.trace.delta import expand
 
 
 @dataclass
 class Run:
     code: str
-    result: RunResult
+    trace: DeltaTrace
+    result: RunResult  # the same trace, every step whole (v1)
     diagnostics: list[Diagnostic]
     memory: list[MemoryAccount]
 
@@ -53,8 +55,8 @@ def code_of(source: str) -> str:
 
 def run(source: str) -> Run:
     code = code_of(source)
-    result = RunResult.model_validate(trace_snippet(code))
-    return Run(code, result, diagnose(result, code), account(result))
+    trace = DeltaTrace.model_validate(trace_delta(code))
+    return Run(code, trace, expand(trace), diagnose(trace, code), as_accounts(account(trace)))
 
 
 # ---- torch oracles: the same questions asked of live tensors -------------------------------------

@@ -12,19 +12,19 @@ from diagnostics_support import code_of
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.engine import trace_snippet
+from app.engine import trace_delta, trace_snippet
 from app.gallery import get_example
 from app.sandbox.frames import encode_frame
 from app.sandbox.runner import parse_result
-from app.schema import RunResult
+from app.schema import DeltaTrace
 from app.web.main import create_app
 
 
 class InProcessRunner:
-    """The engine without a sandbox: same RunResult validation as the real runners."""
+    """The engine without a sandbox: same trace validation as the real runners."""
 
-    async def run(self, code: str) -> RunResult:
-        return RunResult.model_validate(trace_snippet(code))
+    async def run(self, code: str) -> DeltaTrace:
+        return DeltaTrace.model_validate(trace_delta(code))
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_api_explains_runtime_errors(client: TestClient) -> None:
 
 
 def test_worker_cannot_supply_diagnostics() -> None:
-    forged = dict(trace_snippet("x = torch.ones(2)\n"))
+    forged = dict(trace_delta("x = torch.ones(2)\n"))
     forged["diagnostics"] = [{"rule": "graph-kept-by-container", "severity": "error", "title": "pwned",
                               "message": "<script>", "fix": ""}]
     result = parse_result(encode_frame(json.dumps(forged).encode()), 1 << 20)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from diagnostics_support import code_of, graph_storages, named_tensors, namespace, run, variable_storages
 
-from app.diagnostics.memory import account_step
+from app.diagnostics.memory import account
 
 LOSSES = """
 w = torch.randn(64, requires_grad=True)
@@ -97,8 +97,8 @@ def test_backward_frees_saved_tensors_and_grad_counts_through_its_variable() -> 
     assert (before.graph_bytes, after.graph_bytes) == (8, 0)
 
 
-def test_account_step_of_an_empty_step_is_zero() -> None:
-    from app.schema import Step
+def test_the_account_of_an_empty_step_is_zero() -> None:
+    from app.schema import DeltaStep, DeltaTrace
 
-    empty = account_step(0, Step(line=1, variables={}, tensors={}, storages={}, nodes={}))
+    [empty] = account(DeltaTrace(ok=True, steps=[DeltaStep(line=1)]))
     assert (empty.total_bytes, empty.variable_bytes, empty.graph_bytes, empty.shared_bytes) == (0, 0, 0, 0)

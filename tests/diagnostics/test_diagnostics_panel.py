@@ -19,7 +19,7 @@ def panel_text(html: str) -> str:
 def test_list_of_losses_panel_explains_growth_and_the_change() -> None:
     example = get_example("losses-keep-graphs")
     r = run(example.code)
-    html = render("_diagnostics.html", **diagnostics_context(r.result, r.code))
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
     text = panel_text(html)
     d = r.only("graph-kept-by-container")
     # Why memory grows: the tensor keeps its graph; how many graphs; how many bytes, per iteration.
@@ -45,19 +45,19 @@ def test_user_text_in_messages_is_escaped() -> None:
     """)
     d = r.only("graph-kept-by-container")
     assert "<script>" in d.message  # the statement is quoted in the message ...
-    html = render("_diagnostics.html", **diagnostics_context(r.result, r.code))
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # ... as text
 
 
 def test_empty_panel_still_has_its_hook() -> None:
     r = run("x = torch.ones(3)\n")
-    html = render("_diagnostics.html", **diagnostics_context(r.result, r.code))
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
     assert 'data-testid="diagnostics" data-count="0"' in html and "No pitfalls found" in html
 
 
 def test_timeline_bars_and_click_targets() -> None:
     r = run(get_example("losses-keep-graphs").code)
-    context = diagnostics_context(r.result, r.code)
+    context = diagnostics_context(r.trace, r.code)
     html = render("_memory_timeline.html", **context)
     assert html.count('class="tl-bar"') == len(r.result.steps)
     targets = [int(s) for s in re.findall(r'class="tl-bar" data-goto="(\d+)"', html)]

@@ -8,7 +8,8 @@ from diagnostics_support import code_of, graph_storages, named_tensors, namespac
 
 from app.diagnostics import diagnose
 from app.diagnostics.trace import fmt_bytes
-from app.schema import RunResult
+from app.schema import DeltaTrace
+from app.trace.delta import compress
 
 # ---- graph-kept-by-container ---------------------------------------------------------------------
 
@@ -466,5 +467,5 @@ def test_a_crashing_rule_costs_only_its_own_findings(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(rules, "RULES", {broken: ("broken",), **rules.RULES})
     monkeypatch.setattr("app.diagnostics.RULES", rules.RULES)
     r = run(LOSSES)
-    result = RunResult.model_validate(r.result.model_dump())
-    assert [d.rule for d in diagnose(result, r.code)] == ["graph-kept-by-container"]
+    trace = DeltaTrace.model_validate(compress(r.result))
+    assert [d.rule for d in diagnose(trace, r.code)] == ["graph-kept-by-container"]

@@ -9,15 +9,21 @@ import pytest
 
 from app.render import build_explorer
 from app.render.explorer import ExplorerView
-from app.schema import RunResult
+from app.schema import DeltaTrace, RunResult
+from app.trace.delta import expand
 
 
 @lru_cache(maxsize=64)
-def trace(code: str) -> RunResult:
+def trace(code: str) -> DeltaTrace:
     """The engine's trace of ``code``, validated like the server validates the worker's answer."""
-    from app.engine import trace_snippet  # torch: only the tests and the worker import it
+    from app.engine import trace_delta  # torch: only the tests and the worker import it
 
-    return RunResult.model_validate(trace_snippet(code))
+    return DeltaTrace.model_validate(trace_delta(code))
+
+
+def trace_v1(code: str) -> RunResult:
+    """The same trace with every step whole, for tests that look at one step's state."""
+    return expand(trace(code))
 
 
 def explore(code: str, step: int | None = None) -> ExplorerView:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app.render.footprint import Layout, cell_map, coverage, is_contiguous, layout_flags
-from tests.render.conftest import explore, run_namespace, torch_cells, trace
+from tests.render.conftest import explore, run_namespace, torch_cells, trace_v1
 
 CASES = {
     "contiguous": lambda: torch.arange(12.).reshape(3, 4),
@@ -74,7 +74,7 @@ def _row(view, name: str):
 
 
 def trace_variables(view) -> dict[str, str]:
-    return dict(trace(view.code).steps[-1].variables)
+    return dict(trace_v1(view.code).steps[-1].variables)
 
 
 def _strip_of(view, name: str):

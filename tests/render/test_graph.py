@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from app.render import frame_at
-from tests.render.conftest import explore, trace
+from tests.render.conftest import explore, trace_v1
 
 CLONE = (
     "x = torch.tensor([1., 2., 3.], requires_grad=True)\n"
@@ -34,7 +34,7 @@ def test_nodes_edges_and_saved_tensors() -> None:
     assert frame.state(d_node.k) == "nograd"
     (mul,) = [n for n in nodes if n.title == "MulBackward0"]
     assert sorted(c.name for c in mul.chips) == ["other", "self"]
-    c_id = trace(CLONE).steps[step].variables["c"]
+    c_id = trace_v1(CLONE).steps[step].variables["c"]
     assert {c.tensor for c in mul.chips} == {c_id}  # c * c saves c twice
     assert all(frame.text(c.text_k).endswith("=c") for c in mul.chips)
     # next_functions: MulBackward0 -> CloneBackward0 twice (c * c), drawn once with a count

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.gallery import EXAMPLES
-from app.schema import RunResult
+from app.schema import DeltaTrace
 from app.web.main import create_app
 from app.web.permalink import encode_code
 from tests.render.conftest import trace
@@ -30,7 +30,7 @@ class Engine:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    async def run(self, code: str) -> RunResult:
+    async def run(self, code: str) -> DeltaTrace:
         self.calls.append(code)
         return trace(code)
 
@@ -168,10 +168,10 @@ def test_htmx_is_served_from_the_npm_package(client: TestClient) -> None:
 
 
 class Canned:
-    def __init__(self, result: RunResult) -> None:
+    def __init__(self, result: DeltaTrace) -> None:
         self.result = result
 
-    async def run(self, code: str) -> RunResult:
+    async def run(self, code: str) -> DeltaTrace:
         return self.result
 
 
@@ -186,7 +186,7 @@ def test_sandbox_verdicts_read_as_plain_sentences(kind: str, sentence: str, tmp_
     from app.schema import RunError
 
     error = RunError(kind=kind, type="SandboxError", message="The details <here>.", line=None)
-    canned = Canned(RunResult(ok=False, steps=[], error=error))
+    canned = Canned(DeltaTrace(ok=False, steps=[], error=error))
     with TestClient(create_app(Settings(data_dir=tmp_path), runner=canned)) as client:
         html = client.post("/run", data={"code": "x = 1"}).text
     (box,) = [a for _, a in parse(html).tags if a.get("data-testid") == "error"]

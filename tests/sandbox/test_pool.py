@@ -86,8 +86,14 @@ def test_limits_come_from_the_environment(tight_server: Server) -> None:
     assert output["error"]["kind"] == "output" and "1 KiB" in output["error"]["message"]
     steps = tight_server.run("for i in range(100):\n    x = torch.ones(1)")
     assert steps["truncated"] and len(steps["steps"]) == 10
-    big = tight_server.run("xs = [torch.ones(64) for _ in range(200)]\nfor i in range(9):\n    xs[i] += 1")
-    assert big["error"]["kind"] == "output" and big["truncated"] and len(big["steps"]) < 10
+    big_code = "xs = [torch.ones(64) for _ in range(200)]\nfor i in range(4):\n    xs[i] += 1"
+    big = tight_server.client.post("/api/run", json={"code": big_code})
+    # v1 would repeat all 200 tensors at every step: too big, and said so (never a cut v1) ...
+    assert big.status_code == 413 and '"format": "delta"' in big.json()["error"]["message"]
+    # ... while the delta format carries the whole run, each step only what changed
+    delta = tight_server.client.post("/api/run", json={"code": big_code, "format": "delta"}).json()
+    assert delta["ok"] and not delta["truncated"] and len(delta["steps"]) == 10  # 1, then 2-3 four times, 2
+    assert all(len(step.get("tensors", {})) <= 200 for step in delta["steps"][1:])
     too_long = tight_server.client.post("/api/run", json={"code": "x = 1\n" * 500})
     assert too_long.status_code == 413
     assert_benign(tight_server)
