@@ -1,4 +1,4 @@
-"""Per-step state of the page's dynamic elements, stored as runs so 1000 steps stay small.
+"""Per-step state of the page's dynamic elements, stored as runs so 10,000 steps stay small.
 
 Every element whose visibility, text or state changes while the user steps gets a small integer
 key ``k`` (the ``data-k`` attribute in the HTML). For each key we keep up to three tracks, each a
@@ -10,6 +10,12 @@ list of runs ``[first_step, last_step, value]`` (inclusive, sorted, non-overlapp
 
 The server renders the page for one step with ``Frame``; ``static/explorer.js`` replays the runs to
 switch steps without a request.
+
+Two ways to record: ``show`` / ``set_text`` / ``set_state`` say what an element is *at* one step (a
+caller that visits every element at every step), while ``change_vis`` / ``change_text`` /
+``change_state`` say what it *becomes* from a step on, until its next change — the way a builder fed
+by a delta replay works, in time proportional to the changes. ``close(count)`` ends the open runs at
+the last step; call it once, after the last step.
 """
 
 from __future__ import annotations
@@ -29,6 +35,23 @@ def append_run(runs: list[Run], step: int, value: Any) -> None:
         runs[-1][2] = value
     else:
         runs.append([step, step, value])
+
+
+def _change(runs: list[Run], step: int, value: Any) -> None:
+    """The track takes ``value`` from ``step`` on (None: no value). Open runs have ``last = None``."""
+    if runs and runs[-1][1] is None:
+        first, _, current = runs[-1]
+        if current == value:
+            return
+        if first == step:  # changed twice in one step: the last word wins
+            runs.pop()
+            if runs and runs[-1][1] == step - 1 and runs[-1][2] == value:
+                runs[-1][1] = None  # back to what it was just before: the earlier run goes on
+                return
+        else:
+            runs[-1][1] = step - 1
+    if value is not None:
+        runs.append([step, None, value])
 
 
 def value_at(runs: list[Run], step: int) -> Any:
@@ -70,6 +93,25 @@ class Tracks:
     def set_state(self, k: int, step: int, state: str) -> None:
         if state:
             append_run(self.state.setdefault(k, []), step, state)
+
+    def change_vis(self, k: int, step: int, shown: bool) -> None:
+        """From ``step`` on (until its next change), the element is shown or hidden."""
+        _change(self.vis.setdefault(k, []), step, 1 if shown else None)
+
+    def change_text(self, k: int, step: int, text: str | None) -> None:
+        """From ``step`` on, the element reads ``text`` (None: no text of its own)."""
+        _change(self.text.setdefault(k, []), step, text)
+
+    def change_state(self, k: int, step: int, state: str) -> None:
+        """From ``step`` on, the element's state words are ``state`` ("" for none)."""
+        _change(self.state.setdefault(k, []), step, state or None)
+
+    def close(self, count: int) -> None:
+        """End every run still open (recorded with ``change_*``) at the last step, ``count - 1``."""
+        for track in (self.vis, self.text, self.state):
+            for runs in track.values():
+                if runs and runs[-1][1] is None:
+                    runs[-1][1] = count - 1
 
     def first_shown(self, k: int) -> int | None:
         runs = self.vis.get(k)
