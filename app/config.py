@@ -16,7 +16,7 @@ class Settings(BaseSettings):
     port: int = 8000
 
     # Limits of one run.
-    max_steps: int = 1000
+    max_steps: int = 10_000
     max_stdout_bytes: int = 64 * 1024
     max_code_bytes: int = 20 * 1024
     max_result_bytes: int = 8 * 1024 * 1024

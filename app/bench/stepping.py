@@ -20,7 +20,7 @@ LOOP = (
     "w = torch.randn(4, 3, requires_grad=True)\n"
     "x = torch.randn(3)\n"
     "total = 0.0\n"
-    "for i in range(400):\n"
+    "for i in range(249):\n"  # 3 + 249 × 4 + 1 = 1000 steps
     "    y = (w @ x).tanh()\n"
     "    loss = y.sum()\n"
     "    total += loss.item()\n"

@@ -39,7 +39,7 @@ DISCARD = DiscardedOutput()
 
 @dataclass(frozen=True)
 class EngineLimits:
-    max_steps: int = 1000
+    max_steps: int = 10_000
     max_stdout: int = 64 * 1024
 
 

@@ -46,7 +46,7 @@ class ChildConfig:
     memory_mib: int = 512
     cpu_seconds: int = 5
     wall_seconds: float = 5.0
-    max_steps: int = 1000
+    max_steps: int = 10_000
     max_stdout: int = 64 * 1024
     max_result_bytes: int = 8 * MIB
     max_job_bytes: int = 256 * 1024

@@ -196,9 +196,13 @@ def test_sandbox_verdicts_read_as_plain_sentences(kind: str, sentence: str, tmp_
 
 
 def test_a_run_cut_at_the_step_limit_says_so(tmp_path) -> None:
-    result = trace("for i in range(10000):\n    x = i\n")
+    from app.engine import EngineLimits, trace_delta
+
+    loop = "for i in range(10000):\n    x = i\n"
+    result = DeltaTrace.model_validate(trace_delta(loop, EngineLimits(max_steps=1000)))
     assert result.truncated
-    with TestClient(create_app(Settings(data_dir=tmp_path), runner=Canned(result))) as client:
+    settings = Settings(data_dir=tmp_path, max_steps=1000)
+    with TestClient(create_app(settings, runner=Canned(result))) as client:
         html = client.post("/run", data={"code": "..."}).text
     assert "reached the limit of 1000 steps" in html
 
