@@ -182,7 +182,8 @@ class NameWalker:
         for top in [t for t in self._tops if t not in seen]:
             gone.extend(self._drop_top(top))
         for name in gone:
-            bound.pop(name, None)
+            if name not in self.current:  # gone from one frame, maybe bound again by another
+                bound.pop(name, None)
         if self._step % SWEEP_EVERY == 0:
             self._sweep()
         return bound, [name for name in dict.fromkeys(gone) if name not in self.current]

@@ -1,7 +1,7 @@
 """The engine's answers equal the golden v1 traces (``tests/golden``): incrementally read, and read
 whole at every step (``full_snapshots``), for every snippet the test suite and the gallery run.
 
-Memory torch never initialised (``torch.empty``, the bytes of a storage no tensor covers) holds
+Memory torch never initialised (``torch.empty``, ``resize_``, the bytes of a storage no tensor covers) holds
 whatever was there before, so those values are masked on both sides; everything else must match.
 """
 
@@ -46,7 +46,7 @@ ADDRESS = re.compile(r"0x[0-9a-f]+")
 
 def normalised(result: dict, source: str) -> dict:
     result = json.loads(json.dumps(result))
-    uninitialised = "empty" in source
+    uninitialised = "empty" in source or "resize_" in source
     for step in result["steps"]:
         step["stdout"] = ADDRESS.sub("0x…", step["stdout"])  # printed objects: where they happen to live
         for sid, storage in step["storages"].items():
