@@ -169,9 +169,11 @@ y = grow(x, 3)
 
 def _both(source: str) -> tuple[dict, dict]:
     """The same run read both ways (memory torch never initialised masked, as in the golden test)."""
-    incremental = expand(DeltaTrace.model_validate(trace_delta(source))).model_dump()
-    whole = expand(DeltaTrace.model_validate(trace_delta(source, EngineLimits(full_snapshots=True)))).model_dump()
-    return normalised(incremental, source), normalised(whole, source)
+    def read(full: bool) -> dict:
+        trace = trace_delta(source, EngineLimits(full_snapshots=full))
+        return normalised(expand(DeltaTrace.model_validate(trace)).model_dump(), source)
+
+    return read(False), read(True)
 
 
 def _assert_same(source: str) -> dict:
