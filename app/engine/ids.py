@@ -158,6 +158,11 @@ class StorageIds(ObjectIds):
     def __init__(self) -> None:
         super().__init__("s")
         self._by_pointer: dict[int, tuple[weakref.ref[Any], str]] = {}
+        # Storages known only by where their bytes are (met during a backward pass, where making a
+        # storage object would change torch's choices: see ``tensor_pointer``). Forgotten once a
+        # step outside the pass has had the chance to meet their storage object.
+        self._by_bare_pointer: dict[int, str] = {}
+        self._pointer_of: dict[str, int] = {}  # storage id -> where its bytes were last seen
 
     def of_storage(self, storage: Any) -> str:
         known = self.known(storage)
@@ -167,9 +172,35 @@ class StorageIds(ObjectIds):
             if entry is not None and entry[0]() is not None:
                 self.alias(storage, entry[1])
                 return entry[1]
+            bare = self._by_bare_pointer.get(pointer)
+            if bare is not None:
+                self.alias(storage, bare)
+                known = bare
         sid = known or self.of(storage)
         self.point(storage, sid, pointer)
         return sid
+
+    def known_pointer(self, pointer: int) -> str | None:
+        """The id of the live storage whose bytes start at ``pointer`` (or one known only so)."""
+        if not pointer:
+            return None
+        entry = self._by_pointer.get(pointer)
+        if entry is not None and entry[0]() is not None:
+            return entry[1]
+        return self._by_bare_pointer.get(pointer)
+
+    def of_pointer(self, pointer: int) -> str:
+        """An id for the storage at ``pointer`` without its storage object."""
+        found = self.known_pointer(pointer)
+        if found is None:
+            found = self._by_bare_pointer[pointer] = self._new()
+            self.journal.note(lambda: self._by_bare_pointer.pop(pointer, None))
+        return found
+
+    def take_bare_pointers(self) -> dict[int, str]:
+        """The storages known only by their bytes, forgotten here (the caller meets their objects)."""
+        bare, self._by_bare_pointer = self._by_bare_pointer, {}
+        return bare
 
     def point(self, storage: Any, sid: str, pointer: int | None = None) -> None:
         """Remember where ``storage``'s bytes are now (they move when it is resized)."""
@@ -179,20 +210,44 @@ class StorageIds(ObjectIds):
         entry = self._by_pointer.get(pointer)
         if entry is not None and entry[0]() is not None and entry[1] == sid:
             return
+        moved_from = self._pointer_of.get(sid)
+        if moved_from is not None and moved_from != pointer:  # resized: its old bytes are not it any more
+            old = self._by_pointer.get(moved_from)
+            if old is not None and old[1] == sid:
+                del self._by_pointer[moved_from]
+                self.journal.note(lambda: self._repoint(moved_from, old))
         previous = entry
+        previous_at = self._pointer_of.get(sid)
         self._by_pointer[pointer] = (weakref.ref(storage, lambda ref: self._unpoint(pointer, ref)), sid)
+        self._pointer_of[sid] = pointer
         self.journal.note(lambda: self._repoint(pointer, previous))
+        self.journal.note(lambda: self._pointer_of.__setitem__(sid, previous_at) if previous_at is not None
+                          else self._pointer_of.pop(sid, None))
 
     def _unpoint(self, pointer: int, ref: weakref.ref[Any]) -> None:
         entry = self._by_pointer.get(pointer)
         if entry is not None and entry[0] is ref:
             del self._by_pointer[pointer]
+            if self._pointer_of.get(entry[1]) == pointer:
+                del self._pointer_of[entry[1]]
 
     def _repoint(self, pointer: int, previous: tuple[weakref.ref[Any], str] | None) -> None:
         if previous is None:
             self._by_pointer.pop(pointer, None)
         else:
             self._by_pointer[pointer] = previous
+
+
+def tensor_pointer(tensor: Any) -> int:
+    """Where the bytes of ``tensor``'s storage start, read without making a storage object: torch
+    keeps every storage object it made alive (and counted) while the storage lives, and a counted
+    storage is one torch will not accumulate a gradient into in place — merely looking would
+    change what torch does. 0 when the tensor has no (non-empty) storage."""
+    try:
+        pointer = tensor.data_ptr()
+        return pointer - tensor.storage_offset() * tensor.element_size() if pointer else 0
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
 
 
 def _pointer(storage: Any) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.autograd.function import BackwardCFunction
 
+from app.engine.ids import tensor_pointer
 from app.engine.values import MAX_VALUES, nest
 
 SAVED_PREFIX = "_saved_"
@@ -206,7 +207,7 @@ class Reader:
     # ---- facts -----------------------------------------------------------------------------------
     def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
         strided = t.layout == torch.strided
-        storage_id = self._storage(t)
+        storage_id = self._storage(t, tid)
         if storage_id is not None:
             self.by_storage.setdefault(storage_id, []).append(tid)
         try:
@@ -251,17 +252,21 @@ class Reader:
                     return nest(flat, list(t.shape))
         return self.run.values.tensor_values(t)
 
-    def _storage(self, t: torch.Tensor) -> str | None:
-        try:
-            storage = t.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):  # sparse and other storage-less layouts
-            return None
+    def _storage(self, t: torch.Tensor, tid: str) -> str | None:
         ids = self.run.storage_ids
-        sid = ids.of_storage(storage)
+        pointer = tensor_pointer(t) if self.run.in_backward else 0
+        if pointer:  # during a backward pass: known by its bytes only (see ids.tensor_pointer)
+            storage, sid = None, ids.of_pointer(pointer)
+        else:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError):  # sparse and other storage-less layouts
+                return None
+            sid = ids.of_storage(storage)
         if sid not in self.storages:
             dtype = str(t.dtype).removeprefix("torch.")
-            if self.run.storage_fresh(sid, dtype):
-                nbytes = storage.nbytes()
+            if self.run.storage_fresh(sid, dtype, tid):
+                nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
                 elements = self.run.values.storage_values(t, nbytes)
                 if elements is not None and not has_lazy_bits(t):
                     self._storage_reads[sid] = (t.dtype, elements)
@@ -271,8 +276,17 @@ class Reader:
                     "dtype": dtype,
                     "values": elements,
                 }
-                ids.point(storage, sid)
+                if storage is not None:
+                    ids.point(storage, sid)
         return sid
+
+    def _bare_nbytes(self, sid: str, t: torch.Tensor) -> int:
+        """A storage known only by its bytes: its size as last read, else what ``t`` spans of it."""
+        known = self.run.storages.get(sid)
+        if known is not None:
+            return known["nbytes"]
+        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) if t.numel() else 0
+        return (t.storage_offset() + span) * t.element_size()
 
     def _node_fact(self, nid: str, node: Any) -> dict[str, Any]:
         fact: dict[str, Any] = {
@@ -337,8 +351,5 @@ class Reader:
             fact["saved"][name] = self.tensor_id(value)
             return
         fact["saved"][name] = None
-        try:
-            storage = self.run.storage_ids.known(value.untyped_storage())
-        except (RuntimeError, NotImplementedError, TypeError):
-            storage = None
+        storage = self.run.storage_ids.known_pointer(tensor_pointer(value))
         self.deferred.append(Deferred(fact, name, nid, value, storage, signature(value), self.origin))

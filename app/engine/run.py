@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
+from app.engine.backward import BackwardWatch, NodeRan, freed_message
 from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
     SNIPPET_FILENAME,
@@ -83,6 +84,7 @@ def trace_delta(
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
         return _result([], False, _error("rejected", error, None))
 
+    freed_message()  # asked of torch before the run: its own backward pass must not be traced
     # Same seed every run, so a permalink reproduces the same numbers.
     torch.manual_seed(SEED)
     random.seed(SEED)
@@ -116,8 +118,45 @@ def trace_delta(
             touches.clear()
             sys.stdout, sys.stderr = streams
 
-    def on_backward(roots: Any) -> None:
-        # Called as torch's backward entry point returns, while its roots are alive.
+    def on_node(ran: NodeRan) -> None:
+        # One node of a backward pass just ran: a step for it, counted like any other.
+        if ran.frame is None or not tracer.count_step():
+            return
+        printed = output.text[scope["printed"]:]
+        scope["printed"] += len(printed)
+        streams = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
+        # torch calls the hook from C++, not from our trace function, so tracing is still on: turn it
+        # off while we read, or every call the engine makes would be a trace event.
+        trace = sys.gettrace()
+        sys.settrace(None)
+        try:
+            scopes = snippet_scopes(ran.frame, scope["namespace"])
+            steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
+        except (RecursionError, MemoryError):
+            raise
+        except Exception as exc:
+            raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            sys.settrace(trace)
+            touches.clear()
+            sys.stdout, sys.stderr = streams
+
+    watches: list[tuple[BackwardWatch, bool]] = []
+
+    def on_backward(frame: FrameType, event: str) -> None:
+        # torch's backward entry point starts (hook its graph) or returns (unhook; mark for the line).
+        if event == "call":
+            watch = BackwardWatch(on_node)
+            watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
+            watch.start(frame)
+            return
+        if watches:
+            watch, pushed = watches.pop()
+            watch.stop()
+            if pushed:
+                touches.unwatch()
+        roots = frame.f_locals.get("t_outputs")
         with torch._C.DisableTorchFunction():
             for root in roots if isinstance(roots, list | tuple) else (roots,):
                 nodes, leaves = taker.backward_marks(root)

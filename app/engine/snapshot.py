@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 
-from app.engine.ids import NodeIds, ObjectIds, StorageIds
+from app.engine.backward import NodeRan, freed_message, tensor_saves
+from app.engine.ids import NodeIds, ObjectIds, StorageIds, tensor_pointer
 from app.engine.names import NameWalker
 from app.engine.reader import Deferred, Reader, fact_signature
 from app.engine.values import ValueWriter
@@ -89,7 +90,7 @@ class _Plan:
 
     reader: Reader
     names: dict[str, str | None]  # name -> its tensor after the step (None: gone)
-    roots: dict[str, int]  # tensor -> names bound to it after the step
+    roots: dict[str, int]  # tensor (or node) -> names bound to it after the step, plus extra roots
     edges: dict[str, tuple[str, ...]] = field(default_factory=dict)  # members read at this step
     removed: set[str] = field(default_factory=set)
 
@@ -134,14 +135,23 @@ class SnapshotTaker:
         # Nodes that gave a saved copy an id of its own at the last step: read them once more, since
         # the whole snapshot may then meet the copy's original first and match it (see _excluded).
         self._recheck: set[str] = set()
+        # What a backward step adds to the names as roots (the node that ran, its gradients), and
+        # what the previous step added: without their names, are they still reached?
+        self._extra: list[tuple[str, Any]] = []
+        self._extra_before: set[str] = set()
+        self.in_backward = False  # reading inside a backward pass: no storage objects (ids.tensor_pointer)
 
     # ---- one step --------------------------------------------------------------------------------
     def take(self, line: int, stdout: str, scopes: list[tuple[str, dict[str, Any]]],
-             touches: Touches | None = None) -> dict[str, Any]:
-        """The delta of one step; ``stdout`` is the text printed during it."""
+             touches: Touches | None = None, ran: NodeRan | None = None) -> dict[str, Any]:
+        """The delta of one step; ``stdout`` is the text printed during it. With ``ran``, the step
+        after one node of a backward pass (``app.engine.backward``)."""
         # Reading facts must not run a snippet's __torch_function__, nor be seen by our own mode.
         with torch._C.DisableTorchFunction():
             bound, gone = self.walker.walk(scopes)
+            self.in_backward = ran is not None
+            if ran is not None:
+                self._node_ran(ran, touches)
             self._mark(touches)
             delta = None
             if not (self.full or self.cyclic or (touches is not None and touches.whole)):
@@ -149,9 +159,61 @@ class SnapshotTaker:
             if delta is None:
                 self.whole_steps += 1
                 delta = self._whole()
+            if ran is not None:
+                delta.update(self._backward_fields(ran))
+            self._extra_before = {ident for ident, _ in self._extra}
+            self._extra = []
+            if ran is None:
+                self._meet_bare_storages()
         delta["line"] = line
         delta["stdout"] = stdout
         return delta
+
+    def _node_ran(self, ran: NodeRan, touches: Touches | None) -> None:
+        """Before the step after a node of a backward pass: its gradients and the node itself are
+        roots for this step, torch is about to free what it saved, and what it wrote is dirty."""
+        node = ran.node
+        leaf = self._leaf(node)
+        key = self.node_ids.key(node, self.tensor_ids.known(leaf) if leaf is not None else None)
+        nid = self.node_ids.of_key(key)
+        self.node_keys.setdefault(nid, key)
+        if ran.frees:
+            message = freed_message()
+            for name in tensor_saves(node, self.saved_names):
+                self.freed.setdefault(nid, {})[name] = message
+        for grad in (*ran.received, *ran.sent):
+            if isinstance(grad, torch.Tensor):
+                self._extra.append((self.tensor_ids.of(grad), grad))
+                if touches is not None:  # torch adds gradients into its buffers in place
+                    touches.tensors.add(id(grad))
+                    pointer = tensor_pointer(grad)
+                    if pointer:
+                        touches.storages.add(pointer)
+        self._extra.append((nid, node))
+        if touches is not None:
+            touches.backward_nodes.add(key)
+            if leaf is not None:
+                touches.backward_leaves.add(id(leaf))
+
+    def _meet_bare_storages(self) -> None:
+        """Outside a backward pass, give the storages met there by their bytes only their objects
+        (through a live tensor on them), so the ids hold; those no tensor uses any more are forgotten."""
+        for pointer, sid in self.storage_ids.take_bare_pointers().items():
+            for tid in self.on_storage.get(sid, ()):
+                tensor = self.tensor_ids.object(tid)
+                if tensor is not None and tensor_pointer(tensor) == pointer:
+                    storage = tensor.untyped_storage()
+                    if self.storage_ids.known(storage) is None:
+                        self.storage_ids.alias(storage, sid)
+                    self.storage_ids.point(storage, sid, pointer)
+                    break
+
+    def _backward_fields(self, ran: NodeRan) -> dict[str, Any]:
+        def ids(grads: tuple[Any, ...]) -> list[str | None]:
+            return [self.tensor_ids.known(g) if isinstance(g, torch.Tensor) else None for g in grads]
+
+        return {"phase": "backward", "node": self._extra[-1][0], "received": ids(ran.received),
+                "sent": ids(ran.sent)}
 
     # ---- what may have changed -------------------------------------------------------------------
     def _mark(self, touches: Touches | None) -> None:
@@ -163,11 +225,11 @@ class SnapshotTaker:
                 tid = self.tensor_ids.known_address(address)
                 if tid is not None:
                     dirty.add(tid)
-            for address in touches.storages:
-                sid = self.storage_ids.known_address(address)
+            for pointer in touches.storages:
+                sid = self.storage_ids.known_pointer(pointer)
                 if sid is not None:
                     storages.add(sid)
-                    if address in touches.exposed:
+                    if pointer in touches.exposed:
                         self.volatile.add(sid)
             self._mark_backward(touches.backward_nodes, touches.backward_leaves)
         storages |= self.volatile
@@ -221,10 +283,11 @@ class SnapshotTaker:
                 if grad["storage"] is not None:
                     self._dirty_storages.add(grad["storage"])
 
-    def storage_fresh(self, sid: str, dtype: str) -> bool:
-        """Must a storage's fact be read again? The reader asks with the first tensor it reads on it."""
+    def storage_fresh(self, sid: str, dtype: str, tid: str) -> bool:
+        """Must a storage's fact be read again? The reader asks with the first tensor it reads on it
+        (a tensor that may have changed may have resized its storage: read that again too)."""
         known = self.storages.get(sid)
-        if self._whole_read or known is None or sid in self._dirty_storages:
+        if self._whole_read or known is None or sid in self._dirty_storages or tid in self._dirty:
             return True
         if known["dtype"] != dtype:
             raise _Retry  # which tensor describes the storage would depend on the reading order
@@ -268,12 +331,21 @@ class SnapshotTaker:
         reader = Reader(self, fresh=lambda ident: ident not in members or ident in dirty,
                         cap=_uncapped, members=members)
         # Roots first, in walk order: what new or rebound names reach, and named tensors that may
-        # have changed — met in the order the whole snapshot meets them.
+        # have changed — met in the order the whole snapshot meets them; then a backward step's own.
         seeds = set(bound.values()) | {t for t in dirty if roots.get(t)}
         for tid in sorted(seeds, key=lambda t: self._first_position(t, names)):
             obj = self.tensor_ids.object(tid)
             if obj is not None:
                 reader.add_tensor(tid, obj)
+        for ident, obj in self._extra:
+            roots[ident] = roots.get(ident, 0) + 1
+            if ident in members and ident not in dirty:
+                continue
+            seeds.add(ident)
+            if ident.startswith("t"):
+                reader.add_tensor(ident, obj)
+            else:
+                reader.add_node(ident, obj, self.node_keys.get(ident))
         reader.drain()
         # Then what changed deeper in the graph, one at a time (so it is known what met what).
         for ident in sorted((t for t in dirty - seeds if t in members), key=_id_order):
@@ -397,6 +469,7 @@ class SnapshotTaker:
             old = self.names.get(name)
             if old is not None:
                 candidates.append(old)
+        candidates.extend(self._extra_before)  # roots of the previous (backward) step only
         removed: set[str] = set()
         while candidates:
             ident = candidates.pop()
@@ -623,6 +696,11 @@ class SnapshotTaker:
                 reader.add_tensor(tid, obj)
                 if tid in reader.tensors:  # past MAX_TENSORS a name would point at nothing
                     variables[name] = tid
+            for ident, obj in self._extra:  # a backward step's node and gradients
+                if ident.startswith("t"):
+                    reader.add_tensor(ident, obj)
+                else:
+                    reader.add_node(ident, obj, self.node_keys.get(ident))
             reader.drain()
             reader.match()
         finally:

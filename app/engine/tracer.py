@@ -116,11 +116,11 @@ class LineTracer:
     """
 
     def __init__(self, on_step: Callable[[int, FrameType], None], max_steps: int,
-                 on_backward: Callable[[Any], None] | None = None,
+                 on_backward: Callable[[FrameType, str], None] | None = None,
                  on_hidden_write: Callable[[], None] | None = None) -> None:
         self._on_step = on_step
         self._max_steps = max_steps
-        self._on_backward = on_backward
+        self._on_backward = on_backward  # (frame of torch's backward entry point, "call" | "return")
         self._on_hidden_write = on_hidden_write
         self.steps = 0
         self.truncated = False
@@ -138,6 +138,7 @@ class LineTracer:
         code = frame.f_code
         if code.co_filename != SNIPPET_FILENAME or code.co_name in INLINE_FRAMES:
             if code is BACKWARD_ENTRY and self._on_backward is not None:
+                self._on_backward(frame, "call")
                 return self._backward_trace
             if code in HIDDEN_WRITERS and self._on_hidden_write is not None:
                 self._on_hidden_write()
@@ -147,8 +148,17 @@ class LineTracer:
 
     def _backward_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "return" and self._on_backward is not None:
-            self._on_backward(frame.f_locals.get("t_outputs"))
+            self._on_backward(frame, "return")
         return self._backward_trace
+
+    def count_step(self) -> bool:
+        """Count a step taken outside a line event (a node of a backward pass); False past the limit,
+        which then ends the run at the next line (never raised inside torch's backward engine)."""
+        if self.steps >= self._max_steps:
+            self.truncated = True
+            return False
+        self.steps += 1
+        return True
 
     def _local_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if self.truncated:

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from app.engine.ids import tensor_pointer
+
 IN_PLACE_DUNDERS = frozenset({
     "__setitem__", "__delitem__", "__set__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
     "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__",
@@ -75,8 +77,8 @@ class Touches(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._kinds: dict[Any, int] = {}
-        self.tensors: set[int] = set()
-        self.storages: set[int] = set()
+        self.tensors: set[int] = set()  # addresses of tensor objects
+        self.storages: set[int] = set()  # where storages' bytes start (app.engine.ids.tensor_pointer)
         self.exposed: set[int] = set()  # storages whose memory was handed out
         # What backward passes of the line may have changed: node identity keys, leaf addresses.
         self.backward_nodes: set[Any] = set()
@@ -93,17 +95,26 @@ class Touches(TorchFunctionMode):
             self._note(tuple(kwargs.values()), 1)
         return call_as_caller(sys._getframe(1), func, args, kwargs)
 
+    def watch_again(self) -> bool:
+        """Push this mode again if torch popped it (it does while one of its calls runs — and the
+        snippet's backward hooks run inside backward()); True if it was pushed, to ``unwatch``."""
+        if self in torch.overrides._get_current_function_mode_stack():
+            return False
+        self.__enter__()
+        return True
+
+    def unwatch(self) -> None:
+        self.__exit__(None, None, None)
+
     def _note(self, values: Any, kind: int) -> None:
         for value in values:
             if isinstance(value, torch.Tensor):
                 self.tensors.add(id(value))
-                try:
-                    storage = value.untyped_storage()
-                except (RuntimeError, NotImplementedError, TypeError):
-                    continue
-                self.storages.add(id(storage))
-                if kind == 2:
-                    self.exposed.add(id(storage))
+                pointer = tensor_pointer(value)  # never a storage object: see tensor_pointer
+                if pointer:
+                    self.storages.add(pointer)
+                    if kind == 2:
+                        self.exposed.add(pointer)
             elif isinstance(value, list | tuple):
                 self._note(value, kind)
 

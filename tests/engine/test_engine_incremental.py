@@ -72,6 +72,14 @@ h.register_hook(lambda g: print("grad of h", g))
 out = (h ** 2).sum()
 out.backward()
 """,
+    "a hook writes a tensor during backward": """
+w = torch.ones(3, requires_grad=True)
+other = torch.zeros(3)
+h = w * 2
+h.register_hook(lambda g: other.add_(g))
+h.register_hook(lambda g: w.data.mul_(0.5))
+h.sum().backward()
+""",
     "saved tensors freed, and retain_graph": """
 x = torch.randn(3, requires_grad=True)
 y = x.sigmoid()
