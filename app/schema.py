@@ -97,6 +97,12 @@ class TensorFact(_Fact):
     retains_grad: bool = False
     is_inference: bool = False
     device: str = Field(default="cpu", max_length=32)
+    # Conjugate / negative views: they read differently from the memory they share.
+    is_conj: bool = False
+    is_neg: bool = False
+    # Facts torch would not give for this tensor (an uninitialised lazy parameter has no shape,
+    # a nested tensor no strides): fact name -> torch's reason. The rest of the fact is true.
+    unavailable: dict[str, str] = Field(default_factory=dict)
 
 
 class StorageFact(_Fact):

@@ -246,7 +246,7 @@ def tensor_pointer(tensor: Any) -> int:
     try:
         pointer = tensor.data_ptr()
         return pointer - tensor.storage_offset() * tensor.element_size() if pointer else 0
-    except (RuntimeError, NotImplementedError, TypeError):
+    except Exception:  # noqa: BLE001 - an uninitialised parameter, a nested tensor: no pointer to read
         return 0
 
 

@@ -62,17 +62,33 @@ def packed_by_hooks(node: Any, attribute: str) -> Any:
     return [item.data for item in items] if several else raw.data
 
 
+def _grad_of(t: torch.Tensor, is_leaf: bool) -> torch.Tensor | None:
+    """``.grad``: on leaves, on tensors that retain grad, and on any other tensor the snippet gave
+    one. torch warns (or, under a "warnings as errors" filter, raises) when a non-leaf has none;
+    the warning is ours, not the snippet's (and goes nowhere: output is discarded while we read)."""
+    if is_leaf or t.retains_grad:
+        return t.grad
+    try:
+        return t.grad
+    except Exception:  # noqa: BLE001 - the warning raised as an error: it has no grad
+        return None
+
+
 def has_lazy_bits(t: torch.Tensor) -> bool:
     """Conjugate and negative views read differently from the raw storage they share."""
     return t.is_conj() or t.is_neg()
 
 
 def signature(t: torch.Tensor) -> tuple:
-    return (list(t.shape), list(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."))
+    """What a live twin of a re-created saved copy must share with it (conj and neg bits included:
+    ``exp``'s saved result is not its conjugated twin)."""
+    return (list(t.shape), list(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."),
+            t.is_conj(), t.is_neg())
 
 
 def fact_signature(fact: dict[str, Any]) -> tuple:
-    return (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"])
+    return (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"], fact["is_conj"],
+            fact["is_neg"])
 
 
 @dataclass
@@ -206,8 +222,15 @@ class Reader:
 
     # ---- facts -----------------------------------------------------------------------------------
     def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
-        strided = t.layout == torch.strided
-        storage_id = self._storage(t, tid)
+        unavailable: dict[str, str] = {}
+        try:
+            layout = (list(t.shape), list(t.stride()), t.storage_offset()) if t.layout == torch.strided \
+                else (list(t.shape), [], 0)
+        except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
+            # a lazy module's uninitialised parameter, a nested tensor: no shape or strides to read
+            layout = ([], [], 0)
+            unavailable["shape"] = short_message(error)
+        storage_id = self._storage(t, tid) if "shape" not in unavailable else None
         if storage_id is not None:
             self.by_storage.setdefault(storage_id, []).append(tid)
         try:
@@ -216,16 +239,14 @@ class Reader:
             version = None
         grad_fn = t.grad_fn
         is_leaf = t.is_leaf
-        retains_grad = t.retains_grad
-        # .grad is only meaningful (and warning-free) on leaves and on tensors that retain grad.
-        grad = t.grad if (is_leaf or retains_grad) else None
+        grad = _grad_of(t, is_leaf)
         base = t._base
         values = self.run.values
-        return {
-            "shape": list(t.shape),
+        fact = {
+            "shape": layout[0],
             "dtype": str(t.dtype).removeprefix("torch."),
-            "stride": list(t.stride()) if strided else [],
-            "storage_offset": t.storage_offset() if strided else 0,
+            "stride": layout[1],
+            "storage_offset": layout[2],
             "storage": storage_id,
             "requires_grad": t.requires_grad,
             "is_leaf": is_leaf,
@@ -233,13 +254,38 @@ class Reader:
             "grad": self.tensor_id(grad) if grad is not None else None,
             "base": self.tensor_id(base) if base is not None else None,
             "version": version,
-            "values": self._values(t, storage_id),
-            "summary": values.summary(t),
+            "values": None,
+            "summary": None,
             "is_view": t._is_view(),
-            "retains_grad": retains_grad,
-            "is_inference": t.is_inference(),
+            "retains_grad": t.retains_grad,
+            "is_inference": False,
             "device": str(t.device),
+            "is_conj": t.is_conj(),
+            "is_neg": t.is_neg(),
+            "unavailable": unavailable,
         }
+        if not unavailable:
+            try:
+                fact["is_inference"] = t.is_inference()
+                if self._within_storage(t, storage_id):
+                    fact["values"] = self._values(t, storage_id)
+                    fact["summary"] = values.summary(t)
+                else:
+                    unavailable["values"] = "its view reaches past the end of its storage (resized smaller)"
+            except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
+                unavailable["values"] = short_message(error)
+        return fact
+
+    def _within_storage(self, t: torch.Tensor, storage_id: str | None) -> bool:
+        """Reading past a storage's end reads freed memory (a view of a storage ``resize_``-d
+        smaller can crash the process): check the extent against the storage's size first."""
+        if storage_id is None or t.layout != torch.strided or t.numel() == 0:
+            return True
+        storage = self.storages.get(storage_id) or self.run.storages.get(storage_id)
+        if storage is None:
+            return True
+        last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+        return (last + 1) * t.element_size() <= storage["nbytes"]
 
     def _values(self, t: torch.Tensor, storage_id: str | None) -> Any:
         read = self._storage_reads.get(storage_id) if storage_id is not None else None
