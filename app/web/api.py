@@ -3,32 +3,60 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
+from app.budget import BudgetExceeded
 from app.diagnostics import analyze
-from app.schema import RunError, RunRequest, RunResponse, RunResult
-from app.web.gates import Refusal, run_gated
+from app.schema import Diagnostic, RunError, RunRequest, RunResponse, RunResult
+from app.web.gates import Refusal, budget_note, run_gated, take_token
 
 router = APIRouter()
+# The body is read by the route itself (after the rate-limit token), so the schema is declared here.
+REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": RunRequest.model_json_schema()}}}}
 
 
-@router.post("/api/run", response_model=RunResponse, response_model_exclude_none=False)
-async def run_snippet(body: RunRequest, request: Request) -> RunResponse | JSONResponse:
+def _json(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def _partial(result: RunResult, error: BudgetExceeded) -> str:
+    """The trace without the server's analysis, and a note that says why."""
+    fields = {name: getattr(result, name) for name in RunResult.model_fields}
+    note = Diagnostic(rule="server-budget", severity="info", title="Analysis skipped",
+                      message=budget_note(error), fix="Try a smaller snippet (fewer tensors or steps).")
+    return RunResponse(**fields, diagnostics=[note], memory=[]).model_dump_json()
+
+
+@router.post("/api/run", response_model=RunResponse, response_model_exclude_none=False,
+             openapi_extra=REQUEST_BODY)
+async def run_snippet(request: Request) -> Response:
     """Run a snippet and return its line-by-line trace."""
     settings = request.app.state.settings
-    if len(body.code.encode()) > settings.max_code_bytes:
-        error = RunError(
-            kind="rejected", type="CodeTooLong",
-            message=f"The snippet is longer than {settings.max_code_bytes // 1024} KB.",
-        )
-        return JSONResponse(RunResult(ok=False, steps=[], error=error).model_dump(), status_code=413)
-    result = await run_gated(request, body.code)
-    if isinstance(result, Refusal):
-        return JSONResponse(result.as_result().model_dump(), status_code=result.status,
-                            headers={"Retry-After": str(result.retry_after)})
-    # Diagnostics and memory accounting are the server's own reading of the validated trace.
-    return await run_in_threadpool(analyze, result, body.code)
+    refusal = take_token(request)  # before the body is read
+    if refusal is None:
+        try:
+            body = RunRequest.model_validate_json(await request.body())
+        except ValidationError as error:
+            raise RequestValidationError(error.errors(include_input=False)) from None
+        if len(body.code.encode()) > settings.max_code_bytes:
+            error = RunError(
+                kind="rejected", type="CodeTooLong",
+                message=f"The snippet is longer than {settings.max_code_bytes // 1024} KB.",
+            )
+            return JSONResponse(RunResult(ok=False, steps=[], error=error).model_dump(), status_code=413)
+        # Diagnostics and memory accounting are the server's own reading of the validated trace,
+        # serialized in the worker thread too (a trace is megabytes of JSON).
+        code = body.code
+        answer = await run_gated(request, code, lambda result: analyze(result, code).model_dump_json(),
+                                 _partial)
+        if not isinstance(answer, Refusal):
+            return _json(answer)
+        refusal = answer
+    return _json(refusal.as_result().model_dump_json(), refusal.status,
+                 {"Retry-After": str(refusal.retry_after)})
 
 
 @router.get("/healthz")

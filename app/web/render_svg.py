@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
+from app.budget import BudgetExceeded
 from app.render import build_explorer
 from app.render.svg import error_svg, render_svg
 from app.schema import RunResult
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
-from app.web.gates import Refusal, run_gated
+from app.web.gates import Refusal, budget_note, run_gated
 
 router = APIRouter()
 
@@ -69,12 +70,11 @@ def _draw(result: RunResult, code: str, params: EmbedParams, max_steps: int) -> 
     return render_svg(view, params.step, params.view, params.theme)
 
 
-async def _run(request: Request, code: str, theme: str) -> RunResult | Response:
-    """The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox)."""
-    ran = await run_gated(request, code)
-    if isinstance(ran, Refusal):
-        return _svg(error_svg(ran.title, ran.message, theme), ran.status, retry_after=ran.retry_after)
-    return ran
+def _too_large(theme: str) -> Callable[[RunResult, BudgetExceeded], tuple[str, bool]]:
+    def partial(_result: RunResult, error: BudgetExceeded) -> tuple[str, bool]:
+        return error_svg("Too large to draw", budget_note(error), theme), False
+
+    return partial
 
 
 @router.get("/render.svg", include_in_schema=False)
@@ -95,12 +95,19 @@ async def render_image(request: Request) -> Response:
     if etag in cache:
         cache.move_to_end(etag)
         return _svg(cache[etag], cache=CACHEABLE, etag=etag)
-    result = await _run(request, code, params.theme)
-    if isinstance(result, Response):
-        return result
-    body = await run_in_threadpool(_draw, result, code, params, settings.max_steps)
-    if result.error is not None and result.error.kind not in STABLE_ERRORS:
-        return _svg(body)  # a timeout or a crash may not happen next time: do not keep it
+
+    def draw(result: RunResult) -> tuple[str, bool]:
+        # A timeout or a crash may not happen next time: such a picture is not kept.
+        stable = result.error is None or result.error.kind in STABLE_ERRORS
+        return _draw(result, code, params, settings.max_steps), stable
+
+    # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox).
+    ran = await run_gated(request, code, draw, _too_large(params.theme))
+    if isinstance(ran, Refusal):
+        return _svg(error_svg(ran.title, ran.message, params.theme), ran.status, retry_after=ran.retry_after)
+    body, stable = ran
+    if not stable:
+        return _svg(body)
     cache[etag] = body
     while len(cache) > CACHE_ENTRIES:
         cache.popitem(last=False)
