@@ -6,7 +6,7 @@ them all, so:
 
 * the process's soft ``RLIMIT_NOFILE`` is raised to its hard limit, and at most ``max_connections``
   connections (fewer when the limit is low: ``FD_RESERVE`` stay for the pool, databases, threads)
-  are kept open; one beyond that is closed as soon as it is accepted;
+  are kept open; one beyond that closes the connection idle the longest (or itself, when none is);
 * uvicorn's own ``limit_concurrency`` answers 503 to requests beyond that many at once;
 * a connection must send its request head within ``keep_alive_seconds`` of going idle (uvicorn
   arms that timer only after a first response: here it is armed from the start) and the whole head
@@ -51,16 +51,24 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            transport.close()  # connection_lost forgets it
-            return
         self._head_started = time.monotonic()
+        if len(self.connections) > self.max_connections:
+            # Full: make room by closing the connection idle the longest (waiting for a request head,
+            # as a flood of idle connections does), else refuse this one.
+            idle = [c for c in self.connections if c is not self and isinstance(c, BoundedH11Protocol)
+                    and c._waiting_for_head() and not c.transport.is_closing()]
+            if not idle:
+                transport.close()  # connection_lost forgets it
+                return
+            min(idle, key=lambda c: c._head_started).timeout_keep_alive_handler()
         self._arm_idle_timer()
+
+    def _waiting_for_head(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)  # cancels the idle timer
-        waiting_for_head = self.cycle is None or self.cycle.response_complete
-        if not waiting_for_head or self.transport.is_closing():
+        if not self._waiting_for_head() or self.transport.is_closing():
             return
         if time.monotonic() - self._head_started > self.header_seconds:
             self.timeout_keep_alive_handler()  # a head trickling in for too long: close
