@@ -7,7 +7,7 @@ them all, so:
 * the process's soft ``RLIMIT_NOFILE`` is raised to its hard limit, and at most ``max_connections``
   connections (fewer when the limit is low: ``FD_RESERVE`` stay for the pool, databases, threads)
   are kept open; one beyond that closes the connection idle the longest (or itself, when none is);
-* uvicorn's own ``limit_concurrency`` answers 503 to requests beyond that many at once;
+* uvicorn's own ``limit_concurrency`` answers 503 to requests in flight beyond that many;
 * a connection must send its request head within ``keep_alive_seconds`` of going idle (uvicorn
   arms that timer only after a first response: here it is armed from the start) and the whole head
   within ``header_seconds`` (slow headers); bodies are bounded by ``app.web.limits``;
@@ -97,7 +97,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     )
     return {
         "http": protocol,
-        "limit_concurrency": connections,
+        # uvicorn counts connections too: one more than we keep, so only requests in flight hit it.
+        "limit_concurrency": connections + 1,
         "timeout_keep_alive": settings.keep_alive_seconds,
         "h11_max_incomplete_event_size": settings.max_header_bytes,
         "backlog": settings.backlog,
