@@ -49,6 +49,7 @@ HELLO_TIMEOUT = 15.0  # a child still warming up
 SPAWN_TIMEOUT = 5.0
 SPAWN_RETRY = 0.5  # after a failed spawn: no fork storm while descriptors are short
 EXIT_TIMEOUT = 5.0
+EXIT_GRACE = 0.5  # a child that sent an unusable answer: time to exit by itself before we kill it
 WALL_GRACE = 1.0
 RETRY_AFTER_FAILURE = 10.0  # after the child's own alarm: time to serialize and send the partial trace
 
@@ -143,8 +144,9 @@ def required_layers(server_is_root: bool) -> list[str]:
         "rlimits",
         "no_file_writes",
     ]
-    # As root, another uid already hides the server's files; otherwise only Landlock does.
-    return [*base, "separate_uid" if server_is_root else "landlock"]
+    # Landlock in every mode: as root, another uid hides files owned by the server's uid, but not the
+    # world-readable ones (the repository, app/config.py, .git/config); only Landlock hides those.
+    return [*base, "landlock", *(["separate_uid"] if server_is_root else [])]
 
 
 def evaluate_layers(hello: dict, probe: dict, server_euid: int, server_only_env: set[str]) -> dict[str, Any]:
@@ -603,17 +605,24 @@ class ForkServerPool:
             data, stopped = frames.read_to_eof(child.result_fd, cap, deadline)
             # Whatever happened, the child must not outlive the request (it may have closed its end
             # early and gone on running). Killing an exiting child is harmless.
-            self._kill(child)
+            killed = True
             if not stopped:
                 answer = parse_result(data, self.settings.max_result_bytes)
                 if answer.error is None or answer.error.kind != "internal":
+                    self._kill(child)
                     return answer  # a well-formed answer: the exit status adds nothing
+                # Unusable: learn how the child ended by itself before we end it, so that our own
+                # SIGKILL is never mistaken for the kernel's OOM killer.
+                killed = not child.record.event.wait(EXIT_GRACE)
+            if killed:
+                self._kill(child)
             if not child.record.event.wait(EXIT_TIMEOUT):
                 self._kill(child)
                 return failed(
                     "internal", "The sandboxed process did not finish. Please run the snippet again."
                 )
-            return classify(data, stopped, child.record.status, child.record.cpu, self.limits)
+            status = child.record.status
+            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed)
         finally:
             child.close()
             if server is not None:

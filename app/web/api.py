@@ -7,10 +7,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from app.budget import BudgetExceeded
 from app.diagnostics import analyze
 from app.schema import Diagnostic, RunError, RunRequest, RunResponse, RunResult
-from app.web.gates import Refusal, budget_note, run_gated, take_token
+from app.web.gates import Refusal, run_gated, take_token
 
 router = APIRouter()
 # The body is read by the route itself (after the rate-limit token), so the schema is declared here.
@@ -22,12 +21,12 @@ def _json(body: str, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
-def _partial(result: RunResult, error: BudgetExceeded) -> str:
+def _partial(result: RunResult, note: str) -> str:
     """The trace without the server's analysis, and a note that says why."""
     fields = {name: getattr(result, name) for name in RunResult.model_fields}
-    note = Diagnostic(rule="server-budget", severity="info", title="Analysis skipped",
-                      message=budget_note(error), fix="Try a smaller snippet (fewer tensors or steps).")
-    return RunResponse(**fields, diagnostics=[note], memory=[]).model_dump_json()
+    diagnostic = Diagnostic(rule="server-budget", severity="info", title="Analysis skipped",
+                            message=note, fix="Try a smaller snippet (fewer tensors or steps).")
+    return RunResponse(**fields, diagnostics=[diagnostic], memory=[]).model_dump_json()
 
 
 @router.post("/api/run", response_model=RunResponse, response_model_exclude_none=False,

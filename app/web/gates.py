@@ -8,6 +8,7 @@ the answer (validation, diagnostics, layout, templates) runs inside it too, unde
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
@@ -21,6 +22,9 @@ from app.schema import RunError, RunResult
 from app.web.work import budgeted
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+UNUSABLE = ("The server could not prepare this view: the sandbox's answer is unusable (its parts do "
+            "not agree with each other) or too deep to draw.")
 RATE_KEY = "explorer.rate_wait"  # scope key: the token this request already took (see take_token)
 
 
@@ -54,17 +58,22 @@ def take_token(request: Request) -> Refusal | None:
 
 
 async def finish(request: Request, work: Callable[[RunResult], T],
-                 partial: Callable[[RunResult, BudgetExceeded], T], result: RunResult) -> T:
-    """``work(result)`` under the request's budget; ``partial(result, why)`` when the budget runs out
-    (or the client leaves), so the answer is a clear partial view, never a 500."""
+                 partial: Callable[[RunResult, str], T], result: RunResult) -> T:
+    """``work(result)`` under the request's budget; ``partial(result, note)`` when the budget runs out
+    (or the client leaves), or when the work fails on the answer, so the client gets a clear partial
+    view, never a 500."""
     try:
         return await budgeted(request, work, result)
     except BudgetExceeded as error:
-        return await run_in_threadpool(partial, result, error)
+        note = budget_note(error)
+    except Exception:  # noqa: BLE001 - a schema-valid answer whose parts disagree (a forged trace)
+        log.exception("server work failed on a validated sandbox answer")  # forged, or a bug: the log
+        note = UNUSABLE
+    return await run_in_threadpool(partial, result, note)
 
 
 async def run_gated(request: Request, code: str, work: Callable[[RunResult], T],
-                    partial: Callable[[RunResult, BudgetExceeded], T]) -> T | Refusal:
+                    partial: Callable[[RunResult, str], T]) -> T | Refusal:
     """Run ``code`` in the sandbox and ``work`` on its answer, all inside one admission slot."""
     refusal = take_token(request)
     if refusal is not None:

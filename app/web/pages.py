@@ -17,13 +17,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from app.budget import BudgetExceeded
 from app.diagnostics.view import diagnostics_context
 from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
 from app.schema import RunError, RunResult
-from app.web.gates import Refusal, budget_note, finish, run_gated, take_token
+from app.web.gates import Refusal, finish, run_gated, take_token
 from app.web.permalink import PermalinkError, decode_code
 
 T = TypeVar("T")
@@ -91,18 +90,18 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     elif not code.strip():
         result = _rejected("There is no code to run: type a snippet or pick an example.")
     else:
-        ran = await run_gated(request, code, work, lambda r, e: work(budget_result(r, e)))
+        ran = await run_gated(request, code, work, lambda r, note: work(partial_result(r, note)))
         if not isinstance(ran, Refusal):
             return ran
         result = ran.as_result()
-    return await finish(request, work, lambda r, e: work(budget_result(r, e)), result)
+    return await finish(request, work, lambda r, note: work(partial_result(r, note)), result)
 
 
-def budget_result(result: RunResult, error: BudgetExceeded) -> RunResult:
-    """What a page shows when the server ran out of its budget drawing ``result``: the run's output
-    and a plain sentence, no views (drawing them is what ran out)."""
+def partial_result(result: RunResult, note: str) -> RunResult:
+    """What a page shows when the server could not draw ``result`` (its budget ran out, or the answer
+    is inconsistent): the run's output and a plain sentence, no views."""
     stdout = result.steps[-1].stdout if result.steps else ""
-    message = budget_note(error)
+    message = note
     if stdout:
         message += " Output of the run:\n" + stdout[-2000:]
     return RunResult(ok=False, steps=[], error=RunError(kind="output", type="ServerBudget", message=message))

@@ -17,12 +17,11 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.budget import BudgetExceeded
 from app.render import build_explorer
 from app.render.svg import error_svg, render_svg
 from app.schema import RunResult
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
-from app.web.gates import Refusal, budget_note, run_gated
+from app.web.gates import Refusal, run_gated
 
 router = APIRouter()
 
@@ -70,9 +69,9 @@ def _draw(result: RunResult, code: str, params: EmbedParams, max_steps: int) -> 
     return render_svg(view, params.step, params.view, params.theme)
 
 
-def _too_large(theme: str) -> Callable[[RunResult, BudgetExceeded], tuple[str, bool]]:
-    def partial(_result: RunResult, error: BudgetExceeded) -> tuple[str, bool]:
-        return error_svg("Too large to draw", budget_note(error), theme), False
+def _too_large(theme: str) -> Callable[[RunResult, str], tuple[str, bool]]:
+    def partial(_result: RunResult, note: str) -> tuple[str, bool]:
+        return error_svg("Cannot draw this run", note, theme), False
 
     return partial
 
