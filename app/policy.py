@@ -611,7 +611,8 @@ def _guarded_import(
 ) -> Any:  # noqa: A002
     # torch's C++ code imports its own submodules (torch.storage on the first torch.tensor call)
     # through the running frame's builtins, i.e. this function: hand back what is already loaded.
-    if not level and (name == "torch" or name.startswith("torch.")) and name in sys.modules:
+    # numpy's C code does the same (numpy._core._methods on the first .sum()).
+    if not level and name.split(".")[0] in ("torch", "numpy") and name in sys.modules:
         return builtins.__import__(name, globals, locals, fromlist, level)
     if level or name not in ALLOWED_IMPORTS:
         raise ImportError(f"Importing `{name}` {PLAYGROUND}.")

@@ -86,6 +86,7 @@ def _preload_tutorial_modules() -> None:
     import typing  # noqa: F401
 
     import numpy  # noqa: F401
+    import numpy._core._methods  # noqa: F401 - imported by numpy's C code on the first reduction
     import numpy.fft  # noqa: F401
     import numpy.linalg  # noqa: F401
     import numpy.random  # noqa: F401
