@@ -31,6 +31,8 @@ RENDERER_VERSION = hashlib.sha256(
     b"".join(p.read_bytes() for d in ("engine", "render") for p in sorted((ROOT / d).glob("*.py")))
 ).hexdigest()[:16]
 CACHE_ENTRIES = 128
+CACHE_CHARS = 16 << 20  # the whole cache, and one picture, in characters (about bytes: SVG is ASCII)
+CACHE_ENTRY_CHARS = 512 << 10
 CACHEABLE = "public, max-age=86400"
 # Opened directly (not in an <img>), the file is a document: allow it nothing but its own look.
 HEADERS = {
@@ -107,7 +109,8 @@ async def render_image(request: Request) -> Response:
     body, stable = ran
     if not stable:
         return _svg(body)
-    cache[etag] = body
-    while len(cache) > CACHE_ENTRIES:
+    if len(body) <= CACHE_ENTRY_CHARS:  # unique hostile pictures must not fill the server's memory
+        cache[etag] = body
+    while len(cache) > CACHE_ENTRIES or sum(map(len, cache.values())) > CACHE_CHARS:
         cache.popitem(last=False)
     return _svg(body, cache=CACHEABLE, etag=etag)
