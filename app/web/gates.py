@@ -90,14 +90,14 @@ async def run_gated(request: Request, code: str, work: Callable[[RunResult], T],
             return Refusal(503, 30, "Not available", runner.unavailable_message(), "SandboxUnavailable")
         result = await runner.run(code)
         answer = await finish(request, work, partial, result)
-        if len(result.steps) > TRIM_AFTER_STEPS:
+        if sum(len(step.tensors) + 1 for step in result.steps) > TRIM_AFTER_FACTS:
             await run_in_threadpool(_trim)  # still in the slot: the next run starts from a lean heap
         return answer
     finally:
         state.admission.release()
 
 
-TRIM_AFTER_STEPS = 50
+TRIM_AFTER_FACTS = 500  # steps + tensors: a trace of megabytes
 
 
 def _trim() -> None:
