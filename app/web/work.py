@@ -57,11 +57,12 @@ class _Watched:
                     return fn(*args)
             finally:
                 with self.lock:
-                    self.running = False
-                    if self.sent:
-                        _set_async_exc(threading.get_ident(), None)  # not delivered yet: withdraw it
+                    self.running = False  # from here on no HardStop is sent
         except HardStop:
             raise BudgetExceeded(budget.reason()) from None
+        finally:
+            if self.sent:
+                _drain()
 
     def stop(self) -> None:
         with self.lock:
@@ -70,10 +71,19 @@ class _Watched:
                 _set_async_exc(self.ident, HardStop)
 
 
-def _set_async_exc(ident: int, exc: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(ident), ctypes.py_object(exc) if exc is not None else None
-    )
+def _drain() -> None:
+    """Let a HardStop that was sent but not yet raised arrive here, harmlessly. (Withdrawing it with
+    ``PyThreadState_SetAsyncExc(id, NULL)`` is no option: CPython then leaves its eval breaker set for
+    good, and every thread of the process runs slower from then on.)"""
+    try:
+        for _ in range(1000):
+            pass
+    except HardStop:
+        pass
+
+
+def _set_async_exc(ident: int, exc: type[BaseException]) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
 
 
 async def budgeted(request: Request, fn: Callable[..., T], *args: Any) -> T:
@@ -89,7 +99,10 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any) -> T:
         while True:
             done, _ = await asyncio.wait({task}, timeout=POLL_SECONDS)
             if done:
-                return task.result()
+                try:
+                    return task.result()
+                except HardStop:  # arrived on its way out of the thread: the budget ran out all the same
+                    raise BudgetExceeded(budget.reason()) from None
             now = time.monotonic()
             if not gone.is_set() and await request.is_disconnected():
                 gone.set()
