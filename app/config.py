@@ -43,8 +43,10 @@ class Settings(BaseSettings):
     rate_burst: int = 120
 
     # The server's own work per request (validation, diagnostics, layout, rendering): a time budget,
-    # cancelled when the client leaves; past it the answer is a partial view (app/budget.py).
-    server_seconds: float = 3.0
+    # cancelled when the client leaves; past it the answer is a partial view (app/budget.py). Wall
+    # time: the largest legitimate trace (1000 steps) takes about 2 s of CPU to draw, and a busy 2-core
+    # machine stretches that threefold.
+    server_seconds: float = 10.0
 
     # Requests and connections (app/web/limits.py, app/serving.py): the largest body any route
     # accepts (0: derived from max_code_bytes, whose JSON escapes can take 6 bytes a byte), the time a

@@ -41,7 +41,10 @@ RUNTIME = frozenset(
         "faccessat2", "getcwd", "fcntl", "dup", "dup2", "dup3", "pread64", "readv", "preadv", "writev",
         "pipe", "pipe2", "close_range", "poll", "ppoll", "select", "pselect6", "getrlimit", "setrlimit",
         "uname", "sysinfo", "getpriority", "getpgrp", "getpgid", "getsid", "geteuid", "getegid",
-        "getresuid", "getresgid", "capget", "personality"
+        "getresuid", "getresgid", "capget", "personality",
+        # limited to the child itself by the deny-list (pid 0): for another pid a snippet gets EPERM
+        "setpriority", "ioprio_get", "ioprio_set", "sched_setscheduler", "sched_setparam",
+        "sched_setattr", "sched_getattr",
     ]
 )
 
