@@ -7,6 +7,8 @@ place (a training loop's per-iteration graphs replace each other instead of marc
 
 from __future__ import annotations
 
+import sys
+import threading
 from dataclasses import dataclass
 
 from grandalf.graphs import Edge, Graph, Vertex
@@ -113,10 +115,26 @@ def _overlap(x: float, y: float, comp: _Component, other: _Component) -> bool:
                 or y + comp.height + gap <= other.y or other.y + other.height + gap <= y)
 
 
+_RECURSION_LIMIT = threading.Lock()
+
+
 def layout_components(
     boxes: list[Box], edges: list[tuple[str, str]]
 ) -> tuple[dict[str, Placed], dict[tuple[str, str], list[tuple[float, float]]]]:
     """Centres of every box and edge polylines (bottom of the source to the top of the target)."""
+    # grandalf raises the process-wide recursion limit and never lowers it: one layout at a time,
+    # and the limit put back whatever happens (issue #10, 8).
+    with _RECURSION_LIMIT:
+        limit = sys.getrecursionlimit()
+        try:
+            return _layout_components(boxes, edges)
+        finally:
+            sys.setrecursionlimit(limit)
+
+
+def _layout_components(
+    boxes: list[Box], edges: list[tuple[str, str]]
+) -> tuple[dict[str, Placed], dict[tuple[str, str], list[tuple[float, float]]]]:
     by_key = {b.key: b for b in boxes}
     vertices = {}
     for box in boxes:

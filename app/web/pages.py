@@ -7,8 +7,9 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
@@ -21,8 +22,10 @@ from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
 from app.schema import DeltaTrace, RunError
-from app.web.gates import Refusal, run_gated
+from app.web.gates import Refusal, finish, run_gated, take_token
 from app.web.permalink import PermalinkError, decode_code
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 HTMX = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
@@ -64,23 +67,44 @@ def run_context(result: DeltaTrace, code: str, step: int | None, max_steps: int)
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
-    """The posted form and its ``code`` (shared by the page and the embed)."""
+    """The posted form and its ``code`` (shared by the page and the embed). A client over its rate
+    gets an empty form: its body is never read (``run_posted_code`` answers the 429 message)."""
+    if take_token(request) is not None:
+        return {}, ""
     # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
     form = await _form(request, 3 * request.app.state.settings.max_code_bytes + 1024)
     return form, form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
 
 
-async def run_posted_code(request: Request, form: dict[str, str], code: str) -> DeltaTrace:
-    """Run posted code, or say why not."""
+async def run_posted_code(request: Request, form: dict[str, str], code: str,
+                          work: Callable[[DeltaTrace], T]) -> T:
+    """Run posted code (or say why not), then ``work`` on the answer under the request's budget."""
     settings = request.app.state.settings
-    if "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
+    refusal = take_token(request)
+    if refusal is not None:
+        result = refusal.as_result()
+    elif "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
         result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
+    elif "__bad_form__" in form:
+        result = _rejected("The form could not be read: send the fields code, step and view once each.")
     elif not code.strip():
         result = _rejected("There is no code to run: type a snippet or pick an example.")
     else:
-        ran = await run_gated(request, code)
-        result = ran.as_result() if isinstance(ran, Refusal) else ran
-    return result
+        ran = await run_gated(request, code, work, lambda r, note: work(partial_result(r, note)))
+        if not isinstance(ran, Refusal):
+            return ran
+        result = ran.as_result()
+    return await finish(request, work, lambda r, note: work(partial_result(r, note)), result)
+
+
+def partial_result(result: DeltaTrace, note: str) -> DeltaTrace:
+    """What a page shows when the server could not draw ``result`` (its budget ran out, or the answer
+    is inconsistent): the run's output and a plain sentence, no views."""
+    stdout = "".join(step.stdout for step in result.steps)
+    message = note
+    if stdout:
+        message += " Output of the run:\n" + stdout[-2000:]
+    return DeltaTrace(ok=False, steps=[], error=RunError(kind="output", type="ServerBudget", message=message))
 
 
 def _rejected(message: str) -> DeltaTrace:
@@ -100,7 +124,10 @@ async def _form(request: Request, limit: int) -> dict[str, str]:
         body += chunk
         if len(body) > limit:
             return {"__too_long__": "1"}
-    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=8)
+    try:
+        fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=8)
+    except ValueError:  # more fields than any form of ours sends
+        return {"__bad_form__": "1"}
     return {key: values[0] for key, values in fields.items()}
 
 
@@ -109,11 +136,12 @@ async def run_fragment(request: Request) -> HTMLResponse:
     """Run the posted snippet and answer the ``_run.html`` fragment (both views, all steps)."""
     settings = request.app.state.settings
     form, code = await posted_form(request)
-    result = await run_posted_code(request, form, code)
     step = _parse_step(form.get("step"))
-    context = await run_in_threadpool(run_context, result, code, step, settings.max_steps)
-    body = await run_in_threadpool(render, "_run.html", **context)
-    return html_response(body)
+
+    def draw(result: DeltaTrace) -> str:
+        return render("_run.html", **run_context(result, code, step, settings.max_steps))
+
+    return html_response(await run_posted_code(request, form, code, draw))
 
 
 @router.get("/", response_class=HTMLResponse)

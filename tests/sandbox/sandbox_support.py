@@ -86,27 +86,33 @@ def start_server(
     gate: bool = True,
     prefix: list[str] | None = None,
     user: int | None = None,
+    serve: bool = False,
 ) -> Server:
+    """``serve``: start it as a user does (``python -m app serve``: the connection limits of
+    ``app.serving``), not as a bare ``uvicorn`` app."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "server.log"
     full_env = {**os.environ, **TEST_ENV, "EXPLORER_DATA_DIR": str(workdir / "data"), **env}
     if not gate:
         full_env["EXPLORER_POLICY_GATE"] = "0"
-    command = [
-        *(prefix or []),
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "app.web.main:create_app",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    if serve:
+        command = [*(prefix or []), sys.executable, "-m", "app", "serve", "--port", str(port)]
+    else:
+        command = [
+            *(prefix or []),
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.web.main:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
     if user is not None:
         os.chown(workdir, user, user)
     with log.open("wb") as stream:
