@@ -32,7 +32,10 @@ class Context:
         return self.result.steps
 
     def facts(self, index: int) -> LineFacts | None:
-        return self.source.at(self.steps[index].line)
+        """What the step's line does — for the step after the line ran; a step inside a backward
+        pass (phase "backward") is part of its line, not the line done, so rules pass it by."""
+        step = self.steps[index]
+        return self.source.at(step.line) if step.phase == "forward" else None
 
     def before(self, index: int) -> Step:
         """The snapshot just before step ``index``'s line ran."""

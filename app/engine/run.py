@@ -174,9 +174,11 @@ def trace_delta(
     gc.freeze()
     sys.stdout = sys.stderr = output  # type: ignore[assignment]
     try:
-        # A fresh warnings state: "shown once" warnings show in every run, as in a fresh interpreter.
+        # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
+        # of the interpreter, as in a fresh one.
         with warnings.catch_warnings(), touches:
-            warnings.simplefilter("default")
+            # what torch warns about while we read facts is ours, not the snippet's
+            warnings.filterwarnings("ignore", module=r"app\.engine\.")
             tracer.run(code, scope["namespace"])
     except StepLimitReached:
         pass
