@@ -20,7 +20,7 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
     """Every rule's findings, ordered by step (then severity). A rule that crashes is skipped and
     logged: one bug in a rule must not cost the user the trace."""
-    context = Context.build(expand(trace), code)
+    context = Context.build(trace, code)
     found: list[Diagnostic] = []
     for rule in RULES:
         try:

@@ -1,0 +1,219 @@
+"""The server's analysis of a trace — ``diagnose`` (every rule) and ``account`` (memory per step) —
+timed alone, on the shapes that used to make it quadratic (issue 9 §4, issue 10 §3).
+
+Only the analysis is timed; making the trace is setup. Two sources of traces:
+
+* **the engine, in process** (``app.engine.trace_delta``): the leak ×100, the Adam loop, 2,000
+  unconnected tensors. Real traces, but today's engine is itself slow and memory-hungry on long
+  runs (it builds every step whole), so it is not used for the longest ones;
+* **synthetic delta traces** (``leak``, ``grid``): built here step by step in exactly the shape the
+  engine gives — same ids, facts, names, drops, line by line (``tests/diagnostics`` checks that
+  against the engine on small sizes) — with random values. The leak ×1000 names every one of its
+  1,000 items (``losses[999]``), as a trace of the whole run does; the grid is the hostile 64×64 grid
+  of lists appended twice, 8,000+ steps.
+
+The scaling row divides the leak ×1000 time by the leak ×100 time (both synthetic): linear work
+gives about 10, quadratic about 100.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.bench import Row
+from app.diagnostics import account, diagnose
+from app.schema import DeltaTrace
+
+LEAK = """\
+w = torch.randn(16, requires_grad=True)
+losses = []
+for i in range({n}):
+    x = torch.randn(16)
+    loss = (w * x).sigmoid()
+    losses.append(loss)
+"""
+
+ADAM = """\
+model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 4), torch.randn(32, 1)
+losses = []
+for epoch in range(100):
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+"""
+
+GRID = """\
+w = torch.ones(1, requires_grad=True)
+grid = [[[] for j in range({cols})] for i in range({rows})]
+for k in range({rounds}):
+    for row in grid:
+        for cell in row: cell.append(w * k)
+"""
+
+MANY = "ts = [[torch.zeros(1) for j in range(50)] for i in range(40)]\n"
+
+REPEATS = 3
+
+
+# ---- synthetic traces, in the engine's shape ----------------------------------------------------
+
+def _tensor(storage: str, shape: list[int], values: Any, *, dtype: str = "float32",
+            requires_grad: bool = False, grad_fn: str | None = None) -> dict[str, Any]:
+    return {
+        "shape": shape, "dtype": dtype, "stride": [1] if shape else [], "storage_offset": 0,
+        "storage": storage, "requires_grad": requires_grad, "is_leaf": grad_fn is None, "grad_fn": grad_fn,
+        "grad": None, "base": None, "version": 0, "values": values, "summary": None, "is_view": False,
+        "retains_grad": False, "is_inference": False, "device": "cpu",
+    }
+
+
+def _storage(values: list[Any], element_size: int = 4, dtype: str = "float32") -> dict[str, Any]:
+    return {"nbytes": element_size * len(values), "element_size": element_size, "dtype": dtype,
+            "values": values}
+
+
+def _node(name: str, after: list[str | None], saved: dict[str, str] | None = None,
+          variable: str | None = None) -> dict[str, Any]:
+    return {"name": name, "next": after, "variable": variable, "saved": saved or {}, "saved_errors": {}}
+
+
+def _step(line: int, **delta: Any) -> dict[str, Any]:
+    return {"line": line, "stdout": "", **{key: value for key, value in delta.items() if value}}
+
+
+def leak(n: int, size: int = 16, seed: int = 0) -> tuple[str, DeltaTrace]:
+    """``LEAK`` run for ``n`` iterations: each appends a ``size``-element loss with its graph."""
+    rng = random.Random(seed)
+
+    def values() -> list[float]:
+        return [round(rng.gauss(0, 1), 6) for _ in range(size)]
+
+    w = values()
+    steps = [_step(1, variables={"w": "t1"}, tensors={"t1": _tensor("s1", [size], w, requires_grad=True)},
+                   storages={"s1": _storage(w)}), _step(2)]
+    for i in range(n):
+        x, loss = f"t{2 * i + 2}", f"t{2 * i + 3}"
+        sx, sloss = f"s{2 * i + 2}", f"s{2 * i + 3}"
+        sigmoid, mul = ("n1", "n2") if i == 0 else (f"n{2 * i + 2}", f"n{2 * i + 3}")
+        xv, lv = values(), values()
+        nodes = {sigmoid: _node("SigmoidBackward0", [mul], {"result": loss}),
+                 mul: _node("MulBackward0", ["n3", None], {"other": x})}
+        if i == 0:
+            nodes["n3"] = _node("AccumulateGrad", [], variable="t1")
+        steps += [
+            _step(3),
+            _step(4, variables={"x": x}, tensors={x: _tensor(sx, [size], xv)}, storages={sx: _storage(xv)}),
+            _step(5, variables={"loss": loss},
+                  tensors={loss: _tensor(sloss, [size], lv, requires_grad=True, grad_fn=sigmoid)},
+                  storages={sloss: _storage(lv)}, nodes=nodes),
+            _step(6, variables={f"losses[{i}]": loss}),
+        ]
+    steps.append(_step(3))
+    trace = {"format": "delta", "ok": True, "truncated": False, "error": None, "steps": steps}
+    return LEAK.format(n=n), DeltaTrace.model_validate(trace)
+
+
+def grid(rows: int, cols: int, rounds: int = 2) -> tuple[str, DeltaTrace]:
+    """``GRID``: a rows × cols grid of lists, each appended ``w * k`` once per round."""
+    steps = [_step(1, variables={"w": "t1"}, tensors={"t1": _tensor("s1", [1], [1.0], requires_grad=True)},
+                   storages={"s1": _storage([1.0])}), _step(2)]
+    made: dict[tuple[int, int, int], str] = {}  # (row, col, round) -> the appended tensor
+    counter = {"t": 2, "n": 1}
+
+    def new(kind: str) -> str:
+        ident = f"{kind}{counter[kind]}"
+        counter[kind] += 1
+        return ident
+
+    for k in range(rounds):
+        steps.append(_step(3))
+        for i in range(rows):
+            variables, dropped = {}, []
+            if i > 0 or k > 0:
+                for j in range(cols):
+                    for x in range(k):
+                        variables[f"row[{j}][{x}]"] = made[(i, j, x)]
+                    if i > 0:
+                        dropped.append(f"row[{j}][{k}]")
+            steps.append(_step(4, variables=variables, dropped={"variables": dropped} if dropped else None))
+            for j in range(cols):
+                out, scalar = new("t"), new("t")
+                s_out, s_scalar = "s" + out[1:], "s" + scalar[1:]
+                mul = new("n")
+                made[(i, j, k)] = out
+                nodes = {mul: _node("MulBackward0", ["n2", None], {"other": scalar})}
+                if mul == "n1":
+                    nodes["n2"] = _node("AccumulateGrad", [], variable="t1")
+                    counter["n"] += 1
+                variables = {f"grid[{i}][{j}][{k}]": out, f"row[{j}][{k}]": out,
+                             **{f"cell[{x}]": made[(i, j, x)] for x in range(k + 1)}}
+                steps.append(_step(
+                    5, variables=variables,
+                    tensors={out: _tensor(s_out, [1], [float(k)], requires_grad=True, grad_fn=mul),
+                             scalar: _tensor(s_scalar, [], k, dtype="int64")},
+                    storages={s_out: _storage([float(k)]), s_scalar: _storage([k], 8, "int64")},
+                    nodes=nodes,
+                ))
+            steps.append(_step(5))
+        steps.append(_step(4))
+    steps.append(_step(3))
+    trace = {"format": "delta", "ok": True, "truncated": False, "error": None, "steps": steps}
+    return GRID.format(rows=rows, cols=cols, rounds=rounds), DeltaTrace.model_validate(trace)
+
+
+def engine(code: str) -> tuple[str, DeltaTrace]:
+    from app.engine import trace_delta  # the engine imports torch; only this setup needs it
+
+    return code, DeltaTrace.model_validate(trace_delta(code))
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+def _timed(work: Callable[[], object]) -> float:
+    """Median CPU milliseconds of a few runs (CPU time: on a shared machine, waiting is not work)."""
+    samples = []
+    for _ in range(REPEATS):
+        start = time.process_time()
+        work()
+        samples.append((time.process_time() - start) * 1000)
+    return statistics.median(samples)
+
+
+def measure(code: str, trace: DeltaTrace) -> tuple[float, float]:
+    """(diagnose ms, account ms) of one trace."""
+    return _timed(lambda: diagnose(trace, code)), _timed(lambda: account(trace))
+
+
+def run() -> list[Row]:
+    cases: list[tuple[str, Callable[[], tuple[str, DeltaTrace]], float | None]] = [
+        ("leak ×100 (engine)", lambda: engine(LEAK.format(n=100)), None),
+        ("leak ×100 (synthetic)", lambda: leak(100), None),
+        ("leak ×1000 (synthetic)", lambda: leak(1000), 500.0),
+        ("Adam ×100 appending its loss (engine)", lambda: engine(ADAM), 500.0),
+        ("64×64 grid of lists appended twice (synthetic)", lambda: grid(64, 64), 2000.0),
+        ("2,000 unconnected tensors (engine)", lambda: engine(MANY), 200.0),
+    ]
+    rows: list[Row] = []
+    totals: dict[str, float] = {}
+    for name, make, target in cases:
+        code, trace = make()
+        diagnose_ms, account_ms = measure(code, trace)
+        totals[name] = diagnose_ms + account_ms
+        case = f"{name}, {len(trace.steps):,} steps"
+        rows += [
+            Row("analysis", case, "diagnose CPU", diagnose_ms, "ms"),
+            Row("analysis", case, "account CPU", account_ms, "ms"),
+            Row("analysis", case, "diagnose + account", totals[name], "ms", target),
+        ]
+    ratio = totals["leak ×1000 (synthetic)"] / totals["leak ×100 (synthetic)"]
+    rows.append(Row("analysis", "leak ×1000 / leak ×100 (linear ≈ 10, quadratic ≈ 100)", "time ratio", ratio,
+                    "×", 15.0))
+    return rows
