@@ -110,9 +110,11 @@ def _saved_diagnostic(
     )
     node_name = node_label(node.name)
     made = f", created at line {created_line}," if created_line is not None else ""
+    # A tensor without a name is described by who saved it: said once, the second mention is "it".
+    again = what if what.startswith("`") else "it"
     message = (
         f"Line {step.line}{code} changed {what} in place: its version counter went from {expected} to {now}. "
-        f"But `{node_name}`{made} saved {what} (as `{name}`) to compute gradients later, and needs it "
+        f"But `{node_name}`{made} saved {again} (as `{name}`) to compute gradients later, and needs it "
         f"unchanged (version {expected}).{alias_note} Any backward() through this graph will therefore "
         f"fail with \"one of the variables needed for gradient computation has been modified by an "
         f"inplace operation\".{outcome}"
@@ -203,9 +205,10 @@ def _alias_diagnostic(
         made_line = context.line(made_at) if made_at is not None else None
         alias_name = label(before, alias)
         made = f" (line {made_line}: `{context.line_text(made_line)}`)" if made_line is not None else ""
+        memory = f"{what}'s memory" if what.startswith("`") else f"the memory of {what}"
         head = (
             f"{alias_name}{made} is not a copy of {what}: detach() and .data return a tensor that shares "
-            f"{what}'s memory and only drops the gradient tracking. So {code} at line {step.line} changed "
+            f"{memory} and only drops the gradient tracking. So {code} at line {step.line} changed "
             f"{what} too."
         )
         copy = _independent_copy(context, made_at, alias_name.strip("`"))
