@@ -58,6 +58,22 @@ for k in range({rounds}):
         for cell in row: cell.append(w * k)
 """
 
+# A loop that touches every rule on every iteration while its state grows: it appends its loss,
+# backpropagates, reads .grad, clones, writes a saved tensor in place and detaches.
+BUSY = """\
+w = torch.randn(256, requires_grad=True)
+losses = []
+for i in range({n}):
+    x = torch.randn(256)
+    loss = (w * x).sigmoid()
+    losses.append(loss)
+    loss.sum().backward(retain_graph=True)
+    g = w.grad
+    y = x.clone()
+    x.mul_(2)
+    z = x.detach()
+"""
+
 MANY = "ts = [[torch.zeros(1) for j in range(50)] for i in range(40)]\n"
 
 REPEATS = 3
@@ -66,13 +82,20 @@ REPEATS = 3
 # ---- synthetic traces, in the engine's shape ----------------------------------------------------
 
 def _tensor(storage: str, shape: list[int], values: Any, *, dtype: str = "float32",
-            requires_grad: bool = False, grad_fn: str | None = None) -> dict[str, Any]:
+            requires_grad: bool = False, grad_fn: str | None = None, **facts: Any) -> dict[str, Any]:
     return {
         "shape": shape, "dtype": dtype, "stride": [1] if shape else [], "storage_offset": 0,
         "storage": storage, "requires_grad": requires_grad, "is_leaf": grad_fn is None, "grad_fn": grad_fn,
         "grad": None, "base": None, "version": 0, "values": values, "summary": None, "is_view": False,
-        "retains_grad": False, "is_inference": False, "device": "cpu",
+        "retains_grad": False, "is_inference": False, "device": "cpu", **facts,
     }
+
+
+def _large(storage: str, rng: random.Random, size: int, **facts: Any) -> dict[str, Any]:
+    """A tensor too large for values (> 64 elements): the engine sends a summary instead."""
+    low, high = sorted((round(rng.gauss(0, 1), 6), round(rng.gauss(0, 1), 6)))
+    summary = {"numel": size, "min": low, "max": high, "mean": round((low + high) / 2, 6)}
+    return _tensor(storage, [size], None, summary=summary, **facts)
 
 
 def _storage(values: list[Any], element_size: int = 4, dtype: str = "float32") -> dict[str, Any]:
@@ -119,6 +142,55 @@ def leak(n: int, size: int = 16, seed: int = 0) -> tuple[str, DeltaTrace]:
     steps.append(_step(3))
     trace = {"format": "delta", "ok": True, "truncated": False, "error": None, "steps": steps}
     return LEAK.format(n=n), DeltaTrace.model_validate(trace)
+
+
+def busy(n: int, size: int = 256, seed: int = 0) -> tuple[str, DeltaTrace]:
+    """``BUSY`` run for ``n`` iterations."""
+    rng = random.Random(seed)
+    broken = (f"one of the variables needed for gradient computation has been modified by an inplace "
+              f"operation: [torch.FloatTensor [{size}]] is at version 1; expected version 0 instead.")
+    nbytes = {"nbytes": 4 * size, "element_size": 4, "dtype": "float32", "values": None}
+    steps = [_step(1, variables={"w": "t1"}, tensors={"t1": _large("s1", rng, size, requires_grad=True)},
+                   storages={"s1": dict(nbytes)}), _step(2)]
+    previous: tuple[str, str, str, str, str] | None = None  # x, y, z, x's storage, y's storage
+    grad: dict[str, Any] = {}
+    for i in range(n):
+        # ids as the engine numbers them: the first iteration also makes w.grad (t4, s4)
+        x, loss, y, z = ("t2", "t3", "t5", "t6") if i == 0 else (f"t{4 * i + 3 + j}" for j in range(4))
+        sx, sloss, sy = ("s2", "s3", "s5") if i == 0 else (f"s{3 * i + 3 + j}" for j in range(3))
+        sigmoid, mul = ("n1", "n2") if i == 0 else (f"n{2 * i + 2}", f"n{2 * i + 3}")
+        nodes = {sigmoid: _node("SigmoidBackward0", [mul], {"result": loss}),
+                 mul: _node("MulBackward0", ["n3", None], {"other": x})}
+        if i == 0:
+            nodes["n3"] = _node("AccumulateGrad", [], variable="t1")
+        x_fact = _large(sx, rng, size)
+        if i == 0:  # backward() creates w.grad; later ones add into it in place
+            grad = _large("s4", rng, size)
+            backward = _step(7, tensors={"t1": {**steps[0]["tensors"]["t1"], "grad": "t4"}, "t4": grad},
+                             storages={"s4": dict(nbytes)})
+        else:
+            backward = _step(7, tensors={"t4": {**grad, "version": i}})
+        broke = {**nodes[mul], "saved": {"other": None}, "saved_errors": {"other": broken}}
+        steps += [
+            _step(3),
+            _step(4, variables={"x": x}, tensors={x: x_fact}, storages={sx: dict(nbytes)},
+                  dropped={"tensors": [previous[0]]} if previous else None),
+            _step(5, variables={"loss": loss}, tensors={loss: _large(sloss, rng, size, requires_grad=True,
+                                                                      is_leaf=False, grad_fn=sigmoid)},
+                  storages={sloss: dict(nbytes)}, nodes=nodes),
+            _step(6, variables={f"losses[{i}]": loss}),
+            backward,
+            _step(8, variables={"g": "t4"} if i == 0 else None),
+            _step(9, variables={"y": y}, tensors={y: _large(sy, rng, size)}, storages={sy: dict(nbytes)},
+                  dropped={"tensors": [previous[1]], "storages": [previous[4]]} if previous else None),
+            _step(10, tensors={x: {**x_fact, "version": 1}}, nodes={mul: broke}),
+            _step(11, variables={"z": z}, tensors={z: {**x_fact, "version": 1, "summary": x_fact["summary"]}},
+                  dropped={"tensors": [previous[2]], "storages": [previous[3]]} if previous else None),
+        ]
+        previous = (x, y, z, sx, sy)
+    steps.append(_step(3))
+    trace = {"format": "delta", "ok": True, "truncated": False, "error": None, "steps": steps}
+    return BUSY.format(n=n), DeltaTrace.model_validate(trace)
 
 
 def grid(rows: int, cols: int, rounds: int = 2) -> tuple[str, DeltaTrace]:

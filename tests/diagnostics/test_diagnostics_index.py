@@ -115,7 +115,8 @@ def test_the_index_answers_as_the_whole_step(golden) -> None:  # noqa: ANN001
         for sid in step.storages:
             assert view.users(sid) == users.get(sid, [])
             assert view.user_count(sid) == len(users.get(sid, []))
-            expected = [(nid, name, tid) for nid, node in step.nodes.items() for name, tid in node.saved.items()
+            expected = [(nid, name, tid) for nid, node in step.nodes.items()
+                        for name, tid in node.saved.items()
                         if tid is not None and tid in step.tensors and step.tensors[tid].storage == sid]
             assert saved_by(view, sid) == expected
         refs = edges_into(step)
@@ -225,7 +226,8 @@ def test_first_missed_backward_equals_the_step_by_step_scan(golden) -> None:  # 
                     and fact.grad is None
                     and all(s.tensors.get(tid) is None or s.tensors[tid].grad is None for s in v1.steps[b:])):
                 expected[tid] = b
-    found = {tid: b for tid in context.index.names.ever() if (b := _first_missed(context, tid, backwards)) is not None}
+    found = {tid: b for tid in context.index.names.ever()
+             if (b := _first_missed(context, tid, backwards)) is not None}
     assert found == expected
 
 
