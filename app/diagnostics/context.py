@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.diagnostics.index import At, Index
+from app.diagnostics.memory import Accounting
 from app.diagnostics.source import LineFacts, SourceFacts, resolve, shorten
 from app.schema import DeltaTrace, RunError
 
@@ -25,8 +26,8 @@ class Context:
     memo: dict[str, Any] = field(default_factory=dict)  # what one rule computes for another
 
     @classmethod
-    def build(cls, trace: DeltaTrace, code: str) -> Context:
-        return cls(trace, Index(trace), SourceFacts(code))
+    def build(cls, trace: DeltaTrace, code: str, accounting: Accounting | None = None) -> Context:
+        return cls(trace, Index(trace, accounting=accounting), SourceFacts(code))
 
     def __len__(self) -> int:
         return len(self.index)

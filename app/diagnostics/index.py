@@ -4,7 +4,7 @@ The rules ask questions such as "which names did tensor t have at step 40", "whi
 storage s then", "who saved it", "how many live facts point at this node". Answering them by
 scanning whole steps costs steps × live tensors (a 1,000-iteration leak: quadratic). ``Index``
 instead follows ``app.trace.replay`` once and keeps, for every key, the *spans* of steps during which
-each member belonged to it (``Relation``) and the history of every per-id number (``Series``), so a
+each member belonged to it (``Relation``) and the history of every per-id value (``Series``, ``Counts``), so a
 question costs the history of the ids it names, never a scan of a step. ``At`` is one step seen
 through those histories; every rule reads the trace only through it (``Index.reads`` counts the facts
 and spans it touched: the tests use it to prove the work grows linearly with the trace).
@@ -17,11 +17,13 @@ them when no variable does.
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_right
 from collections.abc import Hashable
 from itertools import count
 from typing import Any
 
+from app.diagnostics.memory import Accounting
 from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
 from app.trace.holding import Holding
 from app.trace.replay import State, Timeline, replay
@@ -60,6 +62,9 @@ def node_edges(node: NodeFact | None) -> list[str]:
     return out
 
 
+OPEN = 2**62  # the end of a span that has not ended
+
+
 class Series:
     """One value over the run: from ``steps[i]`` on it is ``values[i]`` (before the first: ``default``)."""
 
@@ -67,7 +72,7 @@ class Series:
 
     def __init__(self, default: Any = None) -> None:
         self.default = default
-        self.steps: list[int] = []
+        self.steps = array("q")
         self.values: list[Any] = []
 
     def set(self, step: int, value: Any) -> None:
@@ -81,38 +86,69 @@ class Series:
         i = bisect_right(self.steps, step) - 1
         return self.values[i] if i >= 0 else self.default
 
-    def next_change(self, step: int) -> int | None:
-        """The first step after ``step`` at which the value changes, if any."""
-        i = bisect_right(self.steps, step)
-        return self.steps[i] if i < len(self.steps) else None
 
+class Counts:
+    """Per key, a number over the run. Each key's history is two arrays of ints: a long run makes
+    no Python object per change (the garbage collector walks every such object, again and again)."""
 
-def _series(table: dict[Any, Series], key: Any, default: Any = None) -> Series:
-    series = table.get(key)
-    if series is None:
-        series = table[key] = Series(default)
-    return series
+    def __init__(self) -> None:
+        self._table: dict[Hashable, tuple[array, array]] = {}
+
+    def set(self, key: Hashable, step: int, value: int) -> None:
+        entry = self._table.get(key)
+        if entry is None:
+            entry = self._table[key] = (array("q"), array("q"))
+        steps, values = entry
+        if steps and steps[-1] == step:
+            values[-1] = value
+        elif not values or values[-1] != value:
+            steps.append(step)
+            values.append(value)
+
+    def at(self, key: Hashable, step: int) -> int:
+        entry = self._table.get(key)
+        if entry is None:
+            return 0
+        i = bisect_right(entry[0], step) - 1
+        return entry[1][i] if i >= 0 else 0
+
+    def next_change(self, key: Hashable, step: int) -> int | None:
+        """The first step after ``step`` at which the number changes, if any."""
+        entry = self._table.get(key)
+        if entry is None:
+            return None
+        i = bisect_right(entry[0], step)
+        return entry[0][i] if i < len(entry[0]) else None
 
 
 class Relation:
     """key → members over time. Each membership is a span of steps [start, end); ``members(key, k)``
-    scans the spans of that key only, and ``size(key, k)`` is a lookup."""
+    scans the spans of that key only, and ``size(key, k)`` is a lookup. The spans of all keys live
+    in a few flat arrays (each key keeps the indexes of its own), for the reason ``Counts`` gives."""
 
     def __init__(self, index: Index, *, sized: bool = False) -> None:
         self._index = index
-        self._spans: dict[Hashable, list[list[Any]]] = {}  # key -> [member, data, start, end]
-        self._open: dict[tuple[Hashable, Hashable], list[Any]] = {}
+        self._members: list[Any] = []
+        self._data: list[Any] = []
+        self._starts = array("q")
+        self._ends = array("q")
+        self._spans: dict[Hashable, array] = {}  # key -> indexes of its spans, in the order they began
+        self._open: dict[tuple[Hashable, Hashable], int] = {}
         self._sized = sized  # keep each key's member count over time (``size``, ``next_change``)
-        self._sizes: dict[Hashable, Series] = {}
+        self._sizes = Counts()
         self._size: dict[Hashable, int] = {}
 
     def add(self, key: Hashable, member: Hashable, step: int, data: Any = None) -> None:
         if (key, member) in self._open:
             self.remove(key, member, step)
-        span = [member, data, step, math.inf]
+        span = len(self._members)
+        self._members.append(member)
+        self._data.append(data)
+        self._starts.append(step)
+        self._ends.append(OPEN)
         spans = self._spans.get(key)
         if spans is None:
-            spans = self._spans[key] = []
+            spans = self._spans[key] = array("q")
         spans.append(span)
         self._open[(key, member)] = span
         if self._sized:
@@ -122,32 +158,28 @@ class Relation:
         span = self._open.pop((key, member), None)
         if span is None:
             return
-        span[3] = step
-        if span[2] == step:  # never visible at any step
-            spans = self._spans[key]
-            del spans[next(i for i in range(len(spans) - 1, -1, -1) if spans[i] is span)]
+        self._ends[span] = step  # a span that began at this very step is empty: never visible
         if self._sized:
             self._resize(key, step, -1)
 
     def _resize(self, key: Hashable, step: int, delta: int) -> None:
         size = self._size[key] = self._size.get(key, 0) + delta
-        _series(self._sizes, key, 0).set(step, size)
+        self._sizes.set(key, step, size)
 
     def members(self, key: Hashable, step: int) -> list[tuple[Any, Any]]:
         """(member, data) of every membership of ``key`` at ``step``, in the order they began."""
         spans = self._spans.get(key, ())
         self._index.reads += len(spans) + 1
-        return [(m, d) for m, d, start, end in spans if start <= step < end]
+        starts, ends, members, data = self._starts, self._ends, self._members, self._data
+        return [(members[i], data[i]) for i in spans if starts[i] <= step < ends[i]]
 
     def size(self, key: Hashable, step: int) -> int:
         self._index.reads += 1
-        sizes = self._sizes.get(key)
-        return sizes.at(step) if sizes is not None else 0
+        return self._sizes.at(key, step)
 
     def next_change(self, key: Hashable, step: int) -> int | None:
         """The first step after ``step`` at which ``key`` gains or loses a member."""
-        sizes = self._sizes.get(key)
-        return sizes.next_change(step) if sizes is not None else None
+        return self._sizes.next_change(key, step)
 
     def ever(self) -> list[Hashable]:
         """Every key that ever had a member."""
@@ -157,8 +189,9 @@ class Relation:
 class Index:
     """The histories of one trace (see the module docstring). Built in one pass over the deltas."""
 
-    def __init__(self, trace: DeltaTrace) -> None:
+    def __init__(self, trace: DeltaTrace, *, accounting: Accounting | None = None) -> None:
         self.trace = trace
+        self.accounting = accounting  # fed from the same replay and Holding, when given
         self.reads = 0
         self.timeline = Timeline(trace)
         self.lines = self.timeline.lines
@@ -167,7 +200,7 @@ class Index:
         self.heads = Relation(self)  # (function or None, head name) -> variable key
         self.users = Relation(self, sized=True)  # storage -> tensor
         self.savers = Relation(self)  # tensor -> (node, saved name)
-        self.refs: dict[str, Series] = {}  # tensor/node id -> how many edges of live facts point at it
+        self.refs = Counts()  # tensor/node id -> how many edges of live facts point at it
         # tensor/node id -> (step, its place in the step's dict); a Series once it moved (dropped and back)
         self.order: dict[str, tuple[int, int] | Series] = {}
         self.labels: dict[str, Series] = {}  # tensor -> (Holding's first name, first graph holder)
@@ -239,8 +272,10 @@ class Index:
             for ident, change in ref_delta.items():
                 if change:
                     refs[ident] = refs.get(ident, 0) + change
-                    _series(self.refs, ident, 0).set(k, refs[ident])
+                    self.refs.set(ident, k, refs[ident])
             held = holding.update(state, changes)
+            if self.accounting is not None:
+                self.accounting.add(holding, state, changes, held)
             touched = held.renamed | held.reheld
             # A view the graph holds names its base's holder (``…._base``): the base reads anew too.
             touched.update(f.base for t in held.reheld if (f := state.tensors.get(t)) is not None and f.base)
@@ -250,7 +285,10 @@ class Index:
                 if tid in state.tensors and not holding.own.get(tid):
                     label = (holding.first_name(tid), None) if holding.is_named(tid) else \
                         (None, holding.first_holder(tid))
-                    _series(self.labels, tid, (None, None)).set(k, label)
+                    series = self.labels.get(tid)
+                    if series is None:
+                        series = self.labels[tid] = Series((None, None))
+                    series.set(k, label)
         self.final = state
         self.modified.sort(key=lambda m: m[:3])
 
@@ -396,8 +434,7 @@ class At:
     def refs(self, ident: str) -> int:
         """How many edges of this step's facts point at ``ident`` (see ``tensor_edges``/``node_edges``)."""
         self.index.reads += 1
-        series = self.index.refs.get(ident)
-        return series.at(self.step) if series is not None else 0
+        return self.index.refs.at(ident, self.step)
 
     def order(self, ident: str) -> float:
         self.index.reads += 1
