@@ -405,7 +405,7 @@ class At:
         found = self.index.names.members(tid, self.step)
         return [name for name, _ in sorted(found, key=lambda m: m[1])]
 
-    def place(self, tid: str) -> float:
+    def variable_place(self, tid: str) -> float:
         """Where ``tid`` first comes in the step's variables (for "in the order of the step")."""
         return min((p for _, p in self.index.names.members(tid, self.step)), default=math.inf)
 

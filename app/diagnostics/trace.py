@@ -32,21 +32,24 @@ class Reach:
 
 
 def reach(view: At, tensors: Iterable[str] = (), nodes: Iterable[str] = (), *, floor: int = 0,
-          until: str | None = None) -> Reach:
+          until: str | None = None, skip: set[str] | None = None) -> Reach:
     """Everything the given tensors and nodes keep alive at ``view``'s step.
 
     ``floor`` skips nodes first seen before that step, and ``until`` stops as soon as that node is
     found: together they answer "does this graph lead back to that node" at the cost of the nodes
-    made since (a node can only lead to nodes that existed when it was made)."""
+    made since (a node can only lead to nodes that existed when it was made). ``skip``: ids not to
+    enter (what an earlier search covered); every id this search enters is added to it."""
     found = Reach()
+    entered = skip if skip is not None else set()
     tensor_queue = deque(tensors)
     node_queue = deque(nodes)
     first_seen = view.index.timeline.first_seen
     while tensor_queue or node_queue:
         while tensor_queue:
             tid = tensor_queue.popleft()
-            if tid in found.tensors or (fact := view.tensor(tid)) is None:
+            if tid in entered or (fact := view.tensor(tid)) is None:
                 continue
+            entered.add(tid)
             found.tensors[tid] = fact
             if fact.storage is not None:
                 found.storages.add(fact.storage)
@@ -55,11 +58,12 @@ def reach(view: At, tensors: Iterable[str] = (), nodes: Iterable[str] = (), *, f
                 node_queue.append(fact.grad_fn)
         while node_queue:
             nid = node_queue.popleft()
-            if nid in found.nodes or (floor and first_seen.get(nid, floor) < floor):
+            if nid in entered or (floor and first_seen.get(nid, floor) < floor):
                 continue
             node = view.node(nid)
             if node is None:
                 continue
+            entered.add(nid)
             found.nodes[nid] = node
             if nid == until:
                 return found

@@ -71,6 +71,32 @@ def test_four_times_the_trace_is_about_four_times_the_work(shape: str) -> None:
     assert lines_large / lines_small < SLACK * size, (lines_small, lines_large)
 
 
+CHAIN_AFTER = """\
+w = torch.randn(4, requires_grad=True)
+outs = []
+for i in range(3):
+    outs.append(w * i)
+total = torch.zeros(())
+for i in range({n}):
+    total = total + (w * i).sum()
+    total.backward(retain_graph=True)
+"""
+
+
+def test_many_backward_calls_through_one_growing_graph_cost_its_size() -> None:
+    """Did a backward() after the loop use the collected graphs? Each of the later backward() calls
+    reaches the whole chain built so far; asking each one anew would cost the chain's size squared."""
+    from diagnostics_support import run
+
+    small, large = run(CHAIN_AFTER.format(n=8)), run(CHAIN_AFTER.format(n=32))
+    (reads_small, lines_small, found), (reads_large, lines_large, _) = (
+        work(small.code, small.trace), work(large.code, large.trace))
+    assert found == 2  # the collected graphs, and the chain
+    size = len(large.trace.steps) / len(small.trace.steps)
+    assert reads_large / reads_small < SLACK * size, (reads_small, reads_large)
+    assert lines_large / lines_small < SLACK * size, (lines_small, lines_large)
+
+
 def test_the_measure_sees_a_per_step_scan() -> None:
     """The same measure, with one more rule that reads every tensor at every step, grows faster than
     the test above allows, by both counts: it would catch such a rule."""
@@ -84,11 +110,11 @@ def test_the_measure_sees_a_per_step_scan() -> None:
     rules = dict(RULES)
     RULES[scanning] = ("scan",)
     try:
-        small, large = work(*analysis.leak(50)), work(*analysis.leak(200))
+        small, large = work(*analysis.leak(25)), work(*analysis.leak(100))
     finally:
         RULES.clear()
         RULES.update(rules)
-    size = len(analysis.leak(200)[1].steps) / len(analysis.leak(50)[1].steps)
+    size = len(analysis.leak(100)[1].steps) / len(analysis.leak(25)[1].steps)
     assert large[0] / small[0] > SLACK * size and large[1] / small[1] > SLACK * size
 
 

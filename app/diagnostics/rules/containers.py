@@ -36,12 +36,14 @@ class Backwards:
 
     For each loop the rules ask about, one sweep over the backward() steps outside it keeps, per
     name a root mentions and per node a root's graph reaches, the latest step that did: a finding
-    then looks up its own names and nodes (instead of walking every later step per finding)."""
+    then looks up its own names and nodes (instead of walking every later step per finding). The
+    sweep goes from the last backward() back, and skips what a later one already reached (its latest
+    step is known): each node is visited once per sweep, however many backward() calls reach it —
+    a graph chained across a thousand backward() calls costs its size, not a thousand times it."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
         self.steps = [i for i in range(len(context)) if (f := context.facts(i)) is not None and f.backwards]
-        self._roots: dict[int, tuple[set[str], set[str]]] = {}
         self._latest: dict[tuple[int, int] | None, tuple[dict[str, int], dict[str, int]]] = {}
 
     @classmethod
@@ -51,33 +53,25 @@ class Backwards:
             found = context.memo["backwards"] = cls(context)
         return found
 
-    def _at(self, index: int) -> tuple[set[str], set[str]]:
-        """(names the roots of step ``index``'s backward() calls mention, nodes their graphs reach)."""
-        if index not in self._roots:
-            context = self.context
-            facts = context.facts(index)
-            before = context.before(index)
-            names: set[str] = set()
-            nodes: set[str] = set()
-            for backward in facts.backwards if facts is not None else []:
-                for root in backward.roots:
-                    names.update(_names_in(root))
-                    tid = resolve(before, root, facts.func)  # type: ignore[union-attr]
-                    if tid is not None:
-                        nodes.update(reach(before, [tid]).nodes)
-            self._roots[index] = names, nodes
-        return self._roots[index]
-
     def _sweep(self, loop: tuple[int, int] | None) -> tuple[dict[str, int], dict[str, int]]:
         if loop not in self._latest:
+            context = self.context
             by_name: dict[str, int] = {}
             by_node: dict[str, int] = {}
-            for index in self.steps:
-                if loop is not None and loop[0] <= self.context.line(index) <= loop[1]:
+            reached: set[str] = set()
+            for index in reversed(self.steps):
+                if loop is not None and loop[0] <= context.line(index) <= loop[1]:
                     continue
-                names, nodes = self._at(index)
-                by_name.update(dict.fromkeys(names, index))
-                by_node.update(dict.fromkeys(nodes, index))
+                facts = context.facts(index)
+                before = context.before(index)
+                for backward in facts.backwards:  # type: ignore[union-attr]
+                    for root in backward.roots:
+                        for name in _names_in(root):
+                            by_name.setdefault(name, index)
+                        tid = resolve(before, root, facts.func)  # type: ignore[union-attr]
+                        if tid is not None:
+                            for nid in reach(before, [tid], skip=reached).nodes:
+                                by_node.setdefault(nid, index)
             self._latest[loop] = by_name, by_node
         return self._latest[loop]
 

@@ -167,7 +167,7 @@ def grad_stays_none(context: Context) -> Iterator[Diagnostic]:
     for index in sorted(first):
         facts = context.facts(index)
         step = context.at(index)
-        missing = sorted(first[index], key=step.place)  # the order the step lists its variables
+        missing = sorted(first[index], key=step.variable_place)  # the order the step lists its variables
         higher_order, grad_inputs = higher.before(index)
         groups: dict[Cause, list[str]] = {}
         for tid in missing:
