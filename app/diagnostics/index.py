@@ -201,6 +201,10 @@ class Index:
         self.users = Relation(self, sized=True)  # storage -> tensor
         self.savers = Relation(self)  # tensor -> (node, saved name)
         self.refs = Counts()  # tensor/node id -> how many edges of live facts point at it
+        self.places = Counts()  # variable name -> its place in the step's variables
+        self.grad_users = Counts()  # storage -> how many tensors on it require grad
+        self.gone: dict[str, array] = {}  # tensor -> the steps at which it was dropped
+        self._grad_users: dict[str, int] = {}  # (while building) storage -> its count now
         # tensor/node id -> (step, its place in the step's dict); a Series once it moved (dropped and back)
         self.order: dict[str, tuple[int, int] | Series] = {}
         self.labels: dict[str, Series] = {}  # tensor -> (Holding's first name, first graph holder)
@@ -248,6 +252,7 @@ class Index:
                     if old is not None:
                         self._unlist(name, k)
                     var_place[name] = next(places)
+                    self.places.set(name, k, var_place[name])
                     self._list(name, k)
                 self.names.add(new, name, k, var_place[name])
             ref_delta: dict[str, int] = {}
@@ -336,6 +341,18 @@ class Index:
                 self.users.remove(old_sid, tid, k)
             if new_sid is not None:
                 self.users.add(new_sid, tid, k)
+        old_grad = old_sid if old is not None and old.requires_grad else None
+        new_grad = new_sid if new is not None and new.requires_grad else None
+        if old_grad != new_grad:
+            for sid, delta in ((old_grad, -1), (new_grad, +1)):
+                if sid is not None:
+                    self._grad_users[sid] = self._grad_users.get(sid, 0) + delta
+                    self.grad_users.set(sid, k, self._grad_users[sid])
+        if new is None and old is not None:
+            gone = self.gone.get(tid)
+            if gone is None:
+                gone = self.gone[tid] = array("q")
+            gone.append(k)
         # Version rises, per storage: what tells whether a tensor on it was written in place.
         if old_sid is not None and old_sid != new_sid:
             seen_on[(tid, old_sid)] = (old.version or 0, k)  # type: ignore[union-attr]
@@ -426,6 +443,11 @@ class At:
 
     def user_count(self, sid: str) -> int:
         return self.index.users.size(sid, self.step)
+
+    def grad_user_count(self, sid: str) -> int:
+        """How many tensors on storage ``sid`` require grad."""
+        self.index.reads += 1
+        return self.index.grad_users.at(sid, self.step)
 
     def savers(self, tid: str) -> list[tuple[str, str]]:
         """(node, saved name) for every node that saved ``tid`` (``trace.saved_by`` orders them)."""

@@ -183,8 +183,8 @@ def detached_from(view: At, tid: str) -> list[str]:
     if fact is None or fact.storage is None or fact.requires_grad or fact.grad_fn or fact.base:
         return []
     storage = view.storage(fact.storage)
-    if storage is None or storage.nbytes == 0:
-        return []
+    if storage is None or storage.nbytes == 0 or not view.grad_user_count(fact.storage):
+        return []  # (counted first: a storage may carry a thousand views, none requiring grad)
     return [
         other for other in view.users(fact.storage)
         if other != tid and (o := view.tensor(other)) is not None and o.requires_grad

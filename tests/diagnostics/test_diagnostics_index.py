@@ -115,6 +115,7 @@ def test_the_index_answers_as_the_whole_step(golden) -> None:  # noqa: ANN001
         for sid in step.storages:
             assert view.users(sid) == users.get(sid, [])
             assert view.user_count(sid) == len(users.get(sid, []))
+            assert view.grad_user_count(sid) == sum(step.tensors[t].requires_grad for t in users.get(sid, []))
             expected = [(nid, name, tid) for nid, node in step.nodes.items()
                         for name, tid in node.saved.items()
                         if tid is not None and tid in step.tensors and step.tensors[tid].storage == sid]

@@ -38,8 +38,9 @@ def _modified(context: Context, start: int, tid: str) -> bool:
     base = context.at(start).tensor(tid) or context.before(start).tensor(tid)
     if base is None or base.storage is None:
         return False
-    history = context.index.timeline.changes_of("tensors", tid)
-    end = next((s for s, fact in history if s > start and fact is None), len(context))
+    gone = context.index.gone.get(tid, ())
+    after = bisect_right(gone, start)
+    end = gone[after] if after < len(gone) else len(context)  # tid's first step gone after ``start``
     bumps = context.index.bumps.get(base.storage, [])
     for step, seen in bumps[bisect_right(bumps, start, key=lambda bump: bump[0]):]:
         if step >= end:

@@ -105,8 +105,7 @@ def _additions(context: Context) -> dict[tuple[str, int], dict[str, int]]:
                 continue
             fact = view.tensor(tid)
             if fact is not None and fact.grad_fn is not None:
-                place = next((p for name, p in index.names.members(tid, k) if name == key), 0)
-                found.append((place, container, tid))
+                found.append((index.places.at(key, k), container, tid))
         for tid, fact in delta.tensors.items():
             if fact.grad_fn is None or ((old := before.tensor(tid)) is not None and old.grad_fn is not None):
                 continue
