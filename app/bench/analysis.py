@@ -13,7 +13,7 @@ Only the analysis is timed; making the trace is setup. Two sources of traces:
   container's first 256); ``busy`` is a loop that gives every rule work on every iteration; the grid
   is the hostile 64×64 grid of lists appended twice, 8,000+ steps and 4,000+ findings.
 
-Times are CPU milliseconds (median of a few runs). "One pass" is what the server runs (``analyze``):
+Times are CPU milliseconds (the best of a few runs). "One pass" is what the server runs (``analyze``):
 the rules and the accounting from one replay. The scaling row divides the leak ×1000 time by the
 leak ×100 time (both synthetic): linear work gives about 10, quadratic about 100.
 """
@@ -21,7 +21,6 @@ leak ×100 time (both synthetic): linear work gives about 10, quadratic about 10
 from __future__ import annotations
 
 import random
-import statistics
 import subprocess
 import sys
 import time
@@ -81,7 +80,7 @@ for i in range({n}):
 
 MANY = "ts = [[torch.zeros(1) for j in range(50)] for i in range(40)]\n"
 
-REPEATS = 5
+REPEATS = 7
 
 
 # ---- synthetic traces, in the engine's shape ----------------------------------------------------
@@ -260,13 +259,14 @@ def engine(code: str) -> tuple[str, DeltaTrace]:
 # ---- timing -------------------------------------------------------------------------------------
 
 def _timed(work: Callable[[], object]) -> float:
-    """Median CPU milliseconds of a few runs (CPU time: on a shared machine, waiting is not work)."""
+    """The best CPU milliseconds of a few runs. CPU time: on a shared machine, waiting for a core is
+    not work; the best run: other processes only ever add to it (their cache misses, not ours)."""
     samples = []
     for _ in range(REPEATS):
         start = time.process_time()
         work()
         samples.append((time.process_time() - start) * 1000)
-    return statistics.median(samples)
+    return min(samples)
 
 
 def measure(code: str, trace: DeltaTrace) -> tuple[float, float, float]:
@@ -279,11 +279,13 @@ def run() -> list[Row]:
     cases: list[tuple[str, Callable[[], tuple[str, DeltaTrace]], float | None]] = [
         ("leak ×100 (engine)", lambda: engine(LEAK.format(n=100)), None),
         ("leak ×100 (synthetic)", lambda: leak(100), None),
+        # Targets: a quarter of issue 9's whole-request budgets (leak ×1000: 2 s, Adam: 1.5 s). The
+        # hostile shapes have none here: their budget is the request's (issue 10).
         ("leak ×1000 (synthetic)", lambda: leak(1000), 500.0),
-        ("Adam ×100 appending its loss (engine)", lambda: engine(ADAM), 500.0),
-        ("loop touching every rule ×1000 (synthetic)", lambda: busy(1000), 1000.0),
-        ("64×64 grid of lists appended twice (synthetic)", lambda: grid(64, 64), 2000.0),
-        ("2,000 unconnected tensors (engine)", lambda: engine(MANY), 200.0),
+        ("Adam ×100 appending its loss (engine)", lambda: engine(ADAM), 375.0),
+        ("loop touching every rule ×1000 (synthetic)", lambda: busy(1000), None),
+        ("64×64 grid of lists appended twice (synthetic)", lambda: grid(64, 64), None),
+        ("2,000 unconnected tensors (engine)", lambda: engine(MANY), None),
     ]
     rows: list[Row] = []
     totals: dict[str, float] = {}

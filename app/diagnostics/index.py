@@ -94,6 +94,9 @@ class Counts:
     def __init__(self) -> None:
         self._table: dict[Hashable, tuple[array, array]] = {}
 
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._table
+
     def set(self, key: Hashable, step: int, value: int) -> None:
         entry = self._table.get(key)
         if entry is None:
@@ -196,8 +199,10 @@ class Index:
         self.timeline = Timeline(trace)
         self.lines = self.timeline.lines
         self.names = Relation(self, sized=True)  # tensor -> variable name; data: its place in the step
-        self.keys = Relation(self)  # container ("losses") -> item key ("losses[3]")
-        self.heads = Relation(self)  # (function or None, head name) -> variable key
+        # Every variable key ever bound, by container ("losses" -> "losses[3]") and by (function or
+        # None, head name): a name's binding at a step is the timeline's to say.
+        self.items: dict[str, list[str]] = {}
+        self.headed: dict[tuple[str | None, str], list[str]] = {}
         self.users = Relation(self, sized=True)  # storage -> tensor
         self.savers = Relation(self)  # tensor -> (node, saved name)
         self.refs = Counts()  # tensor/node id -> how many edges of live facts point at it
@@ -243,17 +248,14 @@ class Index:
                 if old is not None:
                     self.names.remove(old, name, k)
                 present_before = old is not None and name not in moved
-                if present_before and new is None:
-                    self._unlist(name, k)
                 if new is None:
                     var_place.pop(name, None)
                     continue
                 if not present_before:
-                    if old is not None:
-                        self._unlist(name, k)
+                    if name not in self.places:
+                        self._list(name)
                     var_place[name] = next(places)
                     self.places.set(name, k, var_place[name])
-                    self._list(name, k)
                 self.names.add(new, name, k, var_place[name])
             ref_delta: dict[str, int] = {}
             moved_tensors = set(dropped.tensors) if dropped.tensors else set()
@@ -316,17 +318,12 @@ class Index:
         place = known.at(k) if known is not None else None
         return place if place is not None else math.inf
 
-    def _list(self, name: str, k: int) -> None:
+    def _list(self, name: str) -> None:
+        """A variable key bound for the first time: file it under its container and its head."""
         container = container_of(name)
         if container is not None:
-            self.keys.add(container, name, k)
-        self.heads.add(head_of(name), name, k)
-
-    def _unlist(self, name: str, k: int) -> None:
-        container = container_of(name)
-        if container is not None:
-            self.keys.remove(container, name, k)
-        self.heads.remove(head_of(name), name, k)
+            self.items.setdefault(container, []).append(name)
+        self.headed.setdefault(head_of(name), []).append(name)
 
     def _tensor(
         self, k: int, tid: str, old: TensorFact | None, new: TensorFact | None, moved: bool, places: count,
@@ -431,10 +428,11 @@ class At:
 
     def keys(self, container: str) -> list[str]:
         """The item keys of a container (``losses[0]``, ``losses[1]``…) bound at this step."""
-        return [key for key, _ in self.index.keys.members(container, self.step)]
+        return [key for key in self.index.items.get(container, ()) if self.variable(key) is not None]
 
     def keys_headed(self, function: str | None, head: str) -> list[str]:
-        return [key for key, _ in self.index.heads.members((function, head), self.step)]
+        """The keys bound at this step under a head name (``m`` for ``m.fc.weight``, ``m[0]``)."""
+        return [key for key in self.index.headed.get((function, head), ()) if self.variable(key) is not None]
 
     def users(self, sid: str) -> list[str]:
         """The tensors on storage ``sid``, in the order the step lists its tensors."""
