@@ -20,6 +20,7 @@ leak ×100 time (both synthetic): linear work gives about 10, quadratic about 10
 
 from __future__ import annotations
 
+import gc
 import random
 import subprocess
 import sys
@@ -263,6 +264,7 @@ def _timed(work: Callable[[], object]) -> float:
     not work; the best run: other processes only ever add to it (their cache misses, not ours)."""
     samples = []
     for _ in range(REPEATS):
+        gc.collect()  # each run starts clean, not paying for the garbage of the one before
         start = time.process_time()
         work()
         samples.append((time.process_time() - start) * 1000)
