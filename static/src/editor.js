@@ -96,6 +96,7 @@ const look = EditorView.theme({
     margin: "2px 12px 4px 10px", padding: "3px 8px", borderRadius: "6px", whiteSpace: "pre-wrap",
     font: "12px/1.35 var(--sans)", color: "var(--error-ink)", backgroundColor: "var(--error-bg)",
     border: "1px solid var(--error-line)",
+    contain: "inline-size", // wraps at the code's width instead of widening it to the message's
   },
 });
 

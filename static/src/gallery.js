@@ -35,6 +35,13 @@ export class Gallery {
     if (this.onPick) this.onPick(example);
   }
 
+  // The example whose code this is, if any (an address that carries the code itself).
+  showCode(code) {
+    let found = "";
+    this.bySlug.forEach(function (example, slug) { if (!found && example.code === code) found = slug; });
+    this.show(found);
+  }
+
   show(slug) {
     const example = this.bySlug.get(slug);
     this.select.value = example ? slug : "";

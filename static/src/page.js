@@ -22,7 +22,7 @@ function playground(editor, runs) {
   let navigation = null;
   const edited = function (text) { return !navigation || text !== navigation.entryCode; };
   const select = $("gallery");
-  const gallery = select ? new Gallery(select, examples, editor, edited) : { show() {} };
+  const gallery = select ? new Gallery(select, examples, editor, edited) : { showCode() {} };
   navigation = new Navigation(editor, runs, examples, gallery);
   gallery.onPick = function (example) {
     navigation.push(example.code, "/?example=" + encodeURIComponent(example.slug));
