@@ -46,18 +46,21 @@ export class Draft {
     } else {
       this.tell("You have unrun code from an earlier visit.", "Put it in the editor", function () {
         editor.setText(saved.code, "input.draft");
-      });
+      }, function () { store.remove(KEY); }); // dismissed: not offered again
     }
   }
 
-  tell(text, action, act) {
+  tell(text, action, act, dismissed) {
     if (!this.note) return;
     const note = this.note;
     note.querySelector('[data-role="draft-text"]').textContent = text;
     const button = note.querySelector('[data-role="draft-action"]');
     button.textContent = action;
     button.onclick = function () { act(); note.hidden = true; };
-    note.querySelector('[data-role="draft-close"]').onclick = function () { note.hidden = true; };
+    note.querySelector('[data-role="draft-close"]').onclick = function () {
+      note.hidden = true;
+      if (dismissed) dismissed();
+    };
     note.hidden = false;
   }
 }

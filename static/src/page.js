@@ -28,7 +28,7 @@ function playground(editor, runs) {
     navigation.push(example.code, "/?example=" + encodeURIComponent(example.slug));
     runs.submit({});
   };
-  AX.draft = new Draft(editor, runs, function () { return navigation.entryCode; });
+  new Draft(editor, runs, function () { return navigation.entryCode; });
   const share = $("share"), shareDialog = $("share-dialog");
   if (share && shareDialog) new Share(share, shareDialog, editor);
   const separator = $("splitter");

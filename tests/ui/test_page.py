@@ -26,6 +26,11 @@ from tests.browser_support import (
 CLONE = get_example("clone-vs-detach").code
 LOSSES = get_example("losses-item").code
 MAX_CODE = 64 * 1024
+MARKED = (
+    'x = torch.ones(2, requires_grad=True)  # a leaf, None of it "held"\n'
+    'y = x * 2.5 + len("ab")\n'
+    "z = y @ torch.ones(3)  # 2 != 3\n"
+)
 
 
 def _shared_code(url: str) -> tuple[str, list[str]]:
@@ -100,6 +105,16 @@ def test_a_draft_is_offered_not_forced_on_another_link(page) -> None:
     assert "earlier visit" in note.inner_text()
     note.get_by_role("button", name="Put it in the editor").click()
     assert editor_text(page) == "mine = 1\n"
+
+    page.goto("/?example=clone-vs-detach")
+    wait_for_run(page, 0)
+    set_code(page, "other = 2\n")
+    page.goto("/?example=losses-item")
+    wait_for_run(page, 0)
+    page.get_by_test_id("draft-note").get_by_role("button", name="Dismiss").click()
+    page.reload()  # dismissed: not offered again
+    wait_for_run(page, 0)
+    assert not page.get_by_test_id("draft-note").is_visible() and editor_text(page) == LOSSES
 
 
 def test_back_and_forward_walk_through_runs_and_examples(page) -> None:
@@ -185,10 +200,10 @@ def test_axe_finds_no_serious_problem_in_the_page_and_its_dialogs(page, scheme: 
     assert page.get_by_role("main").count() == 1 and page.get_by_role("banner").count() == 1
     # the run fragment (#run) is the render's: its own tests hold it to the same bar
     assert serious(axe_violations(page, exclude=("#run",))) == []
-    set_code(page, "x = (\n")
-    before = runs(page)
-    page.get_by_test_id("run").click()
-    wait_for_run(page, before)  # the error marks and the note in the editor
+    # every kind of token on every kind of line mark: the step's line, the selected tensor's, the error's
+    run_code(page, MARKED)
+    page.locator("[data-testid=memory-view] .fp:not([hidden]) .fp-name", has_text="x").first.click()
+    assert page.locator(".cm-step-line, .cm-hover-line, .cm-error-line, [data-role=error-note]").count() == 4
     assert serious(axe_violations(page, exclude=("#run",))) == []
     page.get_by_test_id("share").click()
     page.wait_for_function("() => document.querySelector('[data-role=share-short]').value !== ''")
