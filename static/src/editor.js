@@ -14,7 +14,9 @@ import {
   EditorView, Decoration, WidgetType, keymap, lineNumbers, highlightActiveLineGutter, drawSelection,
 } from "@codemirror/view";
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
-import { HighlightStyle, bracketMatching, indentOnInput, indentUnit, syntaxHighlighting } from "@codemirror/language";
+import {
+  HighlightStyle, bracketMatching, indentOnInput, indentService, indentUnit, syntaxHighlighting, syntaxTree,
+} from "@codemirror/language";
 import { python } from "@codemirror/lang-python";
 import { tags as t } from "@lezer/highlight";
 
@@ -110,6 +112,23 @@ const highlight = HighlightStyle.define([
   { tag: [t.self, t.special(t.variableName)], color: "var(--tok-keyword)" },
 ]);
 
+// @lezer/python 1.x reads a float with a trailing dot (`1.`, common in torch snippets) as the
+// number 1 and an unfinished attribute access, so after `x = 100.` the next line was indented as a
+// continuation. Outside brackets such a line is a finished statement: the next one starts where it
+// started. Anything else is left to the language's own indentation.
+const BRACKETS = new Set(["ArgList", "ArrayExpression", "TupleExpression", "ParenthesizedExpression",
+  "DictionaryExpression", "SetExpression", "ParamList"]);
+const trailingDotFloat = indentService.of(function (context, pos) {
+  let line = context.lineAt(pos, -1);
+  while (!line.text.trim() && line.from > 0) line = context.lineAt(line.from - 1, -1); // the last statement
+  const code = line.text.replace(/\s*#.*$/, "");
+  if (!/(^|[^\w.])\d[\d_]*\.$/.test(code)) return undefined;
+  for (let node = syntaxTree(context.state).resolveInner(line.from + code.length, -1); node; node = node.parent) {
+    if (BRACKETS.has(node.name)) return undefined;
+  }
+  return context.lineIndent(line.from, -1);
+});
+
 // ---- the editor ----------------------------------------------------------------------------------
 export class CodeEditor {
   // `container` holds the server-rendered <textarea>; `options.onRun` runs the code (Ctrl/Cmd+Enter).
@@ -127,7 +146,7 @@ export class CodeEditor {
     const root = host.attachShadow({ mode: "open" });
     const extensions = [
       lineNumbers(), highlightActiveLineGutter(), history(), drawSelection(), indentOnInput(), bracketMatching(),
-      python(), syntaxHighlighting(highlight), indentUnit.of("    "), EditorState.tabSize.of(4), look, marks,
+      python(), trailingDotFloat, syntaxHighlighting(highlight), indentUnit.of("    "), EditorState.tabSize.of(4), look, marks,
       Prec.highest(keymap.of([{ key: "Mod-Enter", run: function () { options.onRun(); return true; } }])),
       keymap.of([indentWithTab, ...defaultKeymap, ...historyKeymap]),
       EditorView.contentAttributes.of({

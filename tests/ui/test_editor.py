@@ -108,3 +108,21 @@ def test_the_editor_and_the_views_split_can_be_resized(page) -> None:
     page.reload()
     wait_for_run(page, 0)
     assert abs(pane.bounding_box()["width"] - now) <= 2  # remembered
+
+
+def test_enter_indents_like_python(page) -> None:
+    open_page(page)
+    set_code(page, "")
+    page.get_by_test_id("code").focus()
+    # a block opens an indent; a float with a trailing dot ends its statement (no continuation)
+    page.keyboard.type("for i in range(2):")
+    page.keyboard.press("Enter")
+    page.keyboard.type("y = 2. * i")
+    page.keyboard.press("Enter")
+    page.keyboard.type("w = 100.")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.type("z = 1.")
+    page.keyboard.press("Enter")
+    page.keyboard.type("print(z)")
+    assert editor_text(page) == "for i in range(2):\n    y = 2. * i\n    w = 100.\nz = 1.\nprint(z)"
