@@ -8,7 +8,7 @@
 //
 // The server-rendered <textarea name="code"> stays in the form: it is the editor until this script
 // runs (and if it never does), and it keeps the code the page was opened with, which the first run
-// posts. Runs asked for by the form post the editor's text (see `postedCode` in page.js).
+// posts. Runs asked for by the form post the editor's text (runs.js).
 import { EditorState, StateEffect, StateField, Prec, ChangeSet, Text } from "@codemirror/state";
 import {
   EditorView, Decoration, WidgetType, keymap, lineNumbers, highlightActiveLineGutter, drawSelection,
@@ -174,9 +174,9 @@ export class CodeEditor {
     if (doc.toString() === text) return;
     this.view.dispatch({
       changes: { from: 0, to: doc.length, insert: text }, selection: { anchor: 0 },
-      userEvent: userEvent || "input.replace", scrollIntoView: true,
+      userEvent: userEvent || "input.replace",
     });
-    this.view.scrollDOM.scrollTop = 0;
+    this.view.scrollDOM.scrollTop = 0; // the editor's own scroll, never the page's
   }
 
   onChange(listener) { this.listeners.push(listener); }

@@ -163,6 +163,9 @@ def test_a_bad_link_gets_the_error_page_and_keeps_its_address(browser, server) -
     page.get_by_test_id("error-home").click()
     wait_for_run(page, 0)
     assert editor_text(page) == CLONE
+    for theme in ("light", "dark"):  # the embed's error, inside a docs page's frame
+        assert page.goto(f"/embed?view=nope&theme={theme}").status == 400
+        assert page.get_by_role("main").count() == 1 and serious(axe_violations(page)) == []
     context.close()
     # chromium logs the page's own status; nothing else (no CSP report, no script error)
     assert [p for p in problems if "the server responded with a status of 40" not in p] == []
