@@ -138,7 +138,6 @@
     }
     this.renderDetail();
     emit("explorer:step", { line: data.lines[step], step: step });
-    scheduleUrl(this);
   };
 
   // One thing, one highlight: the tensor under the pointer (else the selected one) lights up in
@@ -244,17 +243,8 @@
     }
   };
 
-  // The address bar always holds a permalink to the run's code and the step on screen.
-  var urlTimer = null;
-  function scheduleUrl(explorer) {
-    if (!AX.encode || AX.embed) return; // an embed's frame keeps its own URL (static/embed.js)
-    clearTimeout(urlTimer);
-    urlTimer = setTimeout(function () {
-      AX.permalink(explorer.code, explorer.step + 1).then(function (url) {
-        if (current === explorer) history.replaceState(null, "", url);
-      });
-    }, 200);
-  }
+  // The address bar (a permalink to the run's code and step) is kept by static/src/navigation.js,
+  // which knows which history entry a run belongs to.
 
   function editing(target) {
     if (!target || !target.closest) return false;

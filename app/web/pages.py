@@ -144,28 +144,49 @@ async def run_fragment(request: Request) -> HTMLResponse:
     return html_response(await run_posted_code(request, form, code, draw))
 
 
+MAX_SHOWN_ADDRESS = 200  # characters of a failing address quoted on the error page
+
+
+def error_page(request: Request, status: int, title: str, message: str) -> Response:
+    """The one error page for a link the playground cannot open: the reason, the address as given
+    (the browser's address bar keeps it too: no redirect), and a way on."""
+    address = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+    if len(address) > MAX_SHOWN_ADDRESS:
+        address = address[:MAX_SHOWN_ADDRESS] + "…"
+    body = render("error.html", status=status, title=title, message=message, address=address,
+                  examples=EXAMPLES)
+    return html_response(body, status)
+
+
 @router.get("/", response_class=HTMLResponse)
-async def index(request: Request) -> HTMLResponse:
+async def index(request: Request) -> Response:
     """The playground. ``?code=<token>&step=<n>`` is a permalink, ``?s=<id>`` a stored short link
-    (``/s/<id>`` sends snippets too long for a URL here), ``?example=<slug>`` a gallery example."""
+    (``/s/<id>`` sends snippets too long for a URL here), ``?example=<slug>`` a gallery example; a
+    link that names none of these opens the first example, one that cannot be opened the error page."""
     params = request.query_params
     settings = request.app.state.settings
-    example = get_example(params.get("example", "")) or EXAMPLES[0]
-    code, notice, selected = example.code, None, example.slug
+    code, selected = EXAMPLES[0].code, EXAMPLES[0].slug
     if params.get("code"):
         try:
             code, selected = decode_code(params["code"], settings.max_code_bytes), ""
         except PermalinkError as error:
-            notice = f"This link could not be opened: {error} The first example is shown instead."
+            return error_page(request, 400, "This link's code cannot be opened", str(error))
     elif params.get("s"):
         stored = await _stored_code(request, params["s"])
         if stored is None:
-            notice = "This short link does not exist here; the first example is shown instead."
-        else:
-            code, selected = stored, ""
+            return error_page(request, 404, "This short link does not exist here",
+                              "No snippet is stored under this id on this server (or short links are "
+                              "unavailable right now).")
+        code, selected = stored, ""
+    elif params.get("example"):
+        example = get_example(params["example"])
+        if example is None:
+            return error_page(request, 404, "There is no such example",
+                              f"The gallery has no example called {params['example'][:60]!r}.")
+        code, selected = example.code, example.slug
     step = _parse_step(params.get("step"))
     body = render(
-        "index.html", code=code, examples=EXAMPLES, selected=selected, notice=notice,
+        "index.html", code=code, examples=EXAMPLES, selected=selected,
         step=None if step is None else step + 1, gallery=[_example_json(e) for e in EXAMPLES],
     )
     return html_response(body)

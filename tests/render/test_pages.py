@@ -149,12 +149,6 @@ def test_permalink_opens_the_code_and_the_step(client: TestClient) -> None:
     assert parse(fragment.text).payload["initial"] == 0
 
 
-def test_a_broken_permalink_says_so(client: TestClient) -> None:
-    response = client.get("/", params={"code": "not-a-token!"})
-    assert response.status_code == 200
-    assert "This link could not be opened" in response.text
-
-
 def test_example_by_slug(client: TestClient) -> None:
     example = EXAMPLES[3]
     response = client.get("/", params={"example": example.slug})
