@@ -252,8 +252,9 @@ class GraphEvents:
             param_only = True
             for nxt in node.next:
                 child = step.state.nodes.get(nxt) if nxt is not None else None
-                if child is None:
+                if child is None:  # an input without grad: this node applies something to data
                     children.append("x")
+                    param_only = False
                     continue
                 if is_accumulate(child):  # which parameter it is matters, not when it appeared
                     children.append(("a", self._classify_node(nxt, step, CLASS_DEPTH)))
@@ -401,4 +402,8 @@ class GraphEvents:
         if fact_index is None:
             fact_index = self._facts_seen[signature] = len(self.events.facts)
             self.events.facts.append(entry)
-        record(self.events.node_facts.setdefault(nid, []), step.index, fact_index)
+        history = self.events.node_facts.setdefault(nid, [])
+        if history and history[-1][0] == step.index:
+            history[-1] = (step.index, fact_index)
+        elif not history or history[-1][1] != fact_index:
+            history.append((step.index, fact_index))  # (index 0 is a value: not record()'s "none")

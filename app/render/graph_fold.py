@@ -51,6 +51,9 @@ class UnitEdge:
     kind: str  # next | acc | out
     count: int  # multiplicity (c * c: MulBackward0 -> CloneBackward0 twice)
     vis: History = field(default_factory=list)
+    # Joins one iteration to the next (an RNN's h feeding the next step): drawn, but not allowed to
+    # push boxes down, so each folded iteration reads top to bottom.
+    back: bool = False
 
 
 @dataclass
@@ -78,15 +81,18 @@ def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
         members.setdefault(unit_key(vertex, mode, class_sizes), []).append(vertex)
     units = {key: _merge(key, group, events) for key, group in members.items()}
     of = {v.key: key for key, group in members.items() for v in group}
+    nth = {v.key: n for group in members.values() for n, v in enumerate(group)}  # which iteration
     edges: dict[tuple[str, str], UnitEdge] = {}
     streams: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
     for n, ((src, dst), history) in enumerate(events.edges.items()):
         pair = (of[src], of[dst])
         if pair[0] == pair[1] and pair[0].startswith("m:"):
             continue  # inside a module's box
+        across = units[pair[0]].folded and units[pair[1]].folded and nth[src] != nth[dst]
         edge = edges.get(pair)
         if edge is None:
-            edge = edges[pair] = UnitEdge(*pair, edge_kind(src, dst), 0)
+            edge = edges[pair] = UnitEdge(*pair, edge_kind(src, dst), 0, back=across)
+        edge.back = edge.back and across
         edge.count = max(edge.count, max((c for _, c in history), default=0))
         streams.setdefault(pair, []).extend((step, n, 1 if c else 0) for step, c in history)
     for pair, stream in streams.items():

@@ -145,7 +145,7 @@ def _private(folder: Path) -> bool:
 DOT = _Dot()
 
 
-def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]]) -> _Shape:
+def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], loose: set) -> _Shape:
     big = len(sizes) > 150  # fewer crossing-reduction passes on big components: time stays bounded
     lines = [
         "digraph G {",
@@ -153,7 +153,7 @@ def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]]) -
         'node [shape=box fixedsize=true label=""]; edge [arrowhead=none];',
     ]
     lines += [f"v{i} [width={w / 72:.4f} height={h / 72:.4f}];" for i, (w, h) in enumerate(sizes)]
-    lines += [f"v{a} -> v{b};" for a, b in edges]
+    lines += [f"v{a} -> v{b}{' [constraint=false]' if (a, b) in loose else ''};" for a, b in edges]
     lines.append("}")
     out = DOT.render("\n".join(lines))
     # "plain" output, in inches with y growing upwards: graph 1 W H / node name x y w h … /
@@ -179,16 +179,35 @@ def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]]) -
 
 # ---------- the quick placement -----------------------------------------------------------------
 
-def _quick_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]]) -> _Shape:
-    """Layers by longest path (edges against the vertex order are treated as back edges), boxes in
-    order of appearance: linear time, readable, never as tidy as dot."""
-    inputs: list[list[int]] = [[] for _ in sizes]
+def _quick_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], loose: set) -> _Shape:
+    """Layers by longest path (cycles broken at the earliest vertex left), boxes in order of
+    appearance: linear time, readable, never as tidy as dot."""
+    outputs: list[list[int]] = [[] for _ in sizes]
+    waiting = [0] * len(sizes)
     for a, b in edges:
-        if a < b:
-            inputs[b].append(a)
+        if a != b and (a, b) not in loose:
+            outputs[a].append(b)
+            waiting[b] += 1
     layer = [0] * len(sizes)
-    for v in range(len(sizes)):
-        layer[v] = max((layer[u] + 1 for u in inputs[v]), default=0)
+    ready = [v for v in range(len(sizes)) if not waiting[v]]
+    done = [False] * len(sizes)
+    next_left = 0
+    while True:
+        while ready:
+            v = ready.pop()
+            done[v] = True
+            for b in outputs[v]:
+                if not done[b]:
+                    layer[b] = max(layer[b], layer[v] + 1)
+                    waiting[b] -= 1
+                    if not waiting[b]:
+                        ready.append(b)
+        while next_left < len(sizes) and done[next_left]:
+            next_left += 1
+        if next_left == len(sizes):
+            break
+        waiting[next_left] = 0  # on a cycle: start it here
+        ready.append(next_left)
     rows: dict[int, list[int]] = {}
     for v, depth in enumerate(layer):
         rows.setdefault(depth, []).append(v)
@@ -246,18 +265,18 @@ class LayoutCache:
     dot_calls: int = 0
 
 
-def _shape(members: list[Box], edges: list[tuple[int, int]], cache: LayoutCache) -> _Shape:
+def _shape(members: list[Box], edges: list[tuple[int, int]], loose: set, cache: LayoutCache) -> _Shape:
     sizes = [(_size(b.w), _size(b.h)) for b in members]
     if len(members) == 1:
         return _Shape([(sizes[0][0] / 2, sizes[0][1] / 2)], {}, *sizes[0])
-    signature = (tuple(sizes), tuple(sorted(set(edges))))
+    signature = (tuple(sizes), tuple(sorted(set(edges))), tuple(sorted(loose)))
     found = cache.shapes.get(signature)
     if found is not None:
         return found
     if len(members) > DOT_MAX or current_budget().left() < DOT_RESERVE:
-        shape = _quick_shape(sizes, edges)  # not cached: with more time, dot may do it next run
+        shape = _quick_shape(sizes, edges, loose)  # not cached: with more time, dot may do it next run
     else:
-        shape = _dot_shape(sizes, edges)
+        shape = _dot_shape(sizes, edges, loose)
         cache.dot_calls += 1
         cache.shapes[signature] = shape
     return shape
@@ -284,9 +303,11 @@ def _pack(parts: list[_Placed]) -> None:
             row_h = max(row_h, h)
 
 
-def lay_out(boxes: list[Box], edges: list[tuple[str, str]], cache: LayoutCache | None = None) -> Layout:
+def lay_out(boxes: list[Box], edges: list[tuple[str, str]], cache: LayoutCache | None = None,
+            loose: set[tuple[str, str]] | frozenset = frozenset()) -> Layout:
     """Centres of every box and every edge's route (bottom of the source to the top of the target
-    for edges that point down, as dot draws them). ``boxes`` come in order of appearance."""
+    for edges that point down, as dot draws them). ``boxes`` come in order of appearance; ``loose``
+    edges are drawn but do not rank their target below their source."""
     cache = cache if cache is not None else LayoutCache()
     keys = [b.key for b in boxes]
     parts: list[_Placed] = []
@@ -294,7 +315,8 @@ def lay_out(boxes: list[Box], edges: list[tuple[str, str]], cache: LayoutCache |
         local = {keys[i]: n for n, i in enumerate(group)}
         members = [boxes[i] for i in group]
         inner = [(local[a], local[b]) for a, b in edges if a in local and b in local]
-        shape = _shape(members, inner, cache)
+        slack = {(local[a], local[b]) for a, b in loose if a in local and b in local}
+        shape = _shape(members, inner, slack, cache)
         parts.append(_Placed([b.key for b in members], shape, min(b.first for b in members),
                              max(b.last for b in members)))
     parts.sort(key=lambda p: p.first)  # stable: ties keep the order of appearance
