@@ -28,7 +28,7 @@ from app.budget import current_budget
 X_SPACE = 28  # between boxes of one layer
 Y_SPACE = 34  # between layers
 COMPONENT_GAP = 32
-ROW_WIDTH = 720  # wider drawings wrap into rows (the viewer zooms; rows keep the aspect sane)
+ROW_WIDTH = 440  # about the graph panel's width: wider drawings wrap into rows
 DOT_MAX = 600  # vertices of one component dot may take; larger ones get the quick placement
 DOT_RESERVE = 0.3  # seconds of budget a dot call may need; with less left, place quickly
 SIZE_STEP = 6  # sizes are rounded up to this for the cache, so near-equal shapes share a layout
@@ -115,6 +115,7 @@ def _compiled(engine, wasm: Path):  # noqa: ANN001, ANN202 - wasmtime Engine and
     code = wasm.read_bytes()
     tag = hashlib.sha256(code + version("wasmtime").encode()).hexdigest()[:20]
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autograd-explorer"
+    # (a read-only folder, e.g. the image's, still serves the module compiled into it at build time)
     path = folder / f"graphviz-{tag}.cwasm"
     if _private(folder) and path.is_file():
         try:
@@ -123,7 +124,7 @@ def _compiled(engine, wasm: Path):  # noqa: ANN001, ANN202 - wasmtime Engine and
             pass
     module = wasmtime.Module(engine, code)
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)  # others may read, never write
         if _private(folder):
             partial = path.with_suffix(f".{os.getpid()}.tmp")
             partial.write_bytes(module.serialize())
@@ -134,12 +135,13 @@ def _compiled(engine, wasm: Path):  # noqa: ANN001, ANN202 - wasmtime Engine and
 
 
 def _private(folder: Path) -> bool:
-    """Compiled code is trusted like our own: only from a folder no one else can write."""
+    """Compiled code is trusted like our own: only from a folder that we or root own and no one
+    else can write (the Docker image compiles it at build time into a root-owned one)."""
     try:
         info = folder.stat()
     except OSError:
         return False
-    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+    return info.st_uid in (os.getuid(), 0) and not info.st_mode & 0o022
 
 
 DOT = _Dot()
