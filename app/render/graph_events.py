@@ -146,7 +146,7 @@ class GraphEvents:
         self._grad_users: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
         self._tensor_vertex: dict[str, str] = {}  # tensor -> its out/free vertex now
         self._in_edges: dict[str, dict[str, int]] = {}  # node -> src vertex -> multiplicity
-        self._facts_seen: dict[str, int] = {}
+        self._facts_seen: dict[tuple, int] = {}
 
     # ---- small helpers -----------------------------------------------------------------------
     def _klass(self, key: tuple) -> int:
@@ -397,7 +397,7 @@ class GraphEvents:
             label = tensor_label(tid, holding) if tid is not None else "—"
             saved.append([name, tid, label, was, now, saved_state(node, name), error or ""])
         entry = [nexts, saved]
-        signature = repr(entry)
+        signature = (tuple(map(tuple, nexts)), tuple(map(tuple, saved)))
         fact_index = self._facts_seen.get(signature)
         if fact_index is None:
             fact_index = self._facts_seen[signature] = len(self.events.facts)

@@ -116,6 +116,15 @@ def _any_of(stream: list[tuple[int, int, int]]) -> History:
 def _merge(key: str, group: list[Vertex], events: Events) -> Unit:
     first = group[0]
     folded = len(group) > 1
+    if not folded and not key.startswith("m:"):  # the unit is its vertex: its histories as they are
+        unit = Unit(key, first.kind, first.title, [first.key], False, first.klass,
+                    events.vis.get(key, []), events.text.get(key, []), events.state.get(key, []),
+                    label_len=first.label_len, chip_len=dict(first.chip_len), first=first.born)
+        for name in first.chips:
+            chip = (key, name)
+            unit.chips[name] = {"vis": events.chip_vis.get(chip, []), "text": events.chip_text.get(chip, []),
+                                "state": events.chip_state.get(chip, [])}
+        return unit
     kind = "module" if key.startswith("m:") else first.kind
     title = key[2:] if kind == "module" else first.title
     unit = Unit(key, kind, title, [v.key for v in group], folded, None if kind == "module" else first.klass)
