@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.render.details import tensor_facts
-from app.render.graph import GraphView, build_graph
+from app.render.graph import GraphBuilder, GraphView
 from app.render.memory import MemoryView, build_memory
 from app.render.names import graph_holders, tensor_kind, tensor_names
+from app.render.steps import drive
 from app.render.tracks import Frame, Tracks, append_run
 from app.schema import DeltaTrace, RunError, RunResult
 from app.trace.delta import expand
@@ -157,10 +158,12 @@ def build_explorer(
             born.setdefault(ident, s.line)
     variables, variables_empty_k = _variables(result, tracks)
     memory = build_memory(result, tracks, names, holders)
-    graph = build_graph(result, tracks, names, holders)
+    graph_builder = GraphBuilder(tracks)  # the first builder on drive(); the rest follow on branch render
+    graph = graph_builder.finish(drive(trace, [graph_builder]))
     facts, details = _details(result, names, holders, born)
     stdout, stdout_at = _stdout(result)
     count = len(result.steps)
+    tracks.close(count)  # ends the runs recorded with change_* (the graph's)
     initial = count - 1 if step is None else max(0, min(step, count - 1))
     return ExplorerView(
         code=code, lines=tuple(s.line for s in result.steps), initial=max(initial, 0),

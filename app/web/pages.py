@@ -29,6 +29,9 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 HTMX = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
+# d3-zoom (the graph viewer's gestures) and its d3 dependencies, in the order they must load.
+GRAPH_VENDOR = ("d3-dispatch", "d3-selection", "d3-timer", "d3-color", "d3-interpolate", "d3-ease",
+                "d3-transition", "d3-drag", "d3-zoom")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; base-uri 'self'; form-action 'self'; object-src 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -45,6 +48,7 @@ templates = Environment(
     lstrip_blocks=True,
 )
 templates.globals["step_label"] = step_label
+templates.globals["graph_vendor"] = GRAPH_VENDOR
 
 
 def render(name: str, **context: Any) -> str:
@@ -212,3 +216,14 @@ async def htmx_script() -> FileResponse | PlainTextResponse:
     if not HTMX.is_file():
         return PlainTextResponse("htmx is not installed: run scripts/setup (npm ci).", status_code=503)
     return FileResponse(HTMX, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})
+
+
+@router.get("/static/vendor/{name}.min.js", include_in_schema=False, response_model=None)
+async def graph_vendor_script(name: str) -> FileResponse | PlainTextResponse:
+    """The graph viewer's d3 modules from their npm packages (pinned in package-lock.json)."""
+    if name not in GRAPH_VENDOR:
+        return PlainTextResponse("Not found", status_code=404)
+    path = ROOT / "node_modules" / name / "dist" / f"{name}.min.js"
+    if not path.is_file():
+        return PlainTextResponse(f"{name} is not installed: run scripts/setup (npm ci).", status_code=503)
+    return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})
