@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from app.budget import BudgetExceeded, current_budget
 from app.diagnostics.context import Context
 from app.diagnostics.memory import Accounting, account, as_accounts
 from app.diagnostics.rules import RULE_IDS, RULES
@@ -33,9 +34,13 @@ def analysis(trace: DeltaTrace, code: str) -> tuple[list[Diagnostic], list[Memor
 def _findings(context: Context) -> list[Diagnostic]:
     """A rule that crashes is skipped and logged: one bug in a rule must not cost the user the trace."""
     found: list[Diagnostic] = []
+    budget = current_budget()
     for rule in RULES:
+        budget.check()
         try:
             found.extend(rule(context))
+        except BudgetExceeded:
+            raise  # the request's time is up: not a bug in the rule
         except Exception:  # noqa: BLE001 - see docstring
             log.exception("diagnostic rule %s failed", rule.__name__)
     return sorted(found, key=lambda d: (d.step if d.step is not None else -1, SEVERITY_ORDER[d.severity]))

@@ -23,6 +23,7 @@ from collections.abc import Hashable
 from itertools import count
 from typing import Any
 
+from app.budget import current_budget
 from app.diagnostics.memory import Accounting
 from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
 from app.trace.holding import Holding
@@ -237,7 +238,10 @@ class Index:
         seen_on: dict[tuple[str, str], tuple[int, float]] = {}  # (tensor, storage) -> (version, left at)
         flagged: set[tuple[str, str]] = set()
         state = State()
+        budget = current_budget()
         for state, changes in replay(self.trace):  # noqa: B007 - the last state is kept below
+            if not changes.index % 256:
+                budget.check()
             k = changes.index
             delta, dropped = changes.delta, changes.delta.dropped
             moved = set(dropped.variables) & set(delta.variables) if dropped.variables else set()
