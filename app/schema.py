@@ -60,7 +60,9 @@ class _Fact(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-ErrorKind = Literal["rejected", "runtime", "timeout", "memory", "output", "internal"]
+# "untraced": the snippet went on where the tracer could not follow it (it caught the tracer's own
+# stop, or recursed so deep the tracer itself ran out of stack): the steps shown end there.
+ErrorKind = Literal["rejected", "runtime", "timeout", "memory", "output", "internal", "untraced"]
 
 
 class RunError(_Fact):
@@ -68,6 +70,9 @@ class RunError(_Fact):
     type: str = Field(max_length=MAX_NAME)
     message: str = Field(max_length=MAX_TEXT)
     line: int | None = None
+    # What the line that failed printed before it failed (a warning, anomaly mode's "Traceback of
+    # forward call"): no step holds it, since the line never finished.
+    output: str = Field(default="", max_length=1 << 17)
 
 
 class Summary(_Fact):

@@ -39,6 +39,8 @@ from app.trace.delta import expand
 
 SEED = 0
 DISCARD = DiscardedOutput()
+# The run in progress (its steps so far): what the sandbox answers with when a snippet will not stop.
+LIVE: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ def trace_delta(
     touches = Touches()
     lines = source.split("\n")
     steps: list[dict[str, Any]] = []
+    LIVE["steps"] = steps
     scope: dict[str, Any] = {"namespace": prelude(builtins_namespace), "printed": 0}
 
     def on_step(line: int, frame: FrameType) -> None:
@@ -200,7 +203,31 @@ def trace_delta(
         sys.stdout, sys.stderr = saved_streams
         if not already_frozen:
             gc.unfreeze()
+    LIVE.clear()
+    error = error or _untraced(tracer)
+    if error is not None:
+        # what the failing line printed before it failed: no step holds it
+        error["output"] = output.text[scope["printed"]:][-(1 << 17):]
     return _result(steps, tracer.truncated, error)
+
+
+def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
+    """The run ended without an error, but not traced to its end: say so, and why."""
+    if not tracer.untraced:
+        return None
+    raised = tracer.raised
+    if isinstance(raised, StepLimitReached):
+        return None  # the step limit: truncated says it (and the snippet may well have caught it)
+    if isinstance(raised, EngineFailure):
+        return _error("internal", raised, None, f"The tracer failed: {raised}")
+    if isinstance(raised, RecursionError):
+        cause = "it ran out of stack inside the tracer (recursion too deep)"
+    else:
+        cause = f"the tracer stopped ({type(raised).__name__}) and the snippet caught it"
+    return {"kind": "untraced", "type": type(raised).__name__ if raised else "Untraced",
+            "message": f"The snippet went on running where the tracer could not follow it: {cause}. "
+                       "The steps shown end where tracing stopped.",
+            "line": None}
 
 
 def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] | None) -> dict[str, Any]:

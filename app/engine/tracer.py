@@ -126,6 +126,11 @@ class LineTracer:
         self.truncated = False
         # Per active snippet frame: [line being executed, whether an exception is propagating].
         self._stack: list[list[Any]] = []
+        # Python switches tracing off when a trace function raises — ours does on purpose (the step
+        # limit, a failure of its own) and by accident (no stack left): what it raised, and whether
+        # the snippet then went on untraced (it caught that exception).
+        self.raised: BaseException | None = None
+        self.untraced = False
 
     def _emit(self, line: int, frame: FrameType) -> None:
         if self.steps >= self._max_steps:
@@ -161,6 +166,13 @@ class LineTracer:
         return True
 
     def _local_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        try:
+            return self._trace_event(frame, event)
+        except BaseException as exc:
+            self.raised = exc
+            raise
+
+    def _trace_event(self, frame: FrameType, event: str) -> Any:
         if self.truncated:
             raise StepLimitReached
         top = self._stack[-1]
@@ -184,6 +196,8 @@ class LineTracer:
         try:
             exec(code, namespace)  # noqa: S102 - running the snippet is the point
         finally:
+            # Python turned tracing off after a trace function raised, and the snippet ran on.
+            self.untraced = self.raised is not None and sys.gettrace() is None
             sys.settrace(previous)
 
 

@@ -22,6 +22,7 @@ import torch
 
 from app import policy
 from app.engine import EngineLimits, trace_delta, trace_snippet
+from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
 from app.sandbox import layers
 from app.sandbox.frames import encode_frame, read_frame, write_all
@@ -62,10 +63,45 @@ def _inside_snippet(frame: Any) -> bool:
 
 def _raiser(exception: type[BaseException]):  # noqa: ANN202
     def handler(_signum: int, frame: Any) -> None:
+        if exception is WallTimeReached:
+            _FORCE["alarms"] = _FORCE.get("alarms", 0) + 1
+            if _FORCE["alarms"] > FORCE_AFTER_ALARMS and "fd" in _FORCE:
+                _answer_now("wall")  # the snippet catches every stop: answer with the steps so far
+        elif "fd" in _FORCE:
+            # SIGXCPU comes once, one CPU second before the kernel's SIGKILL: if the snippet has not
+            # finished GRACE_CPU_SECONDS of CPU later, it swallowed the stop, so answer before the kill
+            signal.signal(signal.SIGPROF, lambda *_: _answer_now("cpu"))
+            signal.setitimer(signal.ITIMER_PROF, GRACE_CPU_SECONDS)
         if _inside_snippet(frame):
             raise exception
 
     return handler
+
+
+# After the wall limit the alarm repeats every ALARM_REPEAT seconds, raising WallTimeReached into the
+# snippet; a snippet that catches everything (`except BaseException: pass` in a loop) never stops.
+# After this many repeats (or GRACE_CPU_SECONDS after the CPU limit) the child answers itself with the
+# steps recorded so far, and exits — before the server's or the kernel's SIGKILL, which would lose them.
+FORCE_AFTER_ALARMS = 8
+GRACE_CPU_SECONDS = 0.3
+_FORCE: dict[str, Any] = {}
+
+
+def _answer_now(limit: str) -> None:
+    _silence_stops()  # called from a signal handler with the snippet on the stack: no stop may land here
+    config: layers.ChildConfig = _FORCE["config"]
+    steps = list(LIVE.get("steps", ()))
+    spent = f"longer than {config.wall_seconds:g} s" if limit == "wall" else \
+        f"more than {config.cpu_seconds} s of CPU time"
+    error = _error("timeout", "Timeout" if limit == "wall" else "CpuTimeout",
+                   f"The snippet ran {spent} and kept running after it was told to stop (it catches "
+                   f"every exception, even the one that stops it), so it was ended after {len(steps):,} "
+                   "steps. The steps up to there are shown.")
+    result = {"format": "delta", "ok": False, "truncated": True, "error": error, "steps": steps}
+    try:
+        write_all(_FORCE["fd"], encode_frame(encode_result(result, config.max_result_bytes)))
+    finally:
+        os._exit(0)
 
 
 # In the child, a short one: the fork server already ran WARM_UP (lazy initialisation is shared), so
@@ -77,6 +113,13 @@ b = a.clone()
 c = a.detach()
 c.add_(1)
 """
+
+
+def _silence_stops() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    for number in (signal.SIGALRM, signal.SIGXCPU, signal.SIGPROF):
+        signal.signal(number, signal.SIG_IGN)
 
 
 def warm_up(source: str = WARM_UP) -> None:
@@ -174,9 +217,7 @@ def run_job(job: dict, config: layers.ChildConfig) -> dict:
             "error": _error("runtime", type(exc).__name__, ""),
         }
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_IGN)
-        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+        _silence_stops()
     result["error"] = _explain(result.get("error"), config)
     if result["error"] is not None:
         result["ok"] = False
@@ -249,6 +290,7 @@ def serve_one(
     try:
         job = json.loads(read_frame(job_fd, config.max_job_bytes))
         os.close(job_fd)
+        _FORCE.update(fd=result_fd, config=config)
         if job.get("kind") == "probe":
             result_bytes = _dumps(probe()).encode()
         else:

@@ -55,6 +55,8 @@ LATER_FIELDS = ("is_conj", "is_neg", "unavailable")  # TensorFact fields added a
 def normalised(result: dict, source: str) -> dict:
     result = json.loads(json.dumps(result))
     uninitialised = "empty" in source or "resize_" in source
+    if result.get("error"):
+        result["error"].pop("output", None)  # added after the recording (what it printed before failing)
     for step in result["steps"]:
         step["stdout"] = ADDRESS.sub("0x…", step["stdout"])  # printed objects: where they happen to live
         for sid, storage in step["storages"].items():

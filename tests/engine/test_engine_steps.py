@@ -105,7 +105,7 @@ z = 3
     assert lines(result) == [1, 2]
     assert result["ok"] is False
     assert result["error"] == {
-        "kind": "runtime", "type": "RuntimeError", "message": str(plain.error), "line": 3,
+        "kind": "runtime", "type": "RuntimeError", "message": str(plain.error), "line": 3, "output": "",
     }
     assert "leaf Variable that requires grad" in result["error"]["message"]
 

@@ -118,6 +118,10 @@ def truncated(result: dict, _ctx: Context) -> None:
     assert result["truncated"] and result["ok"] and steps == Settings().max_steps, result["error"]
 
 
+def assert_steps(result: dict) -> None:
+    assert len(result["steps"]) > 100, len(result["steps"])
+
+
 def assert_whole(result: dict) -> None:
     assert result["ok"] and not result["truncated"], result["error"]
 
@@ -374,6 +378,23 @@ ATTACKS: list[Attack] = [
         "while True:\n    try:\n        while True:\n            pass\n"
         "    except BaseException:\n        pass",
         kind("timeout"),
+        gate_rejects=False,
+    ),
+    Attack(
+        # it swallows the stop at the step limit (raised again at each line, until one lands outside
+        # the try), or every alarm after the wall limit (then the child answers by itself with the
+        # steps it has, before the server's kill would lose them): the steps are kept either way
+        "catch-everything-counting-loop",
+        "n = 0\nwhile True:\n    try:\n        n += 1\n    except BaseException:\n        pass",
+        lambda r, c: (truncated_or_timeout(r), assert_steps(r)),
+        gate_rejects=False,
+    ),
+    Attack(
+        # no line events to stop it in: only the alarms, which it swallows, so the child answers itself
+        "catch-everything-after-steps",
+        "for i in range(200):\n    x = i\nwhile True:\n    try:\n        while True:\n            pass\n"
+        "    except BaseException:\n        pass",
+        lambda r, c: (kind("timeout")(r, c), assert_steps(r)),
         gate_rejects=False,
     ),
     Attack("sleep", "import time\ntime.sleep(60)", kind("timeout")),
