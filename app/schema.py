@@ -41,9 +41,9 @@ Two formats carry the same trace (``POST /api/run`` answers v1 unless asked for 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from typing_extensions import TypeAliasType
 
 MAX_ID = 16
@@ -65,6 +65,9 @@ class _Fact(BaseModel):
 ErrorKind = Literal["rejected", "runtime", "timeout", "memory", "output", "internal", "untraced"]
 
 
+ErrorParam = Annotated[str, Field(max_length=MAX_TEXT)] | int | float
+
+
 class RunError(_Fact):
     kind: ErrorKind
     type: str = Field(max_length=MAX_NAME)
@@ -73,6 +76,20 @@ class RunError(_Fact):
     # What the line that failed printed before it failed (a warning, anomaly mode's "Traceback of
     # forward call"): no step holds it, since the line never finished.
     output: str = Field(default="", max_length=1 << 17)
+    # When our own code wrote the message (the sandbox, the engine, the policy gate, the server), the
+    # message's id and its fields (``app/run_errors.py``): the page translates from them. ``message``
+    # is always the English text; torch's and Python's own errors have no code.
+    code: str | None = Field(default=None, max_length=MAX_ID * 4)
+    params: dict[str, ErrorParam] = Field(default_factory=dict, max_length=8)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_code(self, handler: SerializerFunctionWrapHandler) -> dict:
+        # torch's own errors carry no code: their JSON stays what it always was
+        data = handler(self)
+        if data.get("code") is None and not data.get("params"):
+            data.pop("code", None)
+            data.pop("params", None)
+        return data
 
 
 class Summary(_Fact):

@@ -16,6 +16,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.run_errors import Param, english
 from app.sandbox.frames import FrameError, decode_frame
 from app.schema import DeltaTrace, RunError
 
@@ -24,8 +25,12 @@ class Runner(Protocol):
     async def run(self, code: str) -> DeltaTrace: ...
 
 
-def failed(kind: str, message: str, error_type: str = "SandboxError") -> DeltaTrace:
-    return DeltaTrace(ok=False, steps=[], error=RunError(kind=kind, type=error_type, message=message))  # type: ignore[arg-type]
+def failed(kind: str, code: str, params: dict[str, Param] | None = None,
+           error_type: str = "SandboxError") -> DeltaTrace:
+    """A run that ended without a usable trace, said by message ``code`` (``app.run_errors``)."""
+    params = params or {}
+    error = RunError(kind=kind, type=error_type, message=english(code, params), code=code, params=params)  # type: ignore[arg-type]
+    return DeltaTrace(ok=False, steps=[], error=error)
 
 
 def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
@@ -33,10 +38,9 @@ def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
         body = decode_frame(data, max_bytes)
         return DeltaTrace.model_validate_json(body)
     except FrameError as error:
-        return failed("internal", f"The sandbox returned an unusable answer ({error}).", "UnusableAnswer")
+        return failed("internal", "internal.unusable_frame", {"detail": str(error)}, "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
-        return failed("internal", "The sandbox returned an unusable answer (it does not match the trace "
-                      "schema).", "UnusableAnswer")
+        return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
 
 
 class SubprocessRunner:
@@ -75,9 +79,7 @@ class SubprocessRunner:
         except TimeoutError:
             os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
-            return failed(
-                "timeout", f"The snippet ran longer than {settings.wall_seconds:g} s and was stopped."
-            )
+            return failed("timeout", "timeout.wall", {"seconds": settings.wall_seconds})
         if process.returncode != 0 and not stdout:
-            return failed("internal", f"The worker crashed (exit status {process.returncode}).")
+            return failed("internal", "internal.worker_crashed", {"status": process.returncode})
         return parse_result(stdout, settings.max_result_bytes)

@@ -59,7 +59,7 @@ class _Watched:
                 with self.lock:
                     self.running = False  # from here on no HardStop is sent
         except HardStop:
-            raise BudgetExceeded(budget.reason()) from None
+            raise budget.exceeded() from None
         finally:
             if self.sent:
                 _drain()
@@ -102,7 +102,7 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any) -> T:
                 try:
                     return task.result()
                 except HardStop:  # arrived on its way out of the thread: the budget ran out all the same
-                    raise BudgetExceeded(budget.reason()) from None
+                    raise budget.exceeded() from None
             now = time.monotonic()
             if not gone.is_set() and await request.is_disconnected():
                 gone.set()
