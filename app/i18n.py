@@ -33,6 +33,8 @@ from babel.support import NullTranslations, Translations
 
 from app.run_errors import TEMPLATES, Message, Param
 
+RUN_OUTPUT = TEMPLATES["output.run_output"]
+
 LOCALE_DIR = Path(__file__).with_name("locale")
 DOMAIN = "messages"
 DEFAULT = "en"
@@ -205,7 +207,7 @@ def message_text(code: str | None, params: dict[str, Param] | None = None, fallb
         text = template.format(**params)
     output = params.get("output")
     if output and "{output}" not in template:  # a partial answer: what the run printed rides along
-        text += gettext(TEMPLATES["output.run_output"]) + str(output)
+        text += gettext(RUN_OUTPUT) + str(output)
     return text
 
 

@@ -2,7 +2,7 @@
 our own, and ``python -m app.i18n_extract`` (``scripts/i18n``) to bring the catalogs up to date.
 
 * ``extract_gallery``: ``app/gallery.py``'s marked strings (titles, summaries) and every ``# comment``
-  inside its example code (``_code("""...""")``): a learner reads those in their language too.
+  inside its example code (the strings passed to ``_code``): a learner reads those in their language.
 * ``extract_js``: Babel's JavaScript extractor with the scripts' own keywords, ``t(msgid)`` and
   ``tn(singular, plural, n)`` (``static/i18n.js``), whatever keywords the caller passes.
 
@@ -46,9 +46,15 @@ def extract_gallery(fileobj: Any, keywords: Any, comment_tags: Any, options: Any
                 yield node.lineno + line, None, comment, [GALLERY_NOTE]
 
 
+# Babel checks each found call against the keywords it was given: the scripts' calls are reported
+# under the gettext names of the same shape.
+AS_GETTEXT = {"t": "gettext", "tn": "ngettext"}
+
+
 def extract_js(fileobj: Any, keywords: Any, comment_tags: Any, options: Any) -> Iterator[tuple]:
     """Babel's JavaScript extractor, with the scripts' keywords (``t``, ``tn``)."""
-    yield from extract_javascript(fileobj, JS_KEYWORDS, comment_tags, options)
+    for lineno, funcname, messages, comments in extract_javascript(fileobj, JS_KEYWORDS, comment_tags, options):
+        yield lineno, AS_GETTEXT.get(funcname, funcname), messages, comments
 
 
 def extract() -> Catalog:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import re
 import string
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.run_errors import TEMPLATES, Param, english
@@ -223,7 +224,8 @@ ALLOWED_DUNDER_METHODS = frozenset(
 
 # What to write instead, for the refusals learners meet most: "policy.instead.<name>" in
 # app/run_errors.py (each a whole sentence, so that it translates as one).
-REWRITES = frozenset(code.removeprefix("policy.instead.") for code in TEMPLATES if code.startswith("policy.instead."))
+REWRITES = frozenset(code.removeprefix("policy.instead.") for code in TEMPLATES
+                     if code.startswith("policy.instead."))
 
 
 def _refused(what: str, name: str) -> tuple[str, dict[str, Param]]:
@@ -238,7 +240,7 @@ class Rejection:
     line: int | None
     rule: str
     code: str
-    params: dict[str, Param] = field(default_factory=dict)
+    params: dict[str, Param] = dataclasses.field(default_factory=dict)
 
     @property
     def message(self) -> str:

@@ -108,7 +108,8 @@ TEMPLATES: dict[str, str] = {
                           "syntax). Try a shorter example."),
     "policy.too_deep_levels": N_("The snippet is nested too deeply (more than {depth} levels)."),
     "policy.unavailable": N_("`{what}` is not available in the playground."),
-    "policy.module_attribute": N_("`{what}` (the module `{target}`) is not available in the playground: use what `{module}` "
+    "policy.module_attribute": N_("`{what}` (the module `{target}`) is not available in the playground: use "
+                                  "what `{module}` "
                                   "offers directly, or import one of the modules the playground has."),
     "policy.module_import": N_("`{what}` (the module `{target}`) is not available in the playground."),
     "policy.named_call": N_("`{name}` is only available called with an attribute name written in the "
@@ -123,43 +124,59 @@ TEMPLATES: dict[str, str] = {
                                "(`{module}.something`), not passed around or stored."),
     "policy.module_stored": N_("The module `{module}` can only be used through its attributes here, not "
                                "passed around or stored."),
-    "policy.change_module_attribute": N_("Changing `{what}` is not available in the playground: it belongs to a module."),
+    "policy.change_module_attribute": N_("Changing `{what}` is not available in the playground: it belongs "
+                                         "to a module."),
     "policy.change_module": N_("Changing `{what}` is not available in the playground: it is a module."),
     "policy.format": N_("`.format` is only available on a string written in the snippet; an f-string works "
                         "too."),
     "policy.relative_import": N_("Relative imports is not available in the playground."),
-    "policy.star_import": N_("`from {module} import *` is not available in the playground; import the names you need."),
-    "policy.import": N_("Importing `{module}` is not available in the playground. You can import torch (torch.nn, "
+    "policy.star_import": N_("`from {module} import *` is not available in the playground; import the names "
+                             "you need."),
+    "policy.import": N_("Importing `{module}` is not available in the playground. You can import torch "
+                        "(torch.nn, "
                         "torch.nn.functional, torch.autograd, torch.optim, torch.utils.data, ...), numpy, "
                         "math, random, itertools, collections, copy, dataclasses, functools and typing."),
     "policy.import_runtime": N_("Importing `{module}` is not available in the playground."),
-    "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the playground; use a class "
+    "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the "
+                            "playground; use a class "
                             "statement."),
     "policy.async": N_("`async` code is not available in the playground."),
     "policy.match": N_("`match` statements is not available in the playground."),
     # what to write instead, for the refusals learners meet most (policy.REWRITES)
     "policy.instead.save": N_("`{what}` is not available in the playground: keep the tensor in a variable."),
-    "policy.instead.load": N_("`{what}` is not available in the playground: build the tensor or model in the snippet."),
-    "policy.instead.from_file": N_("`{what}` is not available in the playground: build the tensor in the snippet."),
-    "policy.instead.hub": N_("`{what}` is not available in the playground: nothing is downloaded here: build the model in "
+    "policy.instead.load": N_("`{what}` is not available in the playground: build the tensor or model in "
+                              "the snippet."),
+    "policy.instead.from_file": N_("`{what}` is not available in the playground: build the tensor in the "
+                                   "snippet."),
+    "policy.instead.hub": N_("`{what}` is not available in the playground: nothing is downloaded here: "
+                             "build the model in "
                              "the snippet."),
-    "policy.instead.open": N_("`{what}` is not available in the playground: there are no files here: put the data in the "
+    "policy.instead.open": N_("`{what}` is not available in the playground: there are no files here: put "
+                              "the data in the "
                               "snippet."),
     "policy.instead.eval": N_("`{what}` is not available in the playground: write the code itself."),
     "policy.instead.exec": N_("`{what}` is not available in the playground: write the code itself."),
     "policy.instead.compile": N_("`{what}` is not available in the playground: call the function directly."),
     "policy.instead.jit": N_("`{what}` is not available in the playground: call the function directly."),
-    "policy.instead.os": N_("`{what}` is not available in the playground: snippets have no access to the operating system."),
-    "policy.instead.sys": N_("`{what}` is not available in the playground: snippets have no access to the interpreter."),
-    "policy.instead.multiprocessing": N_("`{what}` is not available in the playground: use DataLoader(..., num_workers=0)."),
-    "policy.instead.set_num_threads": N_("`{what}` is not available in the playground: the playground runs on one thread."),
-    "policy.instead.set_num_interop_threads": N_("`{what}` is not available in the playground: the playground runs on one "
+    "policy.instead.os": N_("`{what}` is not available in the playground: snippets have no access to the "
+                            "operating system."),
+    "policy.instead.sys": N_("`{what}` is not available in the playground: snippets have no access to the "
+                             "interpreter."),
+    "policy.instead.multiprocessing": N_("`{what}` is not available in the playground: use DataLoader(..., "
+                                         "num_workers=0)."),
+    "policy.instead.set_num_threads": N_("`{what}` is not available in the playground: the playground runs "
+                                         "on one thread."),
+    "policy.instead.set_num_interop_threads": N_("`{what}` is not available in the playground: the "
+                                                 "playground runs on one "
                                                  "thread."),
-    "policy.instead.input": N_("`{what}` is not available in the playground: assign the value in the snippet."),
+    "policy.instead.input": N_("`{what}` is not available in the playground: assign the value in the "
+                               "snippet."),
     "policy.instead.globals": N_("`{what}` is not available in the playground: use the variable's name."),
     "policy.instead.locals": N_("`{what}` is not available in the playground: use the variable's name."),
-    "policy.instead.vars": N_("`{what}` is not available in the playground: use the attribute itself, or a dict."),
-    "policy.instead.backends": N_("`{what}` is not available in the playground: the playground runs on the CPU backend only."),
+    "policy.instead.vars": N_("`{what}` is not available in the playground: use the attribute itself, or a "
+                              "dict."),
+    "policy.instead.backends": N_("`{what}` is not available in the playground: the playground runs on the "
+                                  "CPU backend only."),
 }
 
 

@@ -159,7 +159,8 @@ def held_by(role: str | None) -> str:
         return _("the base of {tensor}").format(tensor=held_by(role.removesuffix("._base")))
     node, _sep, saved = role.partition(".")
     if not saved:
-        return _("an unnamed leaf") if node == ACCUMULATE_GRAD else _("a tensor `{node}` holds").format(node=node)
+        return _("an unnamed leaf") if node == ACCUMULATE_GRAD else _("a tensor `{node}` holds").format(
+            node=node)
     return _("the tensor `{node}` saved as `{saved}`").format(node=node, saved=saved)
 
 

@@ -65,13 +65,18 @@ def prelude(builtins_namespace: Any = builtins) -> dict[str, Any]:
     }
 
 
-def _error(kind: str, error: BaseException, line: int | None, code: str | None = None,
-           params: dict[str, Param] | None = None) -> dict:
+def _error(kind: str, error: BaseException, line: int | None, message: str | None = None, *,
+           code: str | None = None, params: dict[str, Param] | None = None) -> dict:
     """The error in Python's (or torch's) own words; or, with ``code``, in ours (``app.run_errors``:
     the page translates it)."""
     if code is not None:
         return error_dict(kind, type(error).__name__, code, params, line)
-    return {"kind": kind, "type": type(error).__name__, "message": str(error)[:4000], "line": line}
+    return {
+        "kind": kind,
+        "type": type(error).__name__,
+        "message": (message if message is not None else str(error))[:4000],
+        "line": line,
+    }
 
 
 def trace_delta(
@@ -83,7 +88,7 @@ def trace_delta(
     try:
         code = compile(source, SNIPPET_FILENAME, "exec")
     except SyntaxError as error:
-        return _result([], False, {**_error("rejected", error, error.lineno), "message": f"{error.msg}"[:4000]})
+        return _result([], False, _error("rejected", error, error.lineno, f"{error.msg}"))
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
         return _result([], False, _error("rejected", error, None))
 
@@ -187,14 +192,15 @@ def trace_delta(
     except StepLimitReached:
         pass
     except EngineFailure as exc:
-        error = _error("internal", exc, error_line(exc), "internal.tracer_failed", {"detail": str(exc)})
+        error = _error("internal", exc, error_line(exc), code="internal.tracer_failed",
+                       params={"detail": str(exc)})
     except OutputLimitReached as exc:
-        error = _error("output", exc, error_line(exc), "output.printed_too_much",
-                       {"kib": limits.max_stdout // 1024})
+        error = _error("output", exc, error_line(exc), code="output.printed_too_much",
+                       params={"kib": limits.max_stdout // 1024})
     except RecursionError as exc:
         error = _error("runtime", exc, error_line(exc))
     except MemoryError as exc:
-        error = _error("memory", exc, error_line(exc), "memory.engine")
+        error = _error("memory", exc, error_line(exc), code="memory.engine")
     except BaseException as exc:  # the snippet's own error is data, not a crash
         error = _error("runtime", exc, error_line(exc))
     finally:
@@ -220,7 +226,7 @@ def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
     if isinstance(raised, StepLimitReached):
         return None  # the step limit: truncated says it (and the snippet may well have caught it)
     if isinstance(raised, EngineFailure):
-        return _error("internal", raised, None, "internal.tracer_failed", {"detail": str(raised)})
+        return _error("internal", raised, None, code="internal.tracer_failed", params={"detail": str(raised)})
     error_type = type(raised).__name__ if raised else "Untraced"
     if isinstance(raised, RecursionError):
         return error_dict("untraced", error_type, "untraced.recursion")

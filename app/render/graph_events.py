@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.i18n import gettext as _
 from app.render.names import is_accumulate, short_node_name
 from app.render.steps import StepInput
 from app.schema import NodeFact
@@ -116,10 +117,10 @@ def tensor_label(tid: str, holding: Holding) -> str:
     if holders:
         holder = holders[0]
         if "." not in holder:
-            return "unnamed leaf"
+            return _("unnamed leaf")
         node, saved = holder.split(".", 1)
-        return f"{saved} of {_BACKWARD.sub('', node) or node}"
-    return "unnamed tensor"
+        return _("{saved} of {node}").format(saved=saved, node=_BACKWARD.sub("", node) or node)
+    return _("unnamed tensor")
 
 
 def _module_of(names: list[str]) -> str | None:
@@ -383,7 +384,8 @@ class GraphEvents:
         nexts = []
         for nxt in node.next:
             child = state.nodes.get(nxt) if nxt is not None else None
-            nexts.append([nxt, short_node_name(child.name) if child else ("None" if nxt is None else "gone")])
+            gone = "None" if nxt is None else _("gone")
+            nexts.append([nxt, short_node_name(child.name) if child else gone])
         saved = []
         for name in dict.fromkeys([*node.saved, *node.saved_errors]):
             tid = node.saved.get(name)

@@ -24,9 +24,9 @@ from app import policy
 from app.engine import EngineLimits, trace_delta, trace_snippet
 from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
+from app.run_errors import error_dict
 from app.sandbox import layers
 from app.sandbox.frames import encode_frame, read_frame, write_all
-from app.run_errors import error_dict
 from app.sandbox.seccomp import Libseccomp
 
 EXIT_SETUP_FAILED = 71
@@ -184,7 +184,8 @@ def run_job(job: dict, config: layers.ChildConfig) -> dict:
                 "ok": False,
                 "truncated": False,
                 "steps": [],
-                "error": error_dict("rejected", "PolicyError", rejection.code, rejection.params, rejection.line),
+                "error": error_dict("rejected", "PolicyError", rejection.code, rejection.params,
+                                    rejection.line),
             }
     namespace = policy.safe_builtins() if gate else builtins
     limits = EngineLimits(max_steps=config.max_steps, max_stdout=config.max_stdout)

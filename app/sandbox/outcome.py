@@ -43,7 +43,8 @@ def classify(
         return failed("internal", "internal.restarted")
     if os.WIFSIGNALED(status):
         if os.WTERMSIG(status) == signal.SIGKILL and killed_by_server and cpu < limits.cpu_seconds:
-            return failed("internal", "internal.unusable", error_type="UnusableAnswer")  # our kill, not the OOM
+            # our kill, not the OOM killer's
+            return failed("internal", "internal.unusable", error_type="UnusableAnswer")
         return _signalled(os.WTERMSIG(status), cpu, limits)
     code = os.WEXITSTATUS(status)
     if code == 0:

@@ -82,8 +82,8 @@ async def run_snippet(request: Request) -> Response:
         form, code, limit = body.format, body.code, settings.max_result_bytes
         if len(code.encode()) > settings.max_code_bytes:
             params = {"kb": settings.max_code_bytes // 1024}
-            error = RunError(kind="rejected", type="CodeTooLong", message=english("rejected.too_long_api", params),
-                             code="rejected.too_long_api", params=params)
+            error = RunError(kind="rejected", type="CodeTooLong", code="rejected.too_long_api", params=params,
+                             message=english("rejected.too_long_api", params))
             return _json(_as_format(DeltaTrace(ok=False, steps=[], error=error), form), 413)
         # Worked out (and serialised) in the worker thread, under the request's budget.
         answer = await run_gated(request, code, lambda trace: _answer(trace, code, form, limit),

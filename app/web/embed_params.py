@@ -91,7 +91,8 @@ def _show(value: str) -> str:
 def _source(params: QueryParams) -> Source:
     given = [name for name in ("code", "s", "example") if params.get(name, "").strip()]
     if len(given) > 1:
-        raise ParamError(400, _("Give only one of code, s or example (got {given}).").format(given=", ".join(given)))
+        raise ParamError(400, _("Give only one of code, s or example (got {given}).").format(
+            given=", ".join(given)))
     if "code" in given:
         return Source(token=params["code"].strip())
     if "s" in given:
@@ -126,7 +127,8 @@ async def resolve_code(app_state, source: Source, max_bytes: int) -> str:  # noq
         try:
             code = await run_in_threadpool(app_state.links.get, source.link_id)  # blocking database call
         except StoreUnavailable:
-            raise ParamError(503, _("Short links are unavailable right now; try again in a moment.")) from None
+            unavailable = _("Short links are unavailable right now; try again in a moment.")
+            raise ParamError(503, unavailable) from None
         if code is None:
             raise ParamError(404, _("This short link does not exist here."))
         return code

@@ -97,8 +97,8 @@ async def create_link(request: Request) -> JSONResponse:
     wait = limiter.take(request.client.host if request.client else "unknown") if limiter else 0
     if wait > 0:
         seconds = math.ceil(wait)
-        return JSONResponse({"detail": _("Too many requests; please wait {seconds} s.").format(seconds=seconds)},
-                            status_code=429,
+        detail = _("Too many requests; please wait {seconds} s.").format(seconds=seconds)
+        return JSONResponse({"detail": detail}, status_code=429,
                             headers={"Retry-After": str(seconds)})
     try:
         # JSON escapes can take up to 6 bytes per UTF-8 byte ("\u00e9" for two bytes); the exact

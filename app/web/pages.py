@@ -69,7 +69,9 @@ def render(name: str, **context: Any) -> str:
 def html_response(body: str, status: int = 200) -> Response:
     """HTML with the security headers (GZipMiddleware compresses the large ones: a 1000-step run is
     megabytes of markup)."""
-    headers = {**SECURITY_HEADERS, "Vary": "HX-Request, Accept-Language, Cookie", "Content-Language": i18n.current_tag()}
+    # One URL answers a page or a fragment, in the reader's language (app.web.locale)
+    headers = {**SECURITY_HEADERS, "Vary": "HX-Request, Accept-Language, Cookie",
+               "Content-Language": i18n.current_tag()}
     return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
 
@@ -231,7 +233,7 @@ def _example_json(example: Any) -> dict[str, str]:
 async def htmx_script() -> FileResponse | PlainTextResponse:
     """htmx from the npm package (``npm ci`` in scripts/setup installs it); never from a CDN."""
     if not HTMX.is_file():
-        return PlainTextResponse("htmx is not installed: run scripts/setup (npm ci).", status_code=503)  # operators
+        return PlainTextResponse("htmx is not installed: run scripts/setup (npm ci).", status_code=503)
     return FileResponse(HTMX, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})
 
 

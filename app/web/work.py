@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
-from app.budget import Budget, BudgetExceeded, use_budget
+from app.budget import Budget, use_budget
 from app.web.limits import WORK_KEY
 
 T = TypeVar("T")

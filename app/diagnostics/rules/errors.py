@@ -142,8 +142,8 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
                     "already backpropagated."
                 ).format(names=names)
                 tensors.extend(tid for _, tid in carried)
-    first = _("backward() at line {line}").format(line=previous) if previous is not None and previous != line \
-        else _("an earlier backward()")
+    again = previous is not None and previous != line
+    first = _("backward() at line {line}").format(line=previous) if again else _("an earlier backward()")
     parts = _(" (freed: {nodes})").format(nodes=", ".join(freed_names)) if freed_names else ""
     return Diagnostic(
         rule=TWICE_RULE, severity="error",

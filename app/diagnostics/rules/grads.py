@@ -228,12 +228,14 @@ def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str]
         severity = "info"
         new_leaf = "requires_grad_" in context.line_text(cause.line)
         why = (ngettext(
-            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the graph, "
+            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the "
+            "graph, "
             "and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf.",
             " Line {cause_line} (`{code}`) stops them on purpose: `{call}` shares the memory but not the "
             "graph, and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf.", count)
             if new_leaf else ngettext(
-            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the graph, "
+            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the "
+            "graph, "
             "so gradients stop there.",
             " Line {cause_line} (`{code}`) stops them on purpose: `{call}` shares the memory but not the "
             "graph, so gradients stop there.", count)).format(**fields)
@@ -243,7 +245,8 @@ def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str]
         ).format(**fields)
     elif cause.kind == "cut":
         why = _(
-            " The path was cut at line {cause_line} (`{code}`): `{call}` returns a tensor with no grad_fn, so "
+            " The path was cut at line {cause_line} (`{code}`): `{call}` returns a tensor with no grad_fn, "
+            "so "
             "everything computed from it is invisible to autograd."
         ).format(**fields)
         fix = _(
@@ -386,7 +389,8 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
                     "`{name}.grad` is None here and stays None."
                 ).format(**fields),
                 fix=(_(
-                    "Call `{name}.retain_grad()` right after line {created} creates it, before backward(), to "
+                    "Call `{name}.retain_grad()` right after line {created} creates it, before backward(), "
+                    "to "
                     "keep its gradient; or ask for it directly: `torch.autograd.grad(loss, {name})`."
                 ) if created_line is not None else _(
                     "Call `{name}.retain_grad()`, before backward(), to keep its gradient; or ask for it "

@@ -212,7 +212,8 @@ def _alias_diagnostic(
         alias_name = label(before, alias)
         made = _(" (line {line}: `{code}`)").format(line=made_line, code=context.line_text(made_line)) \
             if made_line is not None else ""
-        memory = (_("{what}'s memory") if what.startswith("`") else _("the memory of {what}")).format(what=what)
+        memory = (_("{what}'s memory") if what.startswith("`") else _("the memory of {what}")).format(
+            what=what)
         head = _(
             "{alias}{made} is not a copy of {what}: detach() and .data return a tensor that shares "
             "{memory} and only drops the gradient tracking. So {code} at line {line} changed "
@@ -227,8 +228,8 @@ def _alias_diagnostic(
         tensors = [alias, *originals]
     else:
         via = write.via or ".data"
-        head = _("{code} at line {line} writes into {what} through `{via}`, which autograd cannot see.").format(
-            code=code, line=step.line, what=what, via=via)
+        head = _("{code} at line {line} writes into {what} through `{via}`, which autograd cannot "
+                 "see.").format(code=code, line=step.line, what=what, via=via)
         fix = _(
             "Do not change a tensor the graph still needs: compute the new value out of place "
             "(e.g. `{base} + ...` into a new variable), or make the change after backward(), "
