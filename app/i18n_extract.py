@@ -53,7 +53,8 @@ AS_GETTEXT = {"t": "gettext", "tn": "ngettext"}
 
 def extract_js(fileobj: Any, keywords: Any, comment_tags: Any, options: Any) -> Iterator[tuple]:
     """Babel's JavaScript extractor, with the scripts' keywords (``t``, ``tn``)."""
-    for lineno, funcname, messages, comments in extract_javascript(fileobj, JS_KEYWORDS, comment_tags, options):
+    found = extract_javascript(fileobj, JS_KEYWORDS, comment_tags, options)
+    for lineno, funcname, messages, comments in found:
         yield lineno, AS_GETTEXT.get(funcname, funcname), messages, comments
 
 
@@ -88,7 +89,9 @@ def update(check: bool = False) -> int:
             print(f"{path.relative_to(ROOT)}: +{len(after - before)} -{len(before - after)} messages")
         if not check:
             with path.open("wb") as po:
-                write_po(po, catalog, width=110, omit_header=False, sort_by_file=False, ignore_obsolete=True)
+                # no line numbers: an edit elsewhere in a file does not touch the catalog
+                write_po(po, catalog, width=110, sort_by_file=False, ignore_obsolete=True,
+                         include_lineno=False)
     return 1 if check and stale else 0
 
 

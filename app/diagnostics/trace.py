@@ -151,6 +151,11 @@ def label(view: At, tid: str) -> str:
     return held_by(holder)
 
 
+def listing(items: Iterable[str]) -> str:
+    """``a, b, c`` in the request's language (Chinese lists with 、)."""
+    return _(", ").join(items)
+
+
 def held_by(role: str | None) -> str:
     """``SinBackward0.self`` → "the tensor `SinBackward0` saved as `self`" (``Holding``'s roles)."""
     if role is None:

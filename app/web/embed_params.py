@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
 
 from app.gallery import EXAMPLES, get_example, localized
+from app.i18n import DEFAULT, TAGS, current_tag
 from app.i18n import gettext as _
 from app.shortlinks import StoreUnavailable
 from app.shortlinks.ids import is_valid_id
@@ -137,11 +138,14 @@ async def resolve_code(app_state, source: Source, max_bytes: int) -> str:  # noq
 
 
 def playground_href(source: Source, code: str, step: int | None) -> str:
-    """The playground URL that opens the same code (and step, counted from 1)."""
+    """The playground URL that opens the same code (and step, counted from 1), in the same language
+    (English, the default, needs no ``lang=``)."""
     if source.example is not None:
         url = "/?" + urlencode({"example": source.example})
     elif source.link_id is not None:
         url = playground_url(source.link_id, code)
     else:
         url = "/?" + urlencode({"code": encode_code(code)})
-    return url if step is None else f"{url}&step={step + 1}"
+    url = url if step is None else f"{url}&step={step + 1}"
+    tag = current_tag()
+    return url if tag == TAGS[DEFAULT] else f"{url}&{urlencode({'lang': tag})}"

@@ -34,7 +34,7 @@ export class Share {
       : t("The code in the editor, not run yet: the link opens it and runs it.");
     ui.state.setAttribute("data-ran", ran ? "1" : "0");
     ui.link.value = ui.short.value = "";
-    ui.short.placeholder = "making a short link…";
+    ui.short.placeholder = t("making a short link…");
     ui.status.textContent = "";
     if (!this.dialog.open) this.dialog.showModal();
     permalink(code, step).then(function (url) {

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from app.diagnostics.context import Context
 from app.diagnostics.index import At
 from app.diagnostics.source import resolve, text
-from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, node_label, reach
+from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach
 from app.i18n import gettext as _
 from app.schema import Diagnostic
 
@@ -62,7 +62,7 @@ def _predicted(context: Context) -> bool:
 
 def _code(context: Context, line: int | None) -> str:
     code = context.line_text(line)
-    return f" (`{code}`)" if code else ""
+    return _(" (`{code}`)").format(code=code) if code else ""
 
 
 def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
@@ -135,7 +135,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
         if loop is not None:
             carried = _carried(context, last, loop, used, facts.func if facts else None)
             if carried:
-                names = ", ".join(f"`{name}`" for name, _ in carried)
+                names = listing(f"`{name}`" for name, _ in carried)
                 carried_note = _(
                     " In a loop this usually means a tensor carried over from an earlier iteration — here "
                     "{names}, computed from its own previous value — still links the new graph to the one "
@@ -144,7 +144,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
                 tensors.extend(tid for _, tid in carried)
     again = previous is not None and previous != line
     first = _("backward() at line {line}").format(line=previous) if again else _("an earlier backward()")
-    parts = _(" (freed: {nodes})").format(nodes=", ".join(freed_names)) if freed_names else ""
+    parts = _(" (freed: {nodes})").format(nodes=listing(freed_names)) if freed_names else ""
     return Diagnostic(
         rule=TWICE_RULE, severity="error",
         title=_("backward() through a graph that was already used"),

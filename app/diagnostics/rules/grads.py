@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from app.diagnostics.context import Context
 from app.diagnostics.index import At
 from app.diagnostics.source import method_text, resolve, tensors_named, text
-from app.diagnostics.trace import label, leaves_reached
+from app.diagnostics.trace import label, leaves_reached, listing
 from app.i18n import gettext as _
 from app.i18n import ngettext
 from app.schema import Diagnostic
@@ -213,7 +213,7 @@ class HigherOrder:
 
 def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str], roots: tuple) -> Diagnostic:
     step = context.at(index)
-    names = ", ".join(label(step, tid) for tid in tids)
+    names = listing(label(step, tid) for tid in tids)
     count = len(tids)
     fields = {"names": names, "line": step.line, "root": f"`{text(roots[0])}`" if roots else _("the loss"),
               "call": cause.call, "code": context.line_text(cause.line), "cause_line": cause.line,
@@ -336,9 +336,9 @@ def _hidden_cut(
     func = inner.func if inner is not None else None
     cut_line = context.line(j)
     leaves = sorted({leaf for t in inputs for leaf in leaves_reached(before, t)})
-    leaf_names = ", ".join(label(before, leaf) for leaf in leaves) or _("the tensors that require grad")
+    leaf_names = listing(label(before, leaf) for leaf in leaves) or _("the tensors that require grad")
     fields = {"name": name, "how": how, "func": func, "line": step.line, "code": context.line_text(step.line),
-              "source": ", ".join(sorted(label(before, t) for t in inputs)), "cut_line": cut_line,
+              "source": listing(sorted(label(before, t) for t in inputs)), "cut_line": cut_line,
               "cut_code": context.line_text(cut_line), "call": method_text(expr, how), "leaves": leaf_names,
               "expr": text(expr)}
     return Diagnostic(

@@ -84,7 +84,7 @@ def _saved_diagnostic(
     versions = VERSIONS.search(complaint)
     now, expected = (versions.group(1), versions.group(2)) if versions else (_("newer"), _("older"))
     facts = context.source.at(step.line)
-    code = f" (`{facts.text.strip()}`)" if facts is not None else ""
+    code = _(" (`{code}`)").format(code=facts.text.strip()) if facts is not None else ""
     alias_note, fixes = "", []
     writes = _writes_to(context, index, facts, storage) if facts is not None and storage is not None else []
     for write in writes:
