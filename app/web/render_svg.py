@@ -18,10 +18,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from app.render import build_explorer
+from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
 from app.schema import DeltaTrace
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
 from app.web.gates import Refusal, run_gated
+from app.web.pages import run_limits
 
 router = APIRouter()
 
@@ -64,8 +66,8 @@ def _cache(request: Request) -> OrderedDict[str, str]:
     return state.svg_cache
 
 
-def _draw(result: DeltaTrace, code: str, params: EmbedParams, max_steps: int) -> str:
-    view = build_explorer(result, code, params.step, max_steps)
+def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
+    view = build_explorer(result, code, params.step, limits)
     return render_svg(view, params.step, params.view, params.theme)
 
 
@@ -98,7 +100,7 @@ async def render_image(request: Request) -> Response:
     result = await _run(request, code, params.theme)
     if isinstance(result, Response):
         return result
-    body = await run_in_threadpool(_draw, result, code, params, settings.max_steps)
+    body = await run_in_threadpool(_draw, result, code, params, run_limits(settings))
     if result.error is not None and result.error.kind not in STABLE_ERRORS:
         return _svg(body)  # a timeout or a crash may not happen next time: do not keep it
     cache[etag] = body
