@@ -24,6 +24,7 @@ from app.render.names import (
 )
 from app.render.steps import StepInput
 from app.render.tracks import Run, change, close_runs
+from app.schema import TensorFact
 from app.trace.holding import Holding
 from app.trace.replay import State
 
@@ -40,8 +41,23 @@ def _who(tid: str | None, state: State, holding: Holding) -> str:
     return holder_phrase(holders[0]) if holders else UNNAMED
 
 
-def tensor_facts(state: State, holding: Holding, tid: str, born: int | None) -> list[tuple[str, str]]:
-    """The rows of one live tensor now. The first row is what the views call it (the panel's title)."""
+def values_text(fact: TensorFact) -> str | None:
+    """The values row: the tensor as torch prints it, or a summary of a large one."""
+    if fact.values is not None:
+        return fmt.nested(fact.values)
+    if fact.summary is None:
+        return None
+    summary = fact.summary
+    parts = [f"{summary.numel} elements"]
+    parts += [f"{name} {fmt.long_scalar(v)}" for name, v in
+              (("min", summary.min), ("max", summary.max), ("mean", summary.mean)) if v is not None]
+    return " · ".join(parts)
+
+
+def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
+                 values: str | None = None) -> list[tuple[str, str]]:
+    """The rows of one live tensor now. The first row is what the views call it (the panel's title).
+    ``values``: its values row when the caller has it already (``values_text``)."""
     fact = state.tensors[tid]
     named = holding.is_named(tid)
     rows: list[tuple[str, str]] = [
@@ -78,14 +94,9 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None) -> 
         rows.append(("device", fact.device))
     if born is not None:
         rows.append(("created", f"line {born}"))
-    if fact.values is not None:
-        rows.append(("values", fmt.nested(fact.values)))
-    elif fact.summary is not None:
-        summary = fact.summary
-        parts = [f"{summary.numel} elements"]
-        parts += [f"{name} {fmt.long_scalar(v)}" for name, v in
-                  (("min", summary.min), ("max", summary.max), ("mean", summary.mean)) if v is not None]
-        rows.append(("values", " · ".join(parts)))
+    values = values if values is not None else values_text(fact)
+    if values is not None:
+        rows.append(("values", values))
     return rows
 
 
@@ -104,6 +115,7 @@ class FactsBuilder:
         self.details: dict[str, list[Run]] = {}
         self.born: dict[str, int] = {}
         self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
+        self._values: dict[str, tuple[TensorFact, str | None]] = {}  # tensor -> (fact, values row)
 
     def add_step(self, step: StepInput) -> None:
         state, changes, holding, held = step.state, step.changes, step.holding, step.held
@@ -125,10 +137,15 @@ class FactsBuilder:
             dirty.update(holding.pointers.get(tid, ()))
         for tid in dirty:
             runs = self.details.setdefault(tid, [])
-            if tid not in state.tensors:
+            fact = state.tensors.get(tid)
+            if fact is None:
                 change(runs, step.index, None)
+                self._values.pop(tid, None)
                 continue
-            rows = tensor_facts(state, holding, tid, self.born.get(tid))
+            cached = self._values.get(tid)
+            if cached is None or cached[0] is not fact:  # values are formatted once per fact
+                cached = self._values[tid] = (fact, values_text(fact))
+            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1])
             entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
             change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
 

@@ -215,6 +215,7 @@ class MemoryBuilder:
         self.families: dict[tuple, _Family] = {}
         self.per_group = dict.fromkeys(self.group_k, 0)
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
+        self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
 
     # ---- one step --------------------------------------------------------------------------------
     def add_step(self, step: StepInput) -> None:
@@ -248,6 +249,7 @@ class MemoryBuilder:
                 self._leave(fam, sid, step.index)
                 touched[fam.index] = fam
             self.records.pop(sid, None)
+            self._texts.pop(sid, None)
             return
         record = self._record(sid, storage, step, prev)
         self.records[sid] = record
@@ -289,8 +291,7 @@ class MemoryBuilder:
         cells = None
         changed = ""
         if not scaled and storage.values is not None:
-            texts = [fmt.scalar(v).replace(SEP, "") for v in storage.values[:count]]
-            cells = tuple(texts + [""] * (count - len(texts)))
+            cells = self._cells(sid, storage, count)
             old_storage = step.changes.old_storages.get(sid)
             if prev is not None and prev.cells is not None and old_storage is not None:
                 pairs = enumerate(zip(prev.cells, cells, strict=False))
@@ -304,6 +305,16 @@ class MemoryBuilder:
                        tuple(layouts))
         return _Record(shape, family(" · ".join(labels)), family(labels[0]) if labels else "storage", cells,
                        changed, note, len(tids) - len(drawn), tuple(rows))
+
+    def _cells(self, sid: str, storage: StorageFact, count: int) -> tuple[str, ...]:
+        """Every cell's text, formatted again only when the storage's fact changed."""
+        cached = self._texts.get(sid)
+        if cached is not None and cached[0] is storage:
+            return cached[1]
+        texts = [fmt.scalar(v).replace(SEP, "") for v in (storage.values or ())[:count]]
+        cells = tuple(texts + [""] * (count - len(texts)))
+        self._texts[sid] = (storage, cells)
+        return cells
 
     def _fits(self, fam: _Family, record: _Record) -> bool:
         key = self._key(record)
