@@ -197,24 +197,31 @@
   // One thing, one highlight: the tensor under the pointer (else the selected one) lights up in
   // both views, the variables bar and the fold lists; its creation line lights up in the editor.
   // Elements change the tensor they stand for as the steps go, so it is looked up when it changes.
-  Explorer.prototype.light = function (name, tid) {
-    var lit = this.lit[name];
-    for (var i = 0; i < lit.length; i++) lit[i].classList.remove(name);
-    lit = this.lit[name] = tid && TENSOR_ID.test(tid) ? Array.from(this.root.querySelectorAll('[data-t="' + tid + '"]')) : [];
+  Explorer.prototype.find = function (tids) {
+    var root = this.root, found = [];
+    tids.forEach(function (tid) {
+      if (tid && TENSOR_ID.test(tid)) found.push.apply(found, root.querySelectorAll('[data-t="' + tid + '"]'));
+    });
+    return found;
+  };
+
+  // "hl": the hovered tensor (or the tensors a hovered grad_fn saved); "sel": the selected one.
+  Explorer.prototype.light = function (name, tids) {
+    var lit = this.lit[name], i;
+    for (i = 0; i < lit.length; i++) lit[i].classList.remove(name);
+    lit = this.lit[name] = this.find(tids);
     for (i = 0; i < lit.length; i++) lit[i].classList.add(name);
   };
 
   Explorer.prototype.relight = function () {
-    this.light("hl", this.hovered);
-    this.light("sel", this.selected);
-    var self = this;
-    (this.nodeSaved || []).forEach(function (t) { self.root.querySelectorAll('[data-t="' + t + '"]').forEach(function (el) { el.classList.add("hl"); self.lit.hl.push(el); }); });
+    this.light("hl", [this.hovered].concat(this.nodeSaved || []));
+    this.light("sel", [this.selected]);
   };
 
   Explorer.prototype.hover = function (tid) {
     if (tid === this.hovered) return;
     this.hovered = tid;
-    this.light("hl", tid);
+    this.relight();
     this.renderDetail();
   };
 
@@ -228,7 +235,7 @@
 
   Explorer.prototype.select = function (tid) {
     this.selected = tid === this.selected ? null : tid;
-    this.light("sel", this.selected);
+    this.light("sel", [this.selected]);
     this.renderDetail();
   };
 

@@ -19,6 +19,7 @@ from app.render.names import (
     holder_phrase,
     holders_of,
     holders_text,
+    id_order,
     label,
     short_node_name,
 )
@@ -135,7 +136,7 @@ class FactsBuilder:
             dirty.update(step.users.get(sid))
         for tid in list(dirty):  # the .grad / ._base rows of others name this one
             dirty.update(holding.pointers.get(tid, ()))
-        for tid in dirty:
+        for tid in sorted(dirty, key=id_order):  # in id order: the same run gives the same payload
             runs = self.details.setdefault(tid, [])
             fact = state.tensors.get(tid)
             if fact is None:

@@ -4,6 +4,8 @@ there (counted, listed, with its facts)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from app.render import build_explorer, fmt, frame_at
@@ -196,3 +198,24 @@ def test_names_beyond_the_cap_are_counted_and_listed() -> None:
     listed = [e[0] for e in view.variables.folds[view.variables.more_k]]
     assert listed == [f"v{i}" for i in range(MAX_CHIPS, MAX_CHIPS + extra)]
     assert len(trace(code).steps) == MAX_CHIPS + extra
+
+
+def test_the_same_run_gives_the_same_page_in_any_process() -> None:
+    """No set order leaks into the payload (string hashes differ from process to process)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import hashlib, json; from app.render import build_explorer, client_payload; "
+        "from app.schema import DeltaTrace; from app.trace.delta import compress; "
+        "from tests.golden import load; "
+        "g = next(g for g in load() if 'losses.append(loss)' in g.source); "
+        "view = build_explorer(DeltaTrace.model_validate(compress(g.result)), g.source); "
+        "print(hashlib.sha256(json.dumps(client_payload(view)).encode()).hexdigest())"
+    )
+    digests = {
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -214,3 +215,44 @@ def test_a_stored_short_link_opens_its_code(client: TestClient) -> None:
     link_id = created.json()["id"]
     assert "z = torch.zeros(2)  # stored" in client.get("/", params={"s": link_id}).text
     assert "short link does not exist here" in client.get("/", params={"s": "nope"}).text
+
+
+class Text(HTMLParser):
+    """The text a person reads in a fragment (and its title attributes), without the payload script
+    and without the diagnostics panel (its messages are the diagnostics' own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self._skip: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if self._skip or tag == "script" or attrs.get("data-testid") == "diagnostics":
+            self._skip.append(tag)
+        elif attrs.get("title"):
+            self.text.append(attrs["title"])
+
+    def handle_endtag(self, tag):
+        if self._skip and self._skip[-1] == tag:
+            self._skip.pop()
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+INTERNAL_ID = re.compile(r"\b[tsn]\d+\b")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.slug)
+def test_nothing_meant_for_a_person_names_an_internal_id(client: TestClient, example) -> None:
+    html = client.post("/run", data={"code": example.code}).text
+    reader = Text()
+    reader.feed(html)
+    assert not INTERNAL_ID.findall(" ".join(reader.text))
+    payload = parse(html).payload
+    texts = [value for _, runs in payload["text"] for _, _, value in runs]
+    texts += [text for label, text in payload["pairs"] if label != "id"]  # the facts panel's "id" row may
+    texts += [entry[0] for _, entries in payload["folds"] for entry in entries]
+    assert not [t for t in texts if INTERNAL_ID.search(t)]
