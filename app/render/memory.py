@@ -185,6 +185,7 @@ class _Family:
     group: str
     title: str
     shape: _Shape | None  # None: a group's overflow, drawn as a count only
+    order: int  # where it sits in its group: where its first member's storage first appeared
     alive: dict[str, None] = field(default_factory=dict)  # members in order of joining
     slots: list[_Slot] = field(default_factory=list)
     slot_of: dict[str, int] = field(default_factory=dict)
@@ -213,6 +214,7 @@ class MemoryBuilder:
         self.records: dict[str, _Record] = {}
         self.member_of: dict[str, _Family] = {}
         self.families: dict[tuple, _Family] = {}
+        self.first_seen: dict[str, int] = {}  # storage -> its rank in order of first appearance
         self.per_group = dict.fromkeys(self.group_k, 0)
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
         self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
@@ -251,6 +253,7 @@ class MemoryBuilder:
             self.records.pop(sid, None)
             self._texts.pop(sid, None)
             return
+        self.first_seen.setdefault(sid, len(self.first_seen))
         record = self._record(sid, storage, step, prev)
         self.records[sid] = record
         if record.changed or any(row.bumped for row in record.rows):
@@ -259,7 +262,7 @@ class MemoryBuilder:
             if fam is not None:
                 self._leave(fam, sid, step.index)
                 touched[fam.index] = fam
-            fam = self._family(record)
+            fam = self._family(sid, record)
             fam.alive[sid] = None
             self.member_of[sid] = fam
             self.group_alive[fam.group] += 1
@@ -325,7 +328,7 @@ class MemoryBuilder:
     def _key(record: _Record) -> tuple:
         return (record.shape, record.pattern)
 
-    def _family(self, record: _Record) -> _Family:
+    def _family(self, sid: str, record: _Record) -> _Family:
         key = self._key(record)
         fam = self.families.get(key)
         if fam is not None:
@@ -335,10 +338,13 @@ class MemoryBuilder:
             overflow = ("overflow", group)
             fam = self.families.get(overflow)
             if fam is None:
-                fam = self.families[overflow] = _Family(len(self.families), group, "other storages", None)
+                fam = self.families[overflow] = _Family(len(self.families), group, "other storages", None,
+                                                        1 << 62)  # after every family
             return fam
         self.per_group[group] += 1
-        fam = self.families[key] = _Family(len(self.families), group, record.title, record.shape)
+        # A storage whose family changes (x gets a view d: "x" becomes "x · d") keeps its place.
+        fam = self.families[key] = _Family(len(self.families), group, record.title, record.shape,
+                                           self.first_seen[sid])
         return fam
 
     def _leave(self, fam: _Family, sid: str, index: int) -> None:
@@ -435,7 +441,7 @@ class MemoryBuilder:
     def finish(self, count: int) -> MemoryView:
         folds: dict[int, list[Entry]] = {}
         by_group: dict[str, list[Family]] = {name: [] for name in self.group_k}
-        for fam in sorted(self.families.values(), key=lambda f: f.index):
+        for fam in sorted(self.families.values(), key=lambda f: (f.order, f.index)):
             entries = fam.members.close(count)
             if fam.fold_k is not None:
                 folds[fam.fold_k] = entries

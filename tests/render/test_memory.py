@@ -80,3 +80,12 @@ def test_a_strip_shows_no_internal_id() -> None:
             words = [frame.text(k) for k in (strip.note_k, strip.more_k)] + [strip.size]
             words += [frame.text(r.label_k) for r in strip.rows]
             assert not any(w.startswith(("t", "s", "n")) and w[1:].isdigit() for w in " ".join(words).split())
+
+
+def test_a_storage_keeps_its_place_when_a_view_joins_it() -> None:
+    code = "x = torch.ones(3)\nc = x.clone()\nd = x.detach()\n"
+    view = explore(code)
+    last = trace_v1(code).steps[-1]
+    order = [frame_at(view).ref(strip.k) for _, strip in shown_strips(view)]
+    x, c = (last.tensors[last.variables[n]].storage for n in ("x", "c"))
+    assert order == [x, c]  # x's strip stays first, though "x" became "x, d" after c was made
