@@ -5,8 +5,9 @@
 #   TORCH_INDEX_URL  where the CPU-only torch wheel comes from (default: PyTorch's CPU index, which
 #                    avoids the multi-GB CUDA build); empty = plain pip with the base image's settings
 #   TORCH_VERSION    keep equal to the torch pin in pyproject.toml (a test checks it)
-# Stages: frontend (npm ci) and python (a venv with torch, then the app's dependencies), each in
-# layers ordered from rarely to often changed; the final stage copies only their results.
+# Stages: frontend (npm ci, the page's bundle) and python (a venv with torch, then the app's
+# dependencies), each in layers ordered from rarely to often changed; the final stage copies only
+# their results.
 
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
@@ -20,8 +21,11 @@ RUN apt-get update -qq \
 ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /src
 COPY package.json package-lock.json ./
-# Only what the app serves: development tools in package.json stay out of the image.
-RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error && mkdir -p node_modules
+RUN npm ci --no-audit --no-fund --loglevel=error
+# The page's script bundled with CodeMirror (the pinned esbuild, as scripts/setup does); then only
+# what the app serves stays: the bundler, CodeMirror's sources and the test tools leave node_modules.
+COPY static/src static/src
+RUN npm run --silent build && npm prune --omit=dev --no-audit --no-fund --loglevel=error && mkdir -p node_modules
 
 # --- Python: a venv with CPU-only torch, then the app's other dependencies ---------------------------
 FROM ${BASE_IMAGE} AS python
@@ -68,8 +72,12 @@ WORKDIR /app
 COPY --from=frontend /src/node_modules ./node_modules
 # The source tree as .dockerignore filters it: app/, templates/, static/ and whatever else they grow.
 COPY . .
+COPY --from=frontend /src/static/build ./static/build
 # Byte-compiled once here: the code is root-owned and read-only to the server user.
 RUN python -m compileall -q app
+# The graph layout's Graphviz module compiled once here too (seconds), into a root-owned cache.
+ENV XDG_CACHE_HOME=/opt/cache
+RUN python -c 'from app.render.layout import DOT; DOT.render("digraph { a -> b }")'
 USER 10001:10001
 # Short links live in SQLite under /data unless DATABASE_URL names a PostgreSQL server.
 VOLUME ["/data"]

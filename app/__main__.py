@@ -23,10 +23,16 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from app.config import get_settings
+        from app.serving import uvicorn_options
         from app.web.main import create_app
 
         settings = get_settings()
-        uvicorn.run(create_app(settings), host=args.host or settings.host, port=args.port or settings.port)
+        uvicorn.run(
+            create_app(settings),
+            host=args.host or settings.host,
+            port=args.port or settings.port,
+            **uvicorn_options(settings),  # bounded connections, idle time, heads (docs/self-host.md)
+        )
         return 0
 
     from pathlib import Path

@@ -42,6 +42,24 @@ class Settings(BaseSettings):
     rate_per_minute: float = 120.0
     rate_burst: int = 120
 
+    # The server's own work per request (validation, diagnostics, layout, rendering): a time budget,
+    # cancelled when the client leaves; past it the answer is a partial view (app/budget.py). Wall
+    # time: the largest legitimate trace (1000 steps) takes about 2 s of CPU to draw, and a busy 2-core
+    # machine stretches that threefold.
+    server_seconds: float = 10.0
+
+    # Requests and connections (app/web/limits.py, app/serving.py): the largest body any route
+    # accepts (0: derived from max_code_bytes, whose JSON escapes can take 6 bytes a byte), the time a
+    # body may take to arrive, open connections at once (beyond: closed at once, or 503 from uvicorn),
+    # idle keep-alive, the time a request's head may take, the header size, the listen backlog.
+    max_body_bytes: int = 0
+    body_seconds: float = 10.0
+    max_connections: int = 512
+    keep_alive_seconds: int = 5
+    header_seconds: float = 10.0
+    max_header_bytes: int = 16 * 1024
+    backlog: int = 256
+
     # Short links: SQLite under data_dir, unless DATABASE_URL names a PostgreSQL server
     # (postgresql://...), which lets several replicas share links. Nothing else is stored.
     data_dir: Path = Path("data")
@@ -49,6 +67,11 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "EXPLORER_DATABASE_URL")
     )
     database_pool_size: int = 4
+
+
+    @property
+    def body_limit(self) -> int:
+        return self.max_body_bytes or 6 * self.max_code_bytes + 4096
 
 
 @lru_cache

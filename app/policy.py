@@ -17,6 +17,7 @@ import builtins
 import re
 import string
 import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,12 +42,36 @@ ALLOWED_IMPORTS = frozenset(
         "torch.func",
         "torch.random",
         "torch.types",
+        "torch.autograd.forward_ad",
+        "torch.utils.data",
+        "torch.utils.checkpoint",
+        "torch.nn.utils",
+        "torch.nn.utils.parametrize",
+        "torch.nn.utils.parametrizations",
+        "torch.nn.utils.rnn",
         "math",
         "random",
         "itertools",
         "collections",
+        "collections.abc",
+        "copy",
+        "dataclasses",
+        "functools",
+        "typing",
+        "numpy",
     }
 )
+# Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
+# the packages that lead to them. Any other module reached by an attribute path (a module imports
+# ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:
+# such a walk hands out ``attrgetter``/``methodcaller`` and through them everything.
+WALKABLE_MODULES = ALLOWED_IMPORTS | {"torch.utils", "torch.cuda", "torch.distributions.constraints",
+                                      "numpy.linalg", "numpy.random", "numpy.fft"}
+# Modules every snippet starts with (app.engine.run.prelude).
+PRELUDE_MODULES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
+# Builtins that take an attribute name: allowed with a name written in the snippet (checked like
+# ``obj.name``), never with a computed one.
+NAMED_ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 
 # Builtins that reach outside the snippet, evaluate strings, or walk objects by computed name.
 BLOCKED_BUILTINS = frozenset(
@@ -61,9 +86,6 @@ BLOCKED_BUILTINS = frozenset(
         "globals",
         "locals",
         "vars",
-        "getattr",
-        "setattr",
-        "delattr",
         "__import__",
         "memoryview",
         "exit",
@@ -111,11 +133,9 @@ BLOCKED_ATTRIBUTES = frozenset(
         "onnx",
         "multiprocessing",
         "distributed",
-        "utils",
         "cpp_extension",
         "collect_env",
         "backends",
-        "cuda",
         "mps",
         "xpu",
         "mtia",
@@ -125,8 +145,12 @@ BLOCKED_ATTRIBUTES = frozenset(
         "set_num_threads",
         "set_num_interop_threads",
         "set_default_device",
-        "numpy",
         "format_map",
+        "ctypeslib",
+        "f2py",
+        "fromfile",
+        "tofile",
+        "memmap",
         "set_default_tensor_type",
     }
 )
@@ -140,6 +164,35 @@ ALLOWED_UNDERSCORE_NAMES = frozenset({"_", "__name__"})
 ALLOWED_DUNDER_METHODS = frozenset(
     {
         "__init__",
+        "__post_init__",
+        "__del__",
+        "__bool__",
+        "__ne__",
+        "__radd__",
+        "__rsub__",
+        "__rmul__",
+        "__rtruediv__",
+        "__rmatmul__",
+        "__floordiv__",
+        "__mod__",
+        "__pow__",
+        "__rpow__",
+        "__pos__",
+        "__abs__",
+        "__invert__",
+        "__and__",
+        "__or__",
+        "__xor__",
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "__delitem__",
+        "__reversed__",
+        "__index__",
+        "__int__",
+        "__float__",
+        "__format__",
         "__call__",
         "__len__",
         "__getitem__",
@@ -167,6 +220,33 @@ ALLOWED_DUNDER_METHODS = frozenset(
 )
 
 PLAYGROUND = "is not available in the playground"
+# What to write instead, for the refusals learners meet most.
+REWRITES = {
+    "save": "keep the tensor in a variable",
+    "load": "build the tensor or model in the snippet",
+    "from_file": "build the tensor in the snippet",
+    "hub": "nothing is downloaded here: build the model in the snippet",
+    "open": "there are no files here: put the data in the snippet",
+    "eval": "write the code itself",
+    "exec": "write the code itself",
+    "compile": "call the function directly",
+    "jit": "call the function directly",
+    "os": "snippets have no access to the operating system",
+    "sys": "snippets have no access to the interpreter",
+    "multiprocessing": "use DataLoader(..., num_workers=0)",
+    "set_num_threads": "the playground runs on one thread",
+    "set_num_interop_threads": "the playground runs on one thread",
+    "input": "assign the value in the snippet",
+    "globals": "use the variable's name",
+    "locals": "use the variable's name",
+    "vars": "use the attribute itself, or a dict",
+    "backends": "the playground runs on the CPU backend only",
+}
+
+
+def _refused(what: str, name: str) -> str:
+    rewrite = REWRITES.get(name)
+    return f"{what} {PLAYGROUND}" + (f": {rewrite}." if rewrite else ".")
 
 
 @dataclass(frozen=True)
@@ -192,7 +272,7 @@ def check(source: str) -> Rejection | None:
         return Rejection(None, "size", "The snippet is nested too deeply (or is too large) to read.")
     try:
         _check_shape(tree)
-        _Checker().visit(tree)
+        _Checker(tree).visit(tree)
     except _Rejected as rejected:
         return rejected.rejection
     except RecursionError:
@@ -230,6 +310,23 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _module_attribute(module: str, attr: str) -> str | None:
+    """The name of the module ``module.attr`` is, or None when it is not a module (or unknown).
+
+    Read from the modules already loaded (the fork server preloads every walkable one), through the
+    module's ``__dict__``: nothing runs, no lazy import is triggered.
+    """
+    loaded = sys.modules.get(module)
+    value = vars(loaded).get(attr) if loaded is not None else None
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    if value is None and f"{module}.{attr}" in sys.modules:
+        return f"{module}.{attr}"
+    if value is None and loaded is None and f"{module}.{attr}" in WALKABLE_MODULES:
+        return f"{module}.{attr}"  # torch not loaded here (tests of the gate alone)
+    return None
+
+
 def _format_fields(text: str) -> Iterator[str]:
     """Field names of a ``str.format`` template, nested ones (inside format specs) included."""
     for _literal, name, spec, _conversion in string.Formatter().parse(text):
@@ -240,14 +337,78 @@ def _format_fields(text: str) -> Iterator[str]:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self) -> None:
+    def __init__(self, tree: ast.AST) -> None:
+        self._parents = {id(c): parent for parent in ast.walk(tree) for c in ast.iter_child_nodes(parent)}
         self._class_depth = 0
         self._imported_modules: set[str] = set()
+        self._modules: dict[str, str] = dict(PRELUDE_MODULES)  # name -> the module it stands for
+        self._walk_roots: set[int] = set()  # Name nodes that start an attribute path
+        self._named_calls: set[int] = set()  # getattr & co. called with a literal name
+        self._alias_targets: set[int] = set()  # `F = torch.nn.functional`: the value node
+
+    def visit_Module(self, node: ast.Module) -> None:  # noqa: N802
+        # A module path assigned to a plain name at the top level is an alias (`F = torch.nn.functional`).
+        for statement in node.body:
+            if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)):
+                self._alias_targets.add(id(statement.value))
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:  # noqa: N802
+        self.generic_visit(node)
+        if self._aliasing(node.value):
+            name = node.targets[0].id  # type: ignore[attr-defined]
+            module = self._walk(node.value)
+            if module is not None:
+                self._modules[name] = module  # walks through the alias are checked like the original
+            else:
+                self._modules.pop(name, None)
+
+    def _aliasing(self, node: ast.AST) -> bool:
+        return id(node) in self._alias_targets
+
+    # -- walks through modules -----------------------------------------------------------------
+    def _walk(self, node: ast.AST) -> str | None:
+        """The module an attribute path (``torch.nn.functional``, ``getattr(torch, "nn")``) stands for,
+        refusing a step into a module that is not walkable; None once the path leaves modules."""
+        if isinstance(node, ast.Name):
+            if node.id in self._modules:
+                self._walk_roots.add(id(node))
+                return self._modules[node.id]
+            return None
+        if isinstance(node, ast.Attribute):
+            base, attr = node.value, node.attr
+        elif self._is_named_call(node, "getattr", "hasattr"):
+            base, attr = node.args[0], node.args[1].value  # type: ignore[attr-defined]
+        else:
+            return None
+        module = self._walk(base)
+        if module is None:
+            return None
+        self._attribute(node, attr, base)  # a blocked name says so first (`torch.os`)
+        target = _module_attribute(module, attr)
+        if target is None:
+            return None
+        if target not in WALKABLE_MODULES:
+            shown = _dotted(node) or f"{module}.{attr}"
+            raise _Rejected(node, "module", f"`{shown}` (the module `{target}`) {PLAYGROUND}: use what "
+                            f"`{module}` offers directly, or import one of the modules the playground has.")
+        return target
+
+    def _is_named_call(self, node: ast.AST, *names: str) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str) and not node.keywords)
 
     # -- names ---------------------------------------------------------------------------------
     def _name(self, node: ast.AST, name: str) -> None:
         if name in BLOCKED_BUILTINS:
-            raise _Rejected(node, "builtin", f"`{name}` {PLAYGROUND}.")
+            raise _Rejected(node, "builtin", _refused(f"`{name}`", name))
+        if name in NAMED_ATTRIBUTE_BUILTINS and id(node) not in self._named_calls:
+            raise _Rejected(node, "builtin", f"`{name}` is only available called with an attribute name "
+                            f"written in the snippet: `{name}(obj, \"name\", ...)`.")
+        if name == "__slots__" and self._class_depth and isinstance(getattr(node, "ctx", None), ast.Store):
+            return
         if name.startswith("_") and name not in ALLOWED_UNDERSCORE_NAMES:
             raise _Rejected(
                 node,
@@ -257,6 +418,10 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:  # noqa: N802 - ast.NodeVisitor's naming
         self._name(node, node.id)
+        if (isinstance(node.ctx, ast.Load) and node.id in self._modules and id(node) not in self._walk_roots
+                and not self._aliasing(node)):
+            raise _Rejected(node, "module", f"The module `{node.id}` can only be used through its "
+                            f"attributes here (`{node.id}.something`), not passed around or stored.")
 
     def visit_arg(self, node: ast.arg) -> None:
         self._name(node, node.arg)
@@ -280,9 +445,33 @@ class _Checker(ast.NodeVisitor):
 
     # -- attributes ----------------------------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
-        attr = node.attr
-        shown = _dotted(node) or f".{attr}"
-        if attr.startswith("_"):
+        self._attribute(node, node.attr, node.value)
+        module = self._walk(node)
+        if module is not None and not self._inside_walk(node) and not self._aliasing(node):
+            raise _Rejected(node, "module", f"The module `{module}` can only be used through its "
+                            "attributes here, not passed around or stored.")
+        if isinstance(node.ctx, ast.Store | ast.Del):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and (root.id in self._imported_modules or root.id in self._modules):
+                shown = _dotted(node) or f".{node.attr}"
+                raise _Rejected(
+                    node, "monkeypatch", f"Changing `{shown}` {PLAYGROUND}: it belongs to a module."
+                )
+        self.generic_visit(node)
+
+    def _inside_walk(self, node: ast.AST) -> bool:
+        parent = self._parents.get(id(node))
+        return (isinstance(parent, ast.Attribute) and parent.value is node) or (
+            self._is_named_call(parent, "getattr", "hasattr") and parent.args[0] is node  # type: ignore[union-attr]
+        )
+
+    def _attribute(self, node: ast.AST, attr: str, value: ast.AST) -> None:
+        """The checks for ``value.attr`` (written as an attribute or as ``getattr(value, "attr")``)."""
+        shown = _dotted(node) or f"{_dotted(value) or ''}.{attr}"
+        own = isinstance(value, ast.Name) and value.id in ("self", "cls") and not attr.startswith("__")
+        if attr.startswith("_") and not own:
             if not (attr in ALLOWED_UNDERSCORE_ATTRIBUTES or attr.startswith(ALLOWED_UNDERSCORE_PREFIXES)):
                 raise _Rejected(
                     node,
@@ -290,24 +479,9 @@ class _Checker(ast.NodeVisitor):
                     f"Attributes starting with `_` (here `{shown}`) are not available in the playground.",
                 )
         elif attr in BLOCKED_ATTRIBUTES or attr.startswith(BLOCKED_ATTRIBUTE_PREFIXES):
-            raise _Rejected(node, "attribute", f"`{shown}` {PLAYGROUND}.")
-        elif attr == "format":
+            raise _Rejected(node, "attribute", _refused(f"`{shown}`", attr))
+        elif attr == "format" and isinstance(node, ast.Attribute):
             self._check_format(node)
-        if isinstance(node.ctx, ast.Store | ast.Del):
-            root = node.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id in {
-                "torch",
-                "nn",
-                "F",
-                "math",
-                *self._imported_modules,
-            }:
-                raise _Rejected(
-                    node, "monkeypatch", f"Changing `{shown}` {PLAYGROUND}: it belongs to a module."
-                )
-        self.generic_visit(node)
 
     def _check_format(self, node: ast.Attribute) -> None:
         # "{0.__class__}".format(x) walks attributes by name; allow only literal templates without that.
@@ -337,6 +511,9 @@ class _Checker(ast.NodeVisitor):
             self._module(node, alias.name)
             if alias.asname:
                 self._name(node, alias.asname)
+                self._modules[alias.asname] = alias.name
+            else:
+                self._modules[alias.name.split(".")[0]] = alias.name.split(".")[0]
             self._imported_modules.add(alias.asname or alias.name.split(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:  # noqa: N802
@@ -355,8 +532,12 @@ class _Checker(ast.NodeVisitor):
             full = f"{module}.{alias.name}"
             if alias.asname:
                 self._name(node, alias.asname)
-            if full in ALLOWED_IMPORTS:
+            target = _module_attribute(module, alias.name)
+            if target is not None and target not in WALKABLE_MODULES:
+                raise _Rejected(node, "module", f"`{full}` (the module `{target}`) {PLAYGROUND}.")
+            if full in ALLOWED_IMPORTS or target is not None:
                 self._imported_modules.add(alias.asname or alias.name)
+                self._modules[alias.asname or alias.name] = target or full
 
     def _module(self, node: ast.AST, module: str) -> None:
         if module not in ALLOWED_IMPORTS:
@@ -364,8 +545,8 @@ class _Checker(ast.NodeVisitor):
                 node,
                 "import",
                 f"Importing `{module}` {PLAYGROUND}. You can import torch "
-                "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, ...) "
-                "and math.",
+                "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, torch.utils.data, ...), "
+                "numpy, math, random, itertools, collections, copy, dataclasses, functools and typing.",
             )
 
     # -- definitions ---------------------------------------------------------------------------
@@ -388,6 +569,19 @@ class _Checker(ast.NodeVisitor):
         self._class_depth = saved
 
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
+        if self._is_named_call(node, *NAMED_ATTRIBUTE_BUILTINS):
+            self._named_calls.add(id(node.func))
+            self._attribute(node, node.args[1].value, node.args[0])  # type: ignore[attr-defined]
+            if node.func.id in ("setattr", "delattr"):  # type: ignore[attr-defined]
+                target = node.args[0]
+                if isinstance(target, ast.Name) and target.id in self._modules:
+                    message = f"Changing `{target.id}` {PLAYGROUND}: it is a module."
+                    raise _Rejected(node, "monkeypatch", message)
+            if node.func.id in ("getattr", "hasattr"):  # type: ignore[attr-defined]
+                module = self._walk(node)
+                if module is not None and not self._inside_walk(node) and not self._aliasing(node):
+                    raise _Rejected(node, "module", f"The module `{module}` can only be used through its "
+                                    "attributes here, not passed around or stored.")
         if isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) > 1:
             raise _Rejected(
                 node,
@@ -417,7 +611,8 @@ def _guarded_import(
 ) -> Any:  # noqa: A002
     # torch's C++ code imports its own submodules (torch.storage on the first torch.tensor call)
     # through the running frame's builtins, i.e. this function: hand back what is already loaded.
-    if not level and (name == "torch" or name.startswith("torch.")) and name in sys.modules:
+    # numpy's C code does the same (numpy._core._methods on the first .sum()).
+    if not level and name.split(".")[0] in ("torch", "numpy") and name in sys.modules:
         return builtins.__import__(name, globals, locals, fromlist, level)
     if level or name not in ALLOWED_IMPORTS:
         raise ImportError(f"Importing `{name}` {PLAYGROUND}.")

@@ -10,6 +10,11 @@ Field meanings (the public contract of ``POST /api/run``):
   ``n<n>`` graph nodes. The same live object keeps its id in every step; two tensors share a storage
   id exactly when torch says they share storage.
 * ``Step.line`` is the 1-based snippet line whose execution the snapshot follows.
+* ``Step.phase`` is ``"forward"`` for a step after a line ran. A line that runs a backward pass
+  (``backward()``, ``torch.autograd.grad``) is preceded by one ``"backward"`` step per autograd node
+  torch ran, in torch's order: ``node`` is the node that just ran, ``received`` the gradients that
+  flowed into it, ``sent`` what it passed along each ``next`` edge; the rest of the step is the state
+  right after that node (a leaf's ``.grad`` after its ``AccumulateGrad``, saved tensors freed).
 * ``Step.stdout`` is everything printed so far (cumulative, capped).
 * ``Step.variables`` maps a name the user can reach (``x``, ``losses[0]``, ``d['k']``,
   ``model.0.weight``, ``f:x`` for a local of function ``f``) to a tensor id.
@@ -92,6 +97,12 @@ class TensorFact(_Fact):
     retains_grad: bool = False
     is_inference: bool = False
     device: str = Field(default="cpu", max_length=32)
+    # Conjugate / negative views: they read differently from the memory they share.
+    is_conj: bool = False
+    is_neg: bool = False
+    # Facts torch would not give for this tensor (an uninitialised lazy parameter has no shape,
+    # a nested tensor no strides): fact name -> torch's reason. The rest of the fact is true.
+    unavailable: dict[str, str] = Field(default_factory=dict)
 
 
 class StorageFact(_Fact):
@@ -112,7 +123,22 @@ class NodeFact(_Fact):
     saved_errors: dict[str, str] = Field(default_factory=dict)
 
 
-class Step(_Fact):
+Phase = Literal["forward", "backward"]
+Grads = list[str | None]
+
+
+class BackwardFields(_Fact):
+    """What a step says of the backward pass it is part of (``phase: "backward"``): the autograd
+    node that just ran, the gradients it received (w.r.t. its outputs) and the gradients it sent
+    along each of its ``next`` edges (aligned with ``next``) — tensor ids, or null for none."""
+
+    phase: Phase = "forward"
+    node: str | None = Field(default=None, max_length=MAX_ID)
+    received: Grads = Field(default_factory=list, max_length=256)
+    sent: Grads = Field(default_factory=list, max_length=256)
+
+
+class Step(BackwardFields):
     line: int
     stdout: str = ""
     variables: dict[str, str]
@@ -143,8 +169,9 @@ class Dropped(_Fact):
 NO_DROPS = Dropped()
 
 
-class DeltaStep(_Fact):
-    """One executed line in the delta format: only what changed since the previous step."""
+class DeltaStep(BackwardFields):
+    """One executed line (or one node of a backward pass) in the delta format: only what changed
+    since the previous step."""
 
     line: int
     stdout: str = ""  # printed during this step; the output so far is every earlier step's, joined

@@ -77,12 +77,13 @@
     }
 
     function open() {
-      var run = AX.explorer, area = document.querySelector('[data-role="code"]');
-      state.code = run ? run.code : area.value;
-      state.step = run && run.count ? run.step + 1 : 0;
+      // the code in the editor; the step on screen only when that code is the run's
+      var run = AX.explorer, code = AX.editor.text(), ran = !!run && run.code === code;
+      state.code = code;
+      state.step = ran && run.count ? run.step + 1 : 0;
       state.source = null;
       ui.snippet.value = ui.image.value = "";
-      ui.where.textContent = state.step ? "opens at step " + state.step : "";
+      ui.where.textContent = !ran ? "the code in the editor (not run yet)" : state.step ? "opens at step " + state.step : "";
       if (!dialog.open) dialog.showModal();
       source(state.code).then(function (found) {
         state.source = found;
@@ -115,6 +116,6 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     var button = $("embed-button");
-    if (button && AX.encode) Dialog(button);
+    if (button && AX.encode && AX.editor) Dialog(button);
   });
 })();

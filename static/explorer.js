@@ -181,7 +181,6 @@
     for (i = 0; i < this.open.length; i++) this.renderFold(this.open[i]);
     this.renderDetail();
     emit("explorer:step", { line: data.lines[step], step: step });
-    scheduleUrl(this);
   };
 
   // Length of the output printed up to `step` (the payload lists where it grew).
@@ -346,17 +345,8 @@
     }
   };
 
-  // The address bar always holds a permalink to the run's code and the step on screen.
-  var urlTimer = null;
-  function scheduleUrl(explorer) {
-    if (!AX.encode || AX.embed) return; // an embed's frame keeps its own URL (static/embed.js)
-    clearTimeout(urlTimer);
-    urlTimer = setTimeout(function () {
-      AX.permalink(explorer.code, explorer.step + 1).then(function (url) {
-        if (current === explorer) history.replaceState(null, "", url);
-      });
-    }, 200);
-  }
+  // The address bar (a permalink to the run's code and step) is kept by static/src/navigation.js,
+  // which knows which history entry a run belongs to.
 
   function editing(target) {
     if (!target || !target.closest) return false;

@@ -48,12 +48,58 @@ def open_page(page, path: str = "/") -> None:
     wait_for_run(page, 0)
 
 
+def set_code(page, code: str) -> None:
+    """Put ``code`` in the editor (CodeMirror) through the browser's own input, as pasting it would:
+    Playwright selects the editor's content and inserts the text. Auto-indentation does not apply to
+    inserted text, so the editor then holds exactly ``code`` (checked)."""
+    page.get_by_test_id("code").fill(code)
+    assert editor_text(page) == code
+
+
+def editor_text(page) -> str:
+    """The code in the editor, as CodeMirror holds it (``page`` may be a frame)."""
+    return page.evaluate("() => AX.editor.text()")
+
+
 def run_code(page, code: str) -> None:
     before = runs(page)
-    page.get_by_test_id("code").fill(code)
+    set_code(page, code)
     page.get_by_test_id("run").click()
     wait_for_run(page, before)
 
 
 def step_label(page) -> str:
     return page.get_by_test_id("step-label").inner_text()
+
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+SERIOUS = ("serious", "critical")
+
+
+def axe_violations(page, exclude: tuple[str, ...] = (), include: tuple[str, ...] = ()) -> list[dict]:
+    """What axe-core (from npm: node_modules/axe-core) finds in the page as it is now: one dict per
+    violated rule, ``{"id", "impact", "help", "nodes"}`` (the CSS paths of the failing elements).
+
+    axe goes in through Playwright's evaluate, which the page's Content-Security-Policy does not
+    govern (the page itself never loads it). ``include``/``exclude`` are CSS selectors of the parts
+    to check or to leave out (another engineer's part of the page, say)."""
+    if not AXE.is_file():
+        missing(f"axe-core is not installed at {AXE} (scripts/setup runs npm ci)")
+    if not page.evaluate("() => !!window.axe"):
+        page.evaluate(AXE.read_text() + "\n;true")
+    context: dict = {"exclude": [[s] for s in exclude]}
+    if include:
+        context["include"] = [[s] for s in include]
+    return page.evaluate(
+        """([context, tags]) => axe.run(context, {runOnly: {type: "tag", values: tags},
+                                                   resultTypes: ["violations"]})
+             .then(result => result.violations.map(v => ({
+               id: v.id, impact: v.impact, help: v.help,
+               nodes: v.nodes.map(n => n.target.map(t => [].concat(t).join(" >>> ")).join(" ")),
+             })))""",
+        [context, ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]],
+    )
+
+
+def serious(violations: list[dict]) -> list[dict]:
+    return [v for v in violations if v["impact"] in SERIOUS]

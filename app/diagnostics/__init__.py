@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 
+from app.budget import BudgetExceeded, current_budget
 from app.diagnostics.context import Context
-from app.diagnostics.memory import account, as_accounts
+from app.diagnostics.memory import Accounting, account, as_accounts
 from app.diagnostics.rules import RULE_IDS, RULES
-from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunResponse, RunResult
+from app.schema import DeltaResponse, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult
 from app.trace.delta import expand
 
 log = logging.getLogger(__name__)
@@ -18,13 +19,28 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
-    """Every rule's findings, ordered by step (then severity). A rule that crashes is skipped and
-    logged: one bug in a rule must not cost the user the trace."""
-    context = Context.build(expand(trace), code)
+    """Every rule's findings, ordered by step (then severity)."""
+    return _findings(Context.build(trace, code))
+
+
+def analysis(trace: DeltaTrace, code: str) -> tuple[list[Diagnostic], list[MemoryChange]]:
+    """``diagnose`` and ``account`` from one replay of the trace: the diagnostics index runs the
+    Holding the accounting reads."""
+    accounting = Accounting()
+    found = _findings(Context.build(trace, code, accounting))
+    return found, accounting.changes
+
+
+def _findings(context: Context) -> list[Diagnostic]:
+    """A rule that crashes is skipped and logged: one bug in a rule must not cost the user the trace."""
     found: list[Diagnostic] = []
+    budget = current_budget()
     for rule in RULES:
+        budget.check()
         try:
             found.extend(rule(context))
+        except BudgetExceeded:
+            raise  # the request's time is up: not a bug in the rule
         except Exception:  # noqa: BLE001 - see docstring
             log.exception("diagnostic rule %s failed", rule.__name__)
     return sorted(found, key=lambda d: (d.step if d.step is not None else -1, SEVERITY_ORDER[d.severity]))
@@ -33,16 +49,16 @@ def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
 def analyze(trace: DeltaTrace, code: str) -> DeltaResponse:
     """``POST /api/run`` with ``"format": "delta"``: the trace plus diagnostics and memory accounting."""
     fields = {name: getattr(trace, name) for name in DeltaTrace.model_fields}
-    return DeltaResponse(**fields, diagnostics=diagnose(trace, code), memory=account(trace))
+    diagnostics, memory = analysis(trace, code)
+    return DeltaResponse(**fields, diagnostics=diagnostics, memory=memory)
 
 
 def analyze_v1(trace: DeltaTrace, code: str) -> RunResponse:
     """The v1 answer: the same analysis, with every step whole (``expand``)."""
-    analysis = analyze(trace, code)
+    diagnostics, memory = analysis(trace, code)
     v1 = expand(trace)
     fields = {name: getattr(v1, name) for name in RunResult.model_fields}
-    return RunResponse.model_construct(**fields, diagnostics=analysis.diagnostics,
-                                       memory=as_accounts(analysis.memory))
+    return RunResponse.model_construct(**fields, diagnostics=diagnostics, memory=as_accounts(memory))
 
 
-__all__ = ["RULE_IDS", "account", "analyze", "analyze_v1", "as_accounts", "diagnose"]
+__all__ = ["RULE_IDS", "account", "analysis", "analyze", "analyze_v1", "as_accounts", "diagnose"]

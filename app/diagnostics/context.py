@@ -1,51 +1,71 @@
-"""What every rule reads: the validated trace and the source facts, with step-relative helpers."""
+"""What every rule reads: the delta trace through its index (``app.diagnostics.index``), and the
+source facts, with step-relative helpers.
+
+A rule walks the steps (or only the steps whose line does what it looks for), reads each step's own
+delta, and asks the index about the few ids that delta names; a question about a whole step is asked
+for the one step a finding reports. That keeps every rule linear in the trace.
+"""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Any
 
+from app.diagnostics.index import At, Index
+from app.diagnostics.memory import Accounting
 from app.diagnostics.source import LineFacts, SourceFacts, resolve, shorten
-from app.schema import RunResult, Step
-
-EMPTY = Step(line=0, variables={}, tensors={}, storages={}, nodes={})
+from app.schema import DeltaTrace, RunError
 
 
 @dataclass
 class Context:
-    result: RunResult
+    trace: DeltaTrace
+    index: Index
     source: SourceFacts
-    _first_seen: dict[str, int] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)  # what one rule computes for another
 
     @classmethod
-    def build(cls, result: RunResult, code: str) -> Context:
-        context = cls(result, SourceFacts(code))
-        for index, step in enumerate(result.steps):
-            for tid in step.tensors:
-                context._first_seen.setdefault(tid, index)
-            for nid in step.nodes:
-                context._first_seen.setdefault(nid, index)
-        return context
+    def build(cls, trace: DeltaTrace, code: str, accounting: Accounting | None = None) -> Context:
+        return cls(trace, Index(trace, accounting=accounting), SourceFacts(code))
+
+    def __len__(self) -> int:
+        return len(self.index)
 
     @property
-    def steps(self) -> list[Step]:
-        return self.result.steps
+    def truncated(self) -> bool:
+        return self.trace.truncated
 
-    def facts(self, index: int) -> LineFacts | None:
-        return self.source.at(self.steps[index].line)
+    @property
+    def error(self) -> RunError | None:
+        return self.trace.error
 
-    def before(self, index: int) -> Step:
-        """The snapshot just before step ``index``'s line ran."""
-        return self.steps[index - 1] if index > 0 else EMPTY
+    def line(self, step: int) -> int:
+        return self.index.lines[step]
+
+    def at(self, step: int) -> At:
+        """The snapshot after step ``step``'s line ran."""
+        return At(self.index, step)
+
+    def before(self, step: int) -> At:
+        """The snapshot just before step ``step``'s line ran (empty before the first)."""
+        return At(self.index, step - 1)
+
+    def facts(self, step: int) -> LineFacts | None:
+        """What the step's line does — for the step after the line ran; a step inside a backward
+        pass (phase "backward") is part of its line, not the line done, so rules pass it by."""
+        if self.trace.steps[step].phase != "forward":
+            return None
+        return self.source.at(self.index.lines[step])
 
     def first_seen(self, ident: str) -> int | None:
         """The step at which a tensor or node id first appears: where it was created (or first named)."""
-        return self._first_seen.get(ident)
+        return self.index.timeline.first_seen.get(ident)
 
     def line_text(self, line: int | None) -> str:
         facts = self.source.at(line) if line is not None else None
         return shorten(facts.text.strip()) if facts is not None else ""
 
-    def resolve_before(self, index: int, expr: ast.expr, func: str | None) -> str | None:
-        """The tensor an expression named when step ``index``'s line started (else just after it)."""
-        return resolve(self.before(index), expr, func) or resolve(self.steps[index], expr, func)
+    def resolve_before(self, step: int, expr: ast.expr, func: str | None) -> str | None:
+        """The tensor an expression named when step ``step``'s line started (else just after it)."""
+        return resolve(self.before(step), expr, func) or resolve(self.at(step), expr, func)

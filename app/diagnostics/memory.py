@@ -12,21 +12,25 @@ after the other, in time linear in the trace's changes.
 from __future__ import annotations
 
 from app.schema import DeltaTrace, MemoryAccount, MemoryChange
-from app.trace.holding import Holding
-from app.trace.replay import replay
+from app.trace.holding import Holding, HoldingChanges
+from app.trace.replay import Changes, State, replay
 
 
-def account(trace: DeltaTrace) -> list[MemoryChange]:
-    """The accounting of every step, with the graph-only and shared sets given as changes."""
-    holding = Holding()
-    graph: set[str] = set()
-    shared: set[str] = set()
-    out = []
-    for state, changes in replay(trace):
-        held = holding.update(state, changes)
+class Accounting:
+    """Holding's totals after each step, with the graph-only and shared sets given as changes: fed
+    step by step by whoever replays the trace with a ``Holding`` (``account``, or the diagnostics
+    index, which runs one anyway)."""
+
+    def __init__(self) -> None:
+        self.graph: set[str] = set()
+        self.shared: set[str] = set()
+        self.changes: list[MemoryChange] = []
+
+    def add(self, holding: Holding, state: State, changes: Changes, held: HoldingChanges) -> None:
         touched = held.storage_flips | set(changes.old_storages)
         for tid, old in changes.old_tensors.items():
             touched.update(f.storage for f in (old, state.tensors.get(tid)) if f is not None and f.storage)
+        graph, shared = self.graph, self.shared
         graph_now = {s for s in touched if s in state.storages and not holding.storage_named(s)}
         shared_now = {s for s in touched if s in state.storages and holding.users.get(s, 0) >= 2}
         graph_added, graph_removed = sorted(graph_now - graph), sorted((touched & graph) - graph_now)
@@ -35,12 +39,21 @@ def account(trace: DeltaTrace) -> list[MemoryChange]:
         graph.update(graph_added)
         shared.difference_update(shared_removed)
         shared.update(shared_added)
-        out.append(MemoryChange(
+        # Our own numbers, not the worker's: built without re-validating them.
+        self.changes.append(MemoryChange.model_construct(
             step=changes.index, total_bytes=holding.total_bytes, variable_bytes=holding.variable_bytes,
             graph_bytes=holding.graph_bytes, shared_bytes=holding.shared_bytes, graph_added=graph_added,
             graph_removed=graph_removed, shared_added=shared_added, shared_removed=shared_removed,
         ))
-    return out
+
+
+def account(trace: DeltaTrace) -> list[MemoryChange]:
+    """The accounting of every step, with the graph-only and shared sets given as changes."""
+    holding = Holding()
+    accounting = Accounting()
+    for state, changes in replay(trace):
+        accounting.add(holding, state, changes, holding.update(state, changes))
+    return accounting.changes
 
 
 def as_accounts(changes: list[MemoryChange]) -> list[MemoryAccount]:

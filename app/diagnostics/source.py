@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from app.schema import Step
+from app.diagnostics.index import At
 
 # Methods that end in "_" but do not write the tensor's elements.
 NOT_WRITES = frozenset({"requires_grad_", "retain_grad", "share_memory_", "detach_", "register_hook"})
@@ -128,26 +128,26 @@ def root_name(expr: ast.expr) -> str | None:
             return None
 
 
-def resolve(step: Step, expr: ast.expr, func: str | None) -> str | None:
-    """The tensor id an expression names in ``step`` (function locals first), if it is a plain name."""
+def resolve(view: At, expr: ast.expr, func: str | None) -> str | None:
+    """The tensor id an expression names at a step (function locals first), if it is a plain name."""
     for key in expr_keys(expr):
-        if func is not None and f"{func}:{key}" in step.variables:
-            return step.variables[f"{func}:{key}"]
-        if key in step.variables:
-            return step.variables[key]
+        if func is not None and (tid := view.variable(f"{func}:{key}")) is not None:
+            return tid
+        if (tid := view.variable(key)) is not None:
+            return tid
     return None
 
 
-def tensors_named(step: Step, names: set[str], func: str | None) -> set[str]:
-    """Tensors under any of these names: the variable itself, its items, a module's parameters."""
+def tensors_named(view: At, names: set[str], func: str | None) -> set[str]:
+    """Tensors under any of these names: the variable itself, its items, a module's parameters
+    (the function's locals too when ``func`` is given)."""
     found = set()
-    for key, tid in step.variables.items():
-        local = key.split(":", 1)[1] if ":" in key else key
-        if ":" in key and (func is None or not key.startswith(f"{func}:")):
-            continue
-        head = local.split(".", 1)[0].split("[", 1)[0]
-        if head in names:
-            found.add(tid)
+    for name in names:
+        for scope in (None, func) if func is not None else (None,):
+            for key in view.keys_headed(scope, name):
+                tid = view.variable(key)
+                if tid is not None:
+                    found.add(tid)
     return found
 
 

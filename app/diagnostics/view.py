@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from app.diagnostics import account, diagnose
+from app.diagnostics import analysis
 from app.diagnostics.trace import fmt_bytes
 from app.schema import DeltaTrace, Diagnostic, MemoryAccount, MemoryChange
 
@@ -99,7 +99,8 @@ def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int
 
 def diagnostics_context(result: DeltaTrace, code: str, current: int = 0) -> dict[str, Any]:
     """What the two partials need, computed from the validated trace (never taken from the worker)."""
+    diagnostics, memory = analysis(result, code)
     return {
-        "diagnostics": [diagnostic_view(d) for d in diagnose(result, code)],
-        "timeline": timeline_view(account(result), current),
+        "diagnostics": [diagnostic_view(d) for d in diagnostics],
+        "timeline": timeline_view(memory, current),
     }

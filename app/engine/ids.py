@@ -1,18 +1,46 @@
 """Small, stable ids for live tensors, storages and graph nodes, without keeping them alive.
 
 The explorer must not change what the snippet does, so it holds no strong reference to user objects
-between steps. Tensors and storages are weakly referenced; graph nodes cannot be (torch refuses weak
-references to them), so a node carries its id in ``node.metadata``, a dict that lives exactly as long
-as the node does.
+between steps and leaves no mark on them. Tensors and storages are weakly referenced (torch keeps
+one Python object per live tensor and storage, so the object is the identity). Graph nodes cannot be
+weakly referenced, and their Python wrapper comes and goes; a function node is identified by its
+``_sequence_nr()`` (unique per node created in the thread) and an ``AccumulateGrad`` — whose sequence
+number is the same for all of them — by its leaf.
+
+Every registry keeps a journal, so an attempt at a step can be undone (``mark`` / ``rollback``):
+the engine tries the incremental path first and falls back to a whole snapshot when it cannot be
+sure the incremental one would number new objects as the whole one does.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
-NODE_ID_KEY = "autograd_explorer_id"
+
+class _Journal:
+    """Undo records for a registry: each entry is a zero-argument function that reverts one change."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+        self.recording = False
+
+    def note(self, undo: Callable[[], None]) -> None:
+        if self.recording:
+            self._undo.append(undo)
+
+    def mark(self) -> int:
+        self.recording = True
+        return len(self._undo)
+
+    def rollback(self, mark: int) -> None:
+        while len(self._undo) > mark:
+            self._undo.pop()()
+
+    def commit(self) -> None:
+        self._undo.clear()
+        self.recording = False
 
 
 class ObjectIds:
@@ -22,11 +50,24 @@ class ObjectIds:
         self._prefix = prefix
         self._count = 0
         self._by_address: dict[int, tuple[weakref.ref[Any], str]] = {}
+        self._by_id: dict[str, weakref.ref[Any]] = {}  # the latest object that answered to an id
         self._by_key: dict[Hashable, str] = {}
+        self.journal = _Journal()
+        # Addresses whose object died since the last ``take_deaths``: a cached reading that named an
+        # object at one of them is stale.
+        self._deaths: set[int] = set()
+
+    @property
+    def count(self) -> int:
+        return self._count
 
     def _new(self) -> str:
         self._count += 1
+        self.journal.note(self._uncount)
         return f"{self._prefix}{self._count}"
+
+    def _uncount(self) -> None:
+        self._count -= 1
 
     def of(self, obj: Any) -> str:
         address = id(obj)
@@ -43,10 +84,20 @@ class ObjectIds:
         entry = self._by_address.get(address)
         if entry is not None and entry[0] is ref:
             del self._by_address[address]
+            self._deaths.add(address)
+            if self._by_id.get(entry[1]) is ref:
+                del self._by_id[entry[1]]
 
     def known(self, obj: Any) -> str | None:
         entry = self._by_address.get(id(obj))
         if entry is not None and entry[0]() is obj:
+            return entry[1]
+        return None
+
+    def known_address(self, address: int) -> str | None:
+        """The id of the live object at ``address``, if it has one."""
+        entry = self._by_address.get(address)
+        if entry is not None and entry[0]() is not None:
             return entry[1]
         return None
 
@@ -56,26 +107,213 @@ class ObjectIds:
 
     def _remember(self, obj: Any, object_id: str) -> None:
         address = id(obj)
-        self._by_address[address] = (weakref.ref(obj, lambda ref: self._forget(address, ref)), object_id)
+        previous = self._by_address.get(address)
+        previous_ref = self._by_id.get(object_id)
+        ref = weakref.ref(obj, lambda ref: self._forget(address, ref))
+        self._by_address[address] = (ref, object_id)
+        self._by_id[object_id] = ref
+        self.journal.note(lambda: self._restore(address, previous, object_id, previous_ref))
+
+    def _restore(self, address: int, previous: tuple[weakref.ref[Any], str] | None, object_id: str,
+                 previous_ref: weakref.ref[Any] | None) -> None:
+        if previous is None:
+            self._by_address.pop(address, None)
+        else:
+            self._by_address[address] = previous
+        if previous_ref is None:
+            self._by_id.pop(object_id, None)
+        else:
+            self._by_id[object_id] = previous_ref
+
+    def object(self, object_id: str) -> Any:
+        """The live object that answers to ``object_id``, or None."""
+        ref = self._by_id.get(object_id)
+        obj = ref() if ref is not None else None
+        if obj is None:
+            return None
+        entry = self._by_address.get(id(obj))
+        return obj if entry is not None and entry[1] == object_id else None
 
     def keyed(self, key: Hashable) -> str:
         """An id for something torch re-creates on every access (a saved output tensor)."""
         found = self._by_key.get(key)
         if found is None:
             found = self._by_key[key] = self._new()
+            self.journal.note(lambda: self._by_key.pop(key, None))
         return found
+
+    def has_key(self, key: Hashable) -> bool:
+        return key in self._by_key
+
+    def take_deaths(self) -> set[int]:
+        deaths, self._deaths = self._deaths, set()
+        return deaths
+
+
+class StorageIds(ObjectIds):
+    """Storages, identified by their object and, beyond it, by their memory: two storage objects
+    over the same bytes (``torch.from_dlpack``, two ``frombuffer`` calls on one buffer) are one
+    storage, as the user thinks of memory."""
+
+    def __init__(self) -> None:
+        super().__init__("s")
+        self._by_pointer: dict[int, tuple[weakref.ref[Any], str]] = {}
+        # Storages known only by where their bytes are (met during a backward pass, where making a
+        # storage object would change torch's choices: see ``tensor_pointer``). Forgotten once a
+        # step outside the pass has had the chance to meet their storage object.
+        self._by_bare_pointer: dict[int, str] = {}
+        self._pointer_of: dict[str, int] = {}  # storage id -> where its bytes were last seen
+
+    def of_storage(self, storage: Any) -> str:
+        known = self.known(storage)
+        pointer = _pointer(storage)
+        if known is None and pointer:
+            entry = self._by_pointer.get(pointer)
+            if entry is not None and entry[0]() is not None:
+                self.alias(storage, entry[1])
+                return entry[1]
+            bare = self._by_bare_pointer.get(pointer)
+            if bare is not None:
+                self.alias(storage, bare)
+                known = bare
+        sid = known or self.of(storage)
+        self.point(storage, sid, pointer)
+        return sid
+
+    def known_pointer(self, pointer: int) -> str | None:
+        """The id of the live storage whose bytes start at ``pointer`` (or one known only so)."""
+        if not pointer:
+            return None
+        entry = self._by_pointer.get(pointer)
+        if entry is not None and entry[0]() is not None:
+            return entry[1]
+        return self._by_bare_pointer.get(pointer)
+
+    def of_pointer(self, pointer: int) -> str:
+        """An id for the storage at ``pointer`` without its storage object."""
+        found = self.known_pointer(pointer)
+        if found is None:
+            found = self._by_bare_pointer[pointer] = self._new()
+            self.journal.note(lambda: self._by_bare_pointer.pop(pointer, None))
+        return found
+
+    def take_bare_pointers(self) -> dict[int, str]:
+        """The storages known only by their bytes, forgotten here (the caller meets their objects)."""
+        bare, self._by_bare_pointer = self._by_bare_pointer, {}
+        return bare
+
+    def point(self, storage: Any, sid: str, pointer: int | None = None) -> None:
+        """Remember where ``storage``'s bytes are now (they move when it is resized)."""
+        pointer = _pointer(storage) if pointer is None else pointer
+        if not pointer:
+            return
+        entry = self._by_pointer.get(pointer)
+        if entry is not None and entry[0]() is not None and entry[1] == sid:
+            return
+        moved_from = self._pointer_of.get(sid)
+        if moved_from is not None and moved_from != pointer:  # resized: its old bytes are not it any more
+            old = self._by_pointer.get(moved_from)
+            if old is not None and old[1] == sid:
+                del self._by_pointer[moved_from]
+                self.journal.note(lambda: self._repoint(moved_from, old))
+        previous = entry
+        previous_at = self._pointer_of.get(sid)
+        self._by_pointer[pointer] = (weakref.ref(storage, lambda ref: self._unpoint(pointer, ref)), sid)
+        self._pointer_of[sid] = pointer
+        self.journal.note(lambda: self._repoint(pointer, previous))
+        self.journal.note(lambda: self._pointer_of.__setitem__(sid, previous_at) if previous_at is not None
+                          else self._pointer_of.pop(sid, None))
+
+    def _unpoint(self, pointer: int, ref: weakref.ref[Any]) -> None:
+        entry = self._by_pointer.get(pointer)
+        if entry is not None and entry[0] is ref:
+            del self._by_pointer[pointer]
+            if self._pointer_of.get(entry[1]) == pointer:
+                del self._pointer_of[entry[1]]
+
+    def _repoint(self, pointer: int, previous: tuple[weakref.ref[Any], str] | None) -> None:
+        if previous is None:
+            self._by_pointer.pop(pointer, None)
+        else:
+            self._by_pointer[pointer] = previous
+
+
+def tensor_pointer(tensor: Any) -> int:
+    """Where the bytes of ``tensor``'s storage start, read without making a storage object: torch
+    keeps every storage object it made alive (and counted) while the storage lives, and a counted
+    storage is one torch will not accumulate a gradient into in place — merely looking would
+    change what torch does. 0 when the tensor has no (non-empty) storage."""
+    try:
+        pointer = tensor.data_ptr()
+        return pointer - tensor.storage_offset() * tensor.element_size() if pointer else 0
+    except Exception:  # noqa: BLE001 - an uninitialised parameter, a nested tensor: no pointer to read
+        return 0
+
+
+def _pointer(storage: Any) -> int:
+    """The address of a storage's bytes; 0 for empty storages (they all report 0: never shared)."""
+    try:
+        return storage.data_ptr() if storage.nbytes() else 0
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
+
+
+ACCUMULATE_SEQUENCE = 2**64 - 1  # torch gives every AccumulateGrad this sequence number
 
 
 class NodeIds:
-    """Ids for autograd graph nodes, stored in the node's own ``metadata`` dict."""
+    """Ids for autograd graph nodes (``n1`` …), from the node's own identity (see the module docstring).
+
+    An ``AccumulateGrad`` is keyed by its leaf's tensor id; when it leaves the trace (``retire``) its
+    key is forgotten, because torch makes a new one for the leaf once the old graph is gone.
+    """
 
     def __init__(self) -> None:
         self._count = 0
+        self._by_key: dict[Hashable, str] = {}
+        self.journal = _Journal()
 
-    def of(self, node: Any) -> str:
-        metadata = node.metadata
-        found = metadata.get(NODE_ID_KEY)
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def key(self, node: Any, leaf_id: str | None) -> Hashable:
+        try:
+            sequence = node._sequence_nr()
+        except (AttributeError, RuntimeError):
+            sequence = None
+        if sequence is None or sequence == ACCUMULATE_SEQUENCE:
+            # Which AccumulateGrad of the leaf: its metadata dict lives exactly as long as it does
+            # (reading ``metadata`` makes an empty one, as any reader's first access would).
+            return ("leaf", leaf_id, id(node.metadata)) if leaf_id is not None else ("object", id(node))
+        return (sequence, type(node).__name__)
+
+    def of_key(self, key: Hashable) -> str:
+        found = self._by_key.get(key)
         if found is None:
             self._count += 1
-            found = metadata[NODE_ID_KEY] = f"n{self._count}"
+            found = self._by_key[key] = f"n{self._count}"
+            self.journal.note(lambda: self._undo_new(key))
         return found
+
+    def known_key(self, key: Hashable) -> str | None:
+        return self._by_key.get(key)
+
+    def also(self, key: Hashable, node_id: str) -> None:
+        """Let ``key`` find ``node_id`` too (an AccumulateGrad first met before its leaf had an id)."""
+        if self._by_key.get(key) != node_id:
+            previous = self._by_key.get(key)
+            self._by_key[key] = node_id
+            self.journal.note(lambda: self._by_key.pop(key, None) if previous is None
+                              else self._by_key.__setitem__(key, previous))
+
+    def _undo_new(self, key: Hashable) -> None:
+        self._by_key.pop(key, None)
+        self._count -= 1
+
+    def retire(self, key: Hashable) -> None:
+        """Forget an ``AccumulateGrad``'s key: the next one for that leaf is a new node."""
+        if key and isinstance(key, tuple) and key[0] in ("leaf", "object"):
+            found = self._by_key.pop(key, None)
+            if found is not None:
+                self.journal.note(lambda: self._by_key.__setitem__(key, found))

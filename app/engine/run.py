@@ -1,4 +1,4 @@
-"""The trace engine's entry point: code in, a ``RunResult``-shaped dict out.
+"""The trace engine's entry point: code in, a ``DeltaTrace``-shaped dict out (``trace_snippet``: v1).
 
 It knows nothing about the web layer or the sandbox; those call ``trace_snippet``.
 """
@@ -11,6 +11,7 @@ import gc
 import math
 import random
 import sys
+import warnings
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
+from app.engine.backward import BackwardWatch, NodeRan, freed_message
 from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
     SNIPPET_FILENAME,
@@ -31,7 +33,9 @@ from app.engine.tracer import (
     error_line,
     snippet_scopes,
 )
-from app.trace.delta import compress
+from app.engine.watch import WHOLE_SNAPSHOT, Touches
+from app.schema import DeltaTrace
+from app.trace.delta import expand
 
 SEED = 0
 DISCARD = DiscardedOutput()
@@ -41,6 +45,9 @@ DISCARD = DiscardedOutput()
 class EngineLimits:
     max_steps: int = 10_000
     max_stdout: int = 64 * 1024
+    # Read everything at every step instead of what may have changed: the reference the tests hold
+    # the incremental snapshots to (same answers, slower).
+    full_snapshots: bool = False
 
 
 def prelude(builtins_namespace: Any = builtins) -> dict[str, Any]:
@@ -64,47 +71,100 @@ def _error(kind: str, error: BaseException, line: int | None, message: str | Non
     }
 
 
-def trace_snippet(
+def trace_delta(
     source: str, limits: EngineLimits | None = None, builtins_namespace: Any = builtins
 ) -> dict[str, Any]:
-    """Run ``source`` and return the trace as plain data shaped like ``app.schema.RunResult``."""
+    """Run ``source`` and return the trace in the delta format (shaped like ``app.schema.DeltaTrace``):
+    each step holds what its line changed."""
     limits = limits or EngineLimits()
     try:
         code = compile(source, SNIPPET_FILENAME, "exec")
     except SyntaxError as error:
-        return {"ok": False, "truncated": False, "steps": [],
-                "error": _error("rejected", error, error.lineno, f"{error.msg}")}
+        return _result([], False, _error("rejected", error, error.lineno, f"{error.msg}"))
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
-        return {"ok": False, "truncated": False, "steps": [], "error": _error("rejected", error, None)}
+        return _result([], False, _error("rejected", error, None))
 
+    freed_message()  # asked of torch before the run: its own backward pass must not be traced
     # Same seed every run, so a permalink reproduces the same numbers.
     torch.manual_seed(SEED)
     random.seed(SEED)
 
     output = CappedOutput(limits.max_stdout)
-    taker = SnapshotTaker()
+    taker = SnapshotTaker(full=limits.full_snapshots)
+    touches = Touches()
+    lines = source.split("\n")
     steps: list[dict[str, Any]] = []
-    scope: dict[str, Any] = {"namespace": prelude(builtins_namespace)}
+    scope: dict[str, Any] = {"namespace": prelude(builtins_namespace), "printed": 0}
 
     def on_step(line: int, frame: FrameType) -> None:
         # Reading a frame's locals first lets go of what the frame no longer holds (``del t`` in a
         # function): a __del__ that runs now prints into the snippet's output, as it would unobserved.
         scopes = snippet_scopes(frame, scope["namespace"])
-        stdout = output.text
+        printed = output.text[scope["printed"]:]
+        scope["printed"] += len(printed)
+        if 0 < line <= len(lines) and WHOLE_SNAPSHOT.search(lines[line - 1]):
+            touches.whole = True
         streams = sys.stdout, sys.stderr
         # Reading facts can run snippet code the plain run would not run then (a module's overridden
         # methods, a saved-tensor hook): whatever it prints is not the snippet's output.
         sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
         try:
-            steps.append(taker.take(line, stdout, scopes))
+            steps.append(taker.take(line, printed, scopes, touches))
         except (RecursionError, MemoryError):
             raise  # the snippet's own doing (it recursed deep, or filled memory): report it as such
         except Exception as exc:
             raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
         finally:
+            touches.clear()
             sys.stdout, sys.stderr = streams
 
-    tracer = LineTracer(on_step, limits.max_steps)
+    def on_node(ran: NodeRan) -> None:
+        # One node of a backward pass just ran: a step for it, counted like any other.
+        if ran.frame is None or not tracer.count_step():
+            return
+        printed = output.text[scope["printed"]:]
+        scope["printed"] += len(printed)
+        streams = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
+        # torch calls the hook from C++, not from our trace function, so tracing is still on: turn it
+        # off while we read, or every call the engine makes would be a trace event.
+        trace = sys.gettrace()
+        sys.settrace(None)
+        try:
+            scopes = snippet_scopes(ran.frame, scope["namespace"])
+            steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
+        except (RecursionError, MemoryError):
+            raise
+        except Exception as exc:
+            raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            sys.settrace(trace)
+            touches.clear()
+            sys.stdout, sys.stderr = streams
+
+    watches: list[tuple[BackwardWatch, bool]] = []
+
+    def on_backward(frame: FrameType, event: str) -> None:
+        # torch's backward entry point starts (hook its graph) or returns (unhook; mark for the line).
+        if event == "call":
+            watch = BackwardWatch(on_node)
+            watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
+            watch.start(frame)
+            return
+        if watches:
+            watch, pushed = watches.pop()
+            watch.stop()
+            if pushed:
+                touches.unwatch()
+        roots = frame.f_locals.get("t_outputs")
+        with torch._C.DisableTorchFunction():
+            for root in roots if isinstance(roots, list | tuple) else (roots,):
+                nodes, leaves = taker.backward_marks(root)
+                touches.backward_nodes |= nodes
+                touches.backward_leaves |= leaves
+
+    tracer = LineTracer(on_step, limits.max_steps, on_backward=on_backward,
+                        on_hidden_write=lambda: setattr(touches, "whole", True))
     error: dict[str, Any] | None = None
     saved_streams = sys.stdout, sys.stderr
     # Objects that exist before the run (torch's own, hundreds of thousands) are not garbage; freezing
@@ -114,7 +174,12 @@ def trace_snippet(
     gc.freeze()
     sys.stdout = sys.stderr = output  # type: ignore[assignment]
     try:
-        tracer.run(code, scope["namespace"])
+        # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
+        # of the interpreter, as in a fresh one.
+        with warnings.catch_warnings(), touches:
+            # what torch warns about while we read facts is ours, not the snippet's
+            warnings.filterwarnings("ignore", module=r"app\.engine\.")
+            tracer.run(code, scope["namespace"])
     except StepLimitReached:
         pass
     except EngineFailure as exc:
@@ -135,14 +200,20 @@ def trace_snippet(
         sys.stdout, sys.stderr = saved_streams
         if not already_frozen:
             gc.unfreeze()
-    return {"ok": error is None, "truncated": tracer.truncated, "error": error, "steps": steps}
+    return _result(steps, tracer.truncated, error)
 
 
-def trace_delta(
+def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] | None) -> dict[str, Any]:
+    return {"format": "delta", "ok": error is None, "truncated": truncated, "error": error, "steps": steps}
+
+
+def trace_snippet(
     source: str, limits: EngineLimits | None = None, builtins_namespace: Any = builtins
 ) -> dict[str, Any]:
-    """Run ``source`` and return the trace in the delta format (shaped like ``app.schema.DeltaTrace``)."""
-    return compress(trace_snippet(source, limits, builtins_namespace))
+    """Run ``source`` and return the trace as plain data shaped like ``app.schema.RunResult`` (v1:
+    every step whole): ``expand`` of the delta trace."""
+    delta = DeltaTrace.model_validate(trace_delta(source, limits, builtins_namespace))
+    return expand(delta).model_dump()
 
 
 def _release(scope: dict[str, Any]) -> None:

@@ -1,370 +1,776 @@
-"""One snapshot: every tensor the user can reach, its storage and its autograd graph, as plain data.
+"""Step after step: what the user can reach, read incrementally, emitted as deltas.
 
-Called after each executed line. It holds user objects only while it runs; what it returns is
-strings and numbers (the shape of ``app.schema.Step``).
+After each executed line the engine says what changed: names bound or gone, tensors, storages and
+graph nodes that appeared, changed or disappeared. Reading everything again at every step costs
+steps × what is alive — quadratic for the leak the product exists to show — so ``SnapshotTaker``
+keeps, across steps, the set ``R`` of objects reachable from the user's names, each member's last
+fact and hard edges (tensor → grad_fn / grad / base; node → next / variable / saved), and at each
+step reads again only:
+
+* what the line's torch calls may have written, what a backward pass ran through, and storages whose
+  memory was handed to Python (``app.engine.watch``);
+* what the names newly reach (``app.engine.names`` says which names changed), and what that reaches.
+
+Objects leave ``R`` when nothing reaches them any more: every member counts its in-edges from ``R``
+plus the names bound to it, and a count that drops to zero cascades. That is exact because hard
+edges form no cycles — except through a ``.grad`` with a graph of its own (``create_graph=True``);
+while one exists, every step is a whole snapshot. A saved tensor torch re-creates on every access is
+matched to a live twin *after* ``R`` is known (the twin is reached some other way, so the match
+keeps nothing alive), exactly as the whole snapshot does.
+
+A whole snapshot (``_whole``) is also taken when the incremental step cannot promise the whole
+snapshot's numbering of new objects (met from more than one place at once), when a twin match or a
+storage's dtype would depend on reading order, when a line may change tensors behind torch's back
+(``Tensor.set_``), and at every step with ``full=True`` — what the tests hold the incremental
+snapshots to.
 """
 
 from __future__ import annotations
 
-import types
-from collections import deque
-from collections.abc import Iterator
+from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
-from torch.autograd.function import BackwardCFunction
 
-from app.engine.ids import NodeIds, ObjectIds
-from app.engine.values import MAX_VALUES, ValueWriter, nest
+from app.engine.backward import NodeRan, freed_message, tensor_saves
+from app.engine.ids import NodeIds, ObjectIds, StorageIds, tensor_pointer
+from app.engine.names import NameWalker
+from app.engine.reader import Deferred, Reader, fact_signature
+from app.engine.values import ValueWriter
+from app.engine.watch import Touches
 
-SAVED_PREFIX = "_saved_"
-MAX_CONTAINER_ITEMS = 256
-MAX_CONTAINER_DEPTH = 3
 MAX_TENSORS = 2000
 MAX_NODES = 2000
-
-# Names the engine binds for the snippet; they are modules, not user data.
-PRELUDE_NAMES = frozenset({"torch", "nn", "F", "math", "__builtins__", "__name__"})
+SETTLE_ROUNDS = 8
 
 
-def named_tensors(name: str, value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
-    """Tensors reachable from one user-visible name: itself, container items, module parameters."""
-    if isinstance(value, torch.Tensor):
-        yield name, value
-    elif isinstance(value, nn.Module):
-        for sub, tensor in value.named_parameters(recurse=True):
-            yield f"{name}.{sub}", tensor
-        for sub, tensor in value.named_buffers(recurse=True):
-            yield f"{name}.{sub}", tensor
-        if depth < MAX_CONTAINER_DEPTH:
-            yield from _plain_module_attributes(name, value, depth)
-    elif depth >= MAX_CONTAINER_DEPTH:
-        return
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value[:MAX_CONTAINER_ITEMS]):
-            yield from named_tensors(f"{name}[{index}]", item, depth + 1)
-    elif isinstance(value, dict):
-        for index, (key, item) in enumerate(value.items()):
-            if index >= MAX_CONTAINER_ITEMS:
-                break
-            yield from named_tensors(f"{name}[{key!r}]", item, depth + 1)
-    elif _is_user_instance(value):
-        for attribute, item in list(vars(value).items())[:MAX_CONTAINER_ITEMS]:
-            yield from named_tensors(f"{name}.{attribute}", item, depth + 1)
+class _Retry(Exception):  # noqa: N818 - control flow inside this module
+    """The incremental step cannot promise the whole snapshot's answer: take a whole one."""
 
 
-def _plain_module_attributes(name: str, module: nn.Module, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
-    """Tensors a module keeps as plain attributes (``self.scale = torch.tensor(2.0)``): neither
-    parameters nor buffers, but as reachable, and as able to keep a graph alive."""
-    for sub, child in module.named_modules():
-        prefix = f"{name}.{sub}." if sub else f"{name}."
-        for attribute, item in list(vars(child).items())[:MAX_CONTAINER_ITEMS]:
-            if not attribute.startswith("_") and isinstance(item, torch.Tensor | list | tuple | dict):
-                yield from named_tensors(prefix + attribute, item, depth + 1)
+def tensor_edges(fact: dict[str, Any], keyed: bool = False) -> tuple[str, ...]:
+    """A tensor's hard edges: its grad_fn, .grad and ._base. A saved copy with an id of its own
+    (``keyed``) leaves out its grad_fn: that is its own node (or one the node reaches), and the
+    edge would close a cycle."""
+    grad_fn = None if keyed else fact["grad_fn"]
+    return tuple(x for x in (grad_fn, fact["grad"], fact["base"]) if x is not None)
 
 
-def _is_user_instance(value: Any) -> bool:
-    """An instance of a class the snippet defined (its attributes are user data)."""
-    cls = type(value)
-    return getattr(cls, "__module__", None) == "__main__" and hasattr(value, "__dict__")
+def node_edges(fact: dict[str, Any], kinds: dict[str, str]) -> tuple[str, ...]:
+    """A node's hard edges: next functions, its leaf, the saved tensors it keeps (not the twins
+    its re-created copies were matched to: those are reached some other way)."""
+    saved = tuple(t for name, t in fact["saved"].items() if t is not None and kinds.get(name) != "twin")
+    variable = (fact["variable"],) if fact["variable"] is not None else ()
+    return tuple(n for n in fact["next"] if n is not None) + variable + saved
 
 
-def _user_value(name: str, value: Any) -> bool:
-    if name.startswith("__") or isinstance(value, types.ModuleType | types.FunctionType | type):
-        return False
-    return not isinstance(value, types.BuiltinFunctionType | types.MethodType)
+def _id_order(ident: str) -> tuple[int, str]:
+    digits = ident[1:]
+    return (int(digits), ident) if digits.isdigit() else (0, ident)
 
 
-def _short_message(error: BaseException) -> str:
-    """torch's message up to its first full stop: the fact, without the hint that follows."""
-    text = str(error).split("\n")[0]
-    head, stop, _ = text.partition(". ")
-    return (head + "." if stop else text)[:1000]
+def _empty_delta() -> dict[str, Any]:
+    return {"variables": {}, "tensors": {}, "storages": {}, "nodes": {},
+            "dropped": {"variables": [], "tensors": [], "storages": [], "nodes": []}}
 
 
-# Accessing a saved tensor after backward released it raises this, and always will again.
-FREED_PREFIX = "Trying to backward through the graph a second time"
+def _clean(delta: dict[str, Any]) -> dict[str, Any]:
+    """Leave out what is empty: a step that changed nothing is just its line and output."""
+    dropped = {k: v for k, v in delta.pop("dropped").items() if v}
+    out = {k: v for k, v in delta.items() if v}
+    if dropped:
+        out["dropped"] = dropped
+    return out
 
 
-def _saved_names(node: Any, cache: dict[type, tuple[str, ...]]) -> tuple[str, ...]:
-    """The attributes of a node that unpack saved tensors: ``_saved_*`` for torch's own nodes,
-    ``saved_tensors`` for a snippet's ``autograd.Function`` (what ``ctx.save_for_backward`` kept)."""
-    kind = type(node)
-    names = cache.get(kind)
-    if names is None:
-        found = [a for a in dir(node) if a.startswith(SAVED_PREFIX)]
-        if isinstance(node, BackwardCFunction):
-            found.append("saved_tensors")
-        names = cache[kind] = tuple(found)
-    return names
+@dataclass
+class _Plan:
+    """What one incremental step read and decided, before anything is committed."""
 
-
-def _packed_by_hooks(node: Any, attribute: str) -> Any:
-    """What ``saved_tensors_hooks`` packed for this saved value, or None when no hook is involved."""
-    raw_name = "_raw" + attribute if attribute.startswith(SAVED_PREFIX) else "_raw_" + attribute
-    try:
-        raw = getattr(node, raw_name, None)
-    except RuntimeError:  # freed by backward: the plain read reports it
-        return None
-    several = isinstance(raw, list | tuple)
-    items = raw if several else (raw,)
-    if not any(getattr(item, "unpack_hook", None) is not None for item in items):
-        return None
-    return [item.data for item in items] if several else raw.data
+    reader: Reader
+    names: dict[str, str | None]  # name -> its tensor after the step (None: gone)
+    roots: dict[str, int]  # tensor (or node) -> names bound to it after the step, plus extra roots
+    edges: dict[str, tuple[str, ...]] = field(default_factory=dict)  # members read at this step
+    removed: set[str] = field(default_factory=set)
 
 
 class SnapshotTaker:
-    """Holds the id registries of one run; ``take`` builds one step."""
+    """The engine's memory of one run: ids, the reachable set and its facts, indexes and caches."""
 
-    def __init__(self) -> None:
+    def __init__(self, full: bool = False) -> None:
+        self.full = full
         self.tensor_ids = ObjectIds("t")
-        self.storage_ids = ObjectIds("s")
+        self.storage_ids = StorageIds()
         self.node_ids = NodeIds()
         self.values = ValueWriter()
+        self.walker = NameWalker(self.tensor_ids)
         self.saved_names: dict[type, tuple[str, ...]] = {}
         self.has_variable: dict[type, bool] = {}  # AccumulateGrad-like node types
         # node id -> saved name -> message, for buffers backward released: reading them again would
         # only raise again (node ids are never reused, so an entry never goes stale).
         self.freed: dict[str, dict[str, str]] = {}
-
-    def take(self, line: int, stdout: str, scopes: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-        """``scopes`` lists (prefix, namespace) pairs: the module first, then active function frames."""
-        # Reading facts must not run a snippet-defined tensor subclass's __torch_function__.
-        with torch._C.DisableTorchFunctionSubclass():
-            builder = _StepBuilder(self)
-            variables = builder.add_scopes(scopes)
-            builder.drain()
-        return {
-            "line": line,
-            "stdout": stdout,
-            "variables": variables,
-            "tensors": builder.tensors,
-            "storages": builder.storages,
-            "nodes": builder.nodes,
-        }
-
-
-class _StepBuilder:
-    """Builds one step. It holds user objects, so it lives only while ``SnapshotTaker.take`` runs."""
-
-    def __init__(self, run: SnapshotTaker) -> None:
-        self.run = run
+        # R, and what each member said last.
         self.tensors: dict[str, dict[str, Any]] = {}
-        self.storages: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
-        self._tensor_queue: deque[tuple[str, torch.Tensor]] = deque()
-        self._node_queue: deque[tuple[str, Any]] = deque()
-        # Saved outputs come back as a new Python tensor on each access; they are matched to the
-        # live tensor they alias once every other tensor is known.
-        self._deferred: list[tuple[dict[str, Any], str, str, torch.Tensor]] = []
-        self._by_storage: dict[str, list[str]] = {}  # storage id -> ids of tensors on it
-        # storage id -> (dtype it was read as, its converted elements): a contiguous tensor's values
-        # are a slice of these, which spares reading and converting the same numbers twice.
-        self._storage_reads: dict[str, tuple[torch.dtype, list[Any]]] = {}
+        self.storages: dict[str, dict[str, Any]] = {}
+        self.variables: dict[str, str] = {}  # the names emitted: those whose tensor is in R
+        self.names: dict[str, str] = {}  # every name the walk found -> its tensor
+        self.names_of: dict[str, set[str]] = defaultdict(set)
+        self.roots: dict[str, int] = defaultdict(int)  # tensor -> how many names it has
+        self.node_keys: dict[str, Any] = {}
+        self.saved_kinds: dict[str, dict[str, str]] = {}  # node -> saved name -> direct/twin/keyed
+        self.edges: dict[str, tuple[str, ...]] = {}
+        self.parents: dict[str, dict[str, int]] = defaultdict(dict)  # member -> in-edge sources
+        self.on_storage: dict[str, set[str]] = defaultdict(set)  # storage -> R tensors on it
+        self.saving: dict[str, set[str]] = defaultdict(set)  # storage -> nodes saving a tensor on it
+        self.matched_by: dict[str, set[str]] = defaultdict(set)  # twin -> nodes matched to it
+        self.keyed_owner: dict[str, str] = {}  # saved tensor torch re-creates -> its node
+        self.volatile: set[str] = set()  # storages whose memory Python code may write
+        self.cyclic: set[str] = set()  # tensors whose .grad has a graph of its own
+        self.whole_steps = 0
+        self._dirty: set[str] = set()
+        self._dirty_storages: set[str] = set()
+        self._whole_read = False
+        # Nodes that gave a saved copy an id of its own at the last step: read them once more, since
+        # the whole snapshot may then meet the copy's original first and match it (see _excluded).
+        self._recheck: set[str] = set()
+        # What a backward step adds to the names as roots (the node that ran, its gradients), and
+        # what the previous step added: without their names, are they still reached?
+        self._extra: list[tuple[str, Any]] = []
+        self._extra_before: set[str] = set()
+        self.in_backward = False  # reading inside a backward pass: no storage objects (ids.tensor_pointer)
 
-    def add_scopes(self, scopes: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
-        variables: dict[str, str] = {}
-        for prefix, namespace in scopes:
-            for name, value in list(namespace.items()):
-                if (not prefix and name in PRELUDE_NAMES) or not _user_value(name, value):
-                    continue
-                for label, tensor in named_tensors(prefix + name, value):
-                    tid = self.tensor_id(tensor)
-                    if tid in self.tensors:  # past MAX_TENSORS a name would point at nothing
-                        variables[label] = tid
-        return variables
+    # ---- one step --------------------------------------------------------------------------------
+    def take(self, line: int, stdout: str, scopes: list[tuple[str, dict[str, Any]]],
+             touches: Touches | None = None, ran: NodeRan | None = None) -> dict[str, Any]:
+        """The delta of one step; ``stdout`` is the text printed during it. With ``ran``, the step
+        after one node of a backward pass (``app.engine.backward``)."""
+        # Reading facts must not run a snippet's __torch_function__, nor be seen by our own mode.
+        with torch._C.DisableTorchFunction():
+            bound, gone = self.walker.walk(scopes)
+            self.in_backward = ran is not None
+            if ran is not None:
+                self._node_ran(ran, touches)
+            self._mark(touches)
+            delta = None
+            if not (self.full or self.cyclic or (touches is not None and touches.whole)):
+                delta = self._incremental(bound, gone)
+            if delta is None:
+                self.whole_steps += 1
+                delta = self._whole()
+            if ran is not None:
+                delta.update(self._backward_fields(ran))
+            self._extra_before = {ident for ident, _ in self._extra}
+            self._extra = []
+            if ran is None:
+                self._meet_bare_storages()
+        delta["line"] = line
+        delta["stdout"] = stdout
+        return delta
 
-    def tensor_id(self, tensor: torch.Tensor) -> str:
-        tid = self.run.tensor_ids.of(tensor)
-        if tid not in self.tensors and len(self.tensors) < MAX_TENSORS:
-            self.tensors[tid] = {}  # placeholder: filled when dequeued
-            self._tensor_queue.append((tid, tensor))
-        return tid
+    def _node_ran(self, ran: NodeRan, touches: Touches | None) -> None:
+        """Before the step after a node of a backward pass: its gradients and the node itself are
+        roots for this step, torch is about to free what it saved, and what it wrote is dirty."""
+        node = ran.node
+        leaf = self._leaf(node)
+        key = self.node_ids.key(node, self.tensor_ids.known(leaf) if leaf is not None else None)
+        nid = self.node_ids.of_key(key)
+        self.node_keys.setdefault(nid, key)
+        if ran.frees:
+            message = freed_message()
+            for name in tensor_saves(node, self.saved_names):
+                self.freed.setdefault(nid, {})[name] = message
+        for grad in (*ran.received, *ran.sent):
+            if isinstance(grad, torch.Tensor):
+                self._extra.append((self.tensor_ids.of(grad), grad))
+                if touches is not None:  # torch adds gradients into its buffers in place
+                    touches.tensors.add(id(grad))
+                    pointer = tensor_pointer(grad)
+                    if pointer:
+                        touches.storages.add(pointer)
+        self._extra.append((nid, node))
+        if touches is not None:
+            touches.backward_nodes.add(key)
+            if leaf is not None:
+                touches.backward_leaves.add(id(leaf))
 
-    def node_id(self, node: Any) -> str:
-        nid = self.run.node_ids.of(node)
-        if nid not in self.nodes and len(self.nodes) < MAX_NODES:
-            self.nodes[nid] = {}
-            self._node_queue.append((nid, node))
-        return nid
+    def _meet_bare_storages(self) -> None:
+        """Outside a backward pass, give the storages met there by their bytes only their objects
+        (through a live tensor on them), so the ids hold; those no tensor uses any more are forgotten."""
+        for pointer, sid in self.storage_ids.take_bare_pointers().items():
+            for tid in self.on_storage.get(sid, ()):
+                tensor = self.tensor_ids.object(tid)
+                if tensor is not None and tensor_pointer(tensor) == pointer:
+                    storage = tensor.untyped_storage()
+                    if self.storage_ids.known(storage) is None:
+                        self.storage_ids.alias(storage, sid)
+                    self.storage_ids.point(storage, sid, pointer)
+                    break
 
-    def drain(self) -> None:
-        """Describe everything queued, then match saved outputs; repeat while that finds more."""
-        while True:
-            while self._tensor_queue or self._node_queue:
-                while self._tensor_queue:
-                    tid, tensor = self._tensor_queue.popleft()
-                    self.tensors[tid] = self._tensor_fact(tid, tensor)
-                while self._node_queue:
-                    nid, node = self._node_queue.popleft()
-                    self.nodes[nid] = self._node_fact(nid, node)
-            if not self._deferred:
-                return
-            pending, self._deferred = self._deferred, []
-            for fact, name, nid, tensor in pending:
-                fact["saved"][name] = self._match_saved(tensor, nid, name)
+    def _backward_fields(self, ran: NodeRan) -> dict[str, Any]:
+        def ids(grads: tuple[Any, ...]) -> list[str | None]:
+            return [self.tensor_ids.known(g) if isinstance(g, torch.Tensor) else None for g in grads]
 
-    def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
-        strided = t.layout == torch.strided
-        storage_id = self._storage(t)
-        if storage_id is not None:
-            self._by_storage.setdefault(storage_id, []).append(tid)
-        try:
-            version: int | None = t._version
-        except RuntimeError:  # inference tensors keep no version counter
-            version = None
-        grad_fn = t.grad_fn
-        is_leaf = t.is_leaf
-        retains_grad = t.retains_grad
-        # .grad is only meaningful (and warning-free) on leaves and on tensors that retain grad.
-        grad = t.grad if (is_leaf or retains_grad) else None
-        base = t._base
-        values = self.run.values
-        return {
-            "shape": list(t.shape),
-            "dtype": str(t.dtype).removeprefix("torch."),
-            "stride": list(t.stride()) if strided else [],
-            "storage_offset": t.storage_offset() if strided else 0,
-            "storage": storage_id,
-            "requires_grad": t.requires_grad,
-            "is_leaf": is_leaf,
-            "grad_fn": self.node_id(grad_fn) if grad_fn is not None else None,
-            "grad": self.tensor_id(grad) if grad is not None else None,
-            "base": self.tensor_id(base) if base is not None else None,
-            "version": version,
-            "values": self._values(t, storage_id),
-            "summary": values.summary(t),
-            "is_view": t._is_view(),
-            "retains_grad": retains_grad,
-            "is_inference": t.is_inference(),
-            "device": str(t.device),
-        }
+        return {"phase": "backward", "node": self._extra[-1][0], "received": ids(ran.received),
+                "sent": ids(ran.sent)}
 
-    def _values(self, t: torch.Tensor, storage_id: str | None) -> Any:
-        read = self._storage_reads.get(storage_id) if storage_id is not None else None
-        if read is not None and read[0] == t.dtype and t.is_contiguous() and not _has_lazy_bits(t):
-            numel = t.numel()
-            if 0 < numel <= MAX_VALUES:
-                offset = t.storage_offset()
-                flat = read[1][offset : offset + numel]
-                if len(flat) == numel:
-                    return nest(flat, list(t.shape))
-        return self.run.values.tensor_values(t)
+    # ---- what may have changed -------------------------------------------------------------------
+    def _mark(self, touches: Touches | None) -> None:
+        dirty, storages = self._dirty, self._dirty_storages
+        dirty.clear()
+        storages.clear()
+        if touches is not None:
+            for address in touches.tensors:
+                tid = self.tensor_ids.known_address(address)
+                if tid is not None:
+                    dirty.add(tid)
+            for pointer in touches.storages:
+                sid = self.storage_ids.known_pointer(pointer)
+                if sid is not None:
+                    storages.add(sid)
+                    if pointer in touches.exposed:
+                        self.volatile.add(sid)
+            self._mark_backward(touches.backward_nodes, touches.backward_leaves)
+        storages |= self.volatile
+        dirty |= {nid for nid in self._recheck if nid in self.nodes}
+        for sid in storages:
+            dirty.update(self.on_storage.get(sid, ()))
+            dirty.update(self.saving.get(sid, ()))
+        for tid in [t for t in dirty if t in self.keyed_owner]:
+            dirty.add(self.keyed_owner[tid])  # re-created on every access: read through its node
 
-    def _storage(self, t: torch.Tensor) -> str | None:
-        try:
-            storage = t.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):  # sparse and other storage-less layouts
-            return None
-        sid = self.run.storage_ids.of(storage)
-        if sid not in self.storages:
-            nbytes = storage.nbytes()
-            elements = self.run.values.storage_values(t, nbytes)
-            if elements is not None and not _has_lazy_bits(t):
-                self._storage_reads[sid] = (t.dtype, elements)
-            self.storages[sid] = {
-                "nbytes": nbytes,
-                "element_size": t.element_size(),
-                "dtype": str(t.dtype).removeprefix("torch."),
-                "values": elements,
-            }
-        return sid
+    def backward_marks(self, root: Any) -> tuple[set[Any], set[int]]:
+        """(node keys, leaf addresses) a backward pass from ``root`` may change, read while the
+        pass's roots are alive (``app.engine.run`` calls it as ``_engine_run_backward`` returns)."""
+        node = root.grad_fn if isinstance(root, torch.Tensor) else getattr(root, "node", None)
+        seen: set[int] = set()
+        keys: set[Any] = set()
+        leaves: set[int] = set()
+        stack = [node] if node is not None else []
+        while stack:
+            current = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            leaf = self._leaf(current)
+            if leaf is not None:
+                leaves.add(id(leaf))
+            keys.add(self.node_ids.key(current, self.tensor_ids.known(leaf) if leaf is not None else None))
+            stack.extend(fn for fn, _ in current.next_functions if fn is not None)
+        return keys, leaves
 
-    def _node_fact(self, nid: str, node: Any) -> dict[str, Any]:
-        fact: dict[str, Any] = {
-            "name": type(node).__name__,  # what print(grad_fn) shows: AccumulateGrad, not torch::autograd::…
-            "next": [self.node_id(fn) if fn is not None else None for fn, _ in node.next_functions],
-            "variable": None,
-            "saved": {},
-            "saved_errors": {},
-        }
+    def _mark_backward(self, keys: set[Any], leaves: set[int]) -> None:
+        """Nodes a backward pass ran through (saved tensors freed), the tensors they produced (a
+        retained .grad), the leaves it wrote .grad of, and those grads (accumulated in place)."""
+        if not keys and not leaves:
+            return
+        dirty = self._dirty
+        ran = {nid for key in keys if (nid := self.node_ids.known_key(key)) is not None}
+        dirty |= ran
+        for nid in ran:
+            dirty.update(p for p in self.parents.get(nid, ()) if p in self.tensors
+                         and self.tensors[p]["grad_fn"] == nid)
+        for address in leaves:
+            tid = self.tensor_ids.known_address(address)
+            if tid is not None:
+                dirty.add(tid)
+        for tid in list(dirty):
+            fact = self.tensors.get(tid)
+            grad = self.tensors.get(fact["grad"]) if fact is not None and fact["grad"] else None
+            if grad is not None:
+                dirty.add(fact["grad"])  # type: ignore[index]
+                if grad["storage"] is not None:
+                    self._dirty_storages.add(grad["storage"])
+
+    def storage_fresh(self, sid: str, dtype: str, tid: str) -> bool:
+        """Must a storage's fact be read again? The reader asks with the first tensor it reads on it
+        (a tensor that may have changed may have resized its storage: read that again too)."""
+        known = self.storages.get(sid)
+        if self._whole_read or known is None or sid in self._dirty_storages or tid in self._dirty:
+            return True
+        if known["dtype"] != dtype:
+            raise _Retry  # which tensor describes the storage would depend on the reading order
+        return False
+
+    def _leaf(self, node: Any) -> torch.Tensor | None:
         kind = type(node)
-        has_variable = self.run.has_variable.get(kind)
+        has_variable = self.has_variable.get(kind)
         if has_variable is None:
-            has_variable = self.run.has_variable[kind] = hasattr(node, "variable")
-        if has_variable:
-            variable = node.variable
-            if isinstance(variable, torch.Tensor):
-                fact["variable"] = self.tensor_id(variable)
-        for attribute in _saved_names(node, self.run.saved_names):
-            self._read_saved(fact, nid, node, attribute)
-        return fact
+            has_variable = self.has_variable[kind] = hasattr(node, "variable")
+        variable = node.variable if has_variable else None
+        return variable if isinstance(variable, torch.Tensor) else None
 
-    def _read_saved(self, fact: dict[str, Any], nid: str, node: Any, attribute: str) -> None:
-        name = attribute.removeprefix(SAVED_PREFIX)
-        freed = self.run.freed.get(nid)
-        if freed is not None and name in freed:
-            fact["saved"][name] = None
-            fact["saved_errors"][name] = freed[name]
-            return
-        packed = _packed_by_hooks(node, attribute)
-        if packed is not None:
-            # Unpacking would call the snippet's own unpack hook (and print, count...): show what the
-            # graph actually holds, the packed value, instead.
-            if isinstance(packed, torch.Tensor | list | tuple):
-                self._add_saved(fact, nid, name, packed)
+    # ---- the incremental step --------------------------------------------------------------------
+    def _incremental(self, bound: dict[str, str], gone: list[str]) -> dict[str, Any] | None:
+        journals = [ids.journal for ids in (self.tensor_ids, self.storage_ids, self.node_ids)]
+        marks = [journal.mark() for journal in journals]
+        try:
+            plan = self._plan(bound, gone)
+        except _Retry:
+            for journal, mark in zip(journals, marks, strict=True):
+                journal.rollback(mark)
+            return None
+        finally:
+            for journal in journals:
+                journal.commit()
+        return self._commit(plan)
+
+    def _plan(self, bound: dict[str, str], gone: list[str]) -> _Plan:
+        dirty = self._dirty
+        names: dict[str, str | None] = dict.fromkeys(gone)
+        names.update(bound)
+        roots = dict(self.roots)
+        for name, new in names.items():
+            old = self.names.get(name)
+            if old is not None:
+                roots[old] -= 1
+            if new is not None:
+                roots[new] = roots.get(new, 0) + 1
+        members = _Members(self.tensors, self.nodes)
+        reader = Reader(self, fresh=lambda ident: ident not in members or ident in dirty,
+                        cap=_uncapped, members=members)
+        # Roots first, in walk order: what new or rebound names reach, and named tensors that may
+        # have changed — met in the order the whole snapshot meets them; then a backward step's own.
+        seeds = set(bound.values()) | {t for t in dirty if roots.get(t)}
+        for tid in sorted(seeds, key=lambda t: self._first_position(t, names)):
+            obj = self.tensor_ids.object(tid)
+            if obj is not None:
+                reader.add_tensor(tid, obj)
+        for ident, obj in self._extra:
+            roots[ident] = roots.get(ident, 0) + 1
+            if ident in members and ident not in dirty:
+                continue
+            seeds.add(ident)
+            if ident.startswith("t"):
+                reader.add_tensor(ident, obj)
             else:
-                fact["saved"][name] = None
-                fact["saved_errors"][name] = (
-                    f"Packed as a {type(packed).__name__} by a saved_tensors_hooks pack function."
-                )
-            return
-        try:
-            value = getattr(node, attribute)
-        except RuntimeError as error:  # freed by backward, or modified in place since it was saved
-            message = _short_message(error)
-            fact["saved"][name] = None
-            fact["saved_errors"][name] = message
-            if message.startswith(FREED_PREFIX):
-                self.run.freed.setdefault(nid, {})[name] = message
-            return
-        self._add_saved(fact, nid, name, value)
+                reader.add_node(ident, obj, self.node_keys.get(ident))
+        reader.drain()
+        # Then what changed deeper in the graph, one at a time (so it is known what met what).
+        for ident in sorted((t for t in dirty - seeds if t in members), key=_id_order):
+            self._read_again(reader, ident)
+        plan = _Plan(reader, names, roots)
+        self._settle(plan)
+        if len(plan.reader.origins) > 1:
+            raise _Retry  # new objects met from two places: only a whole read numbers them right
+        if len(self.tensors) + len(reader.tensors) > MAX_TENSORS or \
+                len(self.nodes) + len(reader.nodes) > MAX_NODES:
+            raise _Retry  # near the caps, which objects get in depends on the whole reading order
+        return plan
 
-    def _add_saved(self, fact: dict[str, Any], nid: str, name: str, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            self._saved(fact, nid, name, value)
-        elif isinstance(value, list | tuple):  # e.g. IndexBackward0's indices, ctx.saved_tensors
-            for index, item in enumerate(value[:MAX_CONTAINER_ITEMS]):
-                if isinstance(item, torch.Tensor):
-                    self._saved(fact, nid, f"{name}[{index}]", item)
-
-    def _saved(self, fact: dict[str, Any], nid: str, name: str, value: torch.Tensor) -> None:
-        if self.run.tensor_ids.known(value) is not None:
-            fact["saved"][name] = self.tensor_id(value)
+    def _read_again(self, reader: Reader, ident: str) -> None:
+        if ident in reader.tensors or ident in reader.nodes or ident in self.keyed_owner:
+            return
+        obj = self._locate(ident, {})
+        if obj is None:
+            return
+        reader.origin = ident
+        if ident.startswith("t"):
+            reader.add_tensor(ident, obj)
         else:
-            fact["saved"][name] = None
-            self._deferred.append((fact, name, nid, value))
+            reader.add_node(ident, obj, self.node_keys.get(ident))
+        reader.drain()
 
-    def _match_saved(self, t: torch.Tensor, nid: str, name: str) -> str:
-        """The live tensor this unpacked copy stands for, else a stable per-(node, name) id."""
+    def _settle(self, plan: _Plan) -> None:
+        """Edges, removals and twin matches of the step, read further until they agree."""
+        reader = plan.reader
+        for _round in range(SETTLE_ROUNDS):
+            for tid, fact in reader.tensors.items():
+                keyed = tid in reader.keyed_ids or self._stays_keyed(tid, reader)
+                plan.edges[tid] = tensor_edges(fact, keyed)
+            for nid, fact in reader.nodes.items():
+                plan.edges[nid] = node_edges(fact, reader.saved_kinds.get(nid, {}))
+            plan.removed = self._removals(plan)
+            again = self._rematch_needed(plan)
+            if not again and not reader.deferred:
+                return
+            for nid in sorted(again, key=_id_order):
+                self._read_again(reader, nid)
+                if nid not in reader.nodes:
+                    raise _Retry
+            pending, reader.deferred = reader.deferred, []
+            for item in pending:
+                reader.origin = item.origin
+                reader.resolve(item, self._twin(reader, item, plan))
+            reader.drain()
+        raise _Retry
+
+    def _twin(self, reader: Reader, item: Deferred, plan: _Plan) -> str | None:
+        """The live tensor a re-created saved copy stands for (its node's own output first)."""
+        if item.storage is None:
+            return None
+        twins = [(tid, fact) for tid, fact in self._on_storage_after(item.storage, plan)
+                 if fact_signature(fact) == item.signature]
+        own = [tid for tid, fact in twins if fact["grad_fn"] == item.nid]
+        if len(own) > 1 or (not own and len(twins) > 1):
+            raise _Retry  # the whole snapshot takes whichever it met first
+        return own[0] if own else twins[0][0] if twins else None
+
+    def _on_storage_after(self, storage: str, plan: _Plan) -> list[tuple[str, dict[str, Any]]]:
+        """Tensors on ``storage`` that hard edges reach after the step (re-created copies excluded)."""
+        reader = plan.reader
+        found = []
+        for tid in self.on_storage.get(storage, ()):
+            if tid not in plan.removed and tid not in reader.tensors and not self._excluded(tid, reader):
+                found.append((tid, self.tensors[tid]))
+        for tid in reader.by_storage.get(storage, ()):
+            if tid not in plan.removed and not self._excluded(tid, reader):
+                found.append((tid, reader.tensors[tid]))
+        return found
+
+    def _stays_keyed(self, tid: str, reader: Reader) -> bool:
+        """Was a saved copy with an id of its own, and its node was not read again at this step."""
+        owner = self.keyed_owner.get(tid)
+        return owner is not None and owner not in reader.nodes
+
+    def _excluded(self, tid: str, reader: Reader) -> bool:
+        """A saved copy with an id of its own is met only after matching, so it is no twin — unless
+        its node, read again, now finds the copy's object known (then it is met like any tensor)."""
+        if tid in reader.keyed_ids:
+            return True
+        owner = self.keyed_owner.get(tid)
+        return owner is not None and owner not in reader.nodes
+
+    def _rematch_needed(self, plan: _Plan) -> set[str]:
+        """Nodes not read at this step whose twin matches the step changed: a twin left R, or a
+        tensor appeared on the storage of a saved copy that had no twin."""
+        reader = plan.reader
+        needed: set[str] = set()
+        for tid in plan.removed:
+            needed |= self.matched_by.get(tid, set())
+        for tid, fact in reader.tensors.items():
+            if fact and tid not in self.tensors and fact["storage"] is not None:
+                for nid in self.saving.get(fact["storage"], ()):
+                    if "keyed" in self.saved_kinds.get(nid, {}).values():
+                        needed.add(nid)
+        return {nid for nid in needed if nid not in reader.nodes and nid not in plan.removed}
+
+    def _removals(self, plan: _Plan) -> set[str]:
+        """Members that neither an edge from R nor a name reaches after the step (zero counts, cascaded)."""
+        counts: dict[str, int] = {}
+
+        def count(ident: str) -> int:
+            found = counts.get(ident)
+            if found is None:
+                found = counts[ident] = plan.roots.get(ident, 0) + sum(self.parents.get(ident, {}).values())
+            return found
+
+        candidates: list[str] = []
+        for ident, new in plan.edges.items():
+            for target in self.edges.get(ident, ()):
+                counts[target] = count(target) - 1
+                candidates.append(target)
+            for target in new:
+                counts[target] = count(target) + 1
+            if ident not in self.tensors and ident not in self.nodes:
+                candidates.append(ident)  # read for the first time: is it reached at all?
+        for name in plan.names:
+            old = self.names.get(name)
+            if old is not None:
+                candidates.append(old)
+        candidates.extend(self._extra_before)  # roots of the previous (backward) step only
+        removed: set[str] = set()
+        while candidates:
+            ident = candidates.pop()
+            if ident in removed or count(ident) > 0:
+                continue
+            if ident not in plan.edges and ident not in self.tensors and ident not in self.nodes:
+                continue  # never a member
+            removed.add(ident)
+            for target in plan.edges.get(ident, self.edges.get(ident, ())):
+                counts[target] = count(target) - 1
+                candidates.append(target)
+        return removed
+
+    def _first_position(self, tid: str, names: dict[str, str | None]) -> tuple[int, ...]:
+        """Where the whole snapshot first meets ``tid`` among the names (walk order)."""
+        mine = [n for n in self.names_of.get(tid, ()) if names.get(n, tid) == tid]
+        mine += [n for n, t in names.items() if t == tid]
+        return min((self.walker.position(n) for n in mine), default=(1 << 30,))
+
+    def _locate(self, ident: str, memo: dict[str, Any]) -> Any:
+        """The live object of a member, found again from a parent in R (nodes have no other handle)."""
+        if ident in memo:
+            return memo[ident]
+        memo[ident] = None
+        if ident.startswith("t"):
+            memo[ident] = self.tensor_ids.object(ident)
+            return memo[ident]
+        key = self.node_keys.get(ident)
+        for parent in sorted(self.parents.get(ident, ()), key=_id_order):
+            holder = self._locate(parent, memo)
+            if holder is None:
+                continue
+            if isinstance(holder, torch.Tensor):
+                candidates = [holder.grad_fn]
+            else:
+                candidates = [fn for fn, _ in holder.next_functions]
+            for candidate in candidates:
+                if candidate is not None and self._key_of(candidate) == key:
+                    memo[ident] = candidate
+                    return candidate
+        return None
+
+    def _key_of(self, node: Any) -> Any:
+        leaf = self._leaf(node)
+        return self.node_ids.key(node, self.tensor_ids.known(leaf) if leaf is not None else None)
+
+    # ---- commit ----------------------------------------------------------------------------------
+    def _commit(self, plan: _Plan) -> dict[str, Any]:
+        reader = plan.reader
+        delta = _empty_delta()
+        moved: set[str] = set()  # storages that gained or lost a tensor
+        changed_members: set[str] = set()
+        for nid, fact in reader.nodes.items():
+            if nid not in plan.removed:
+                self._set_node(nid, fact, reader, delta)
+        for tid, fact in reader.tensors.items():
+            if tid not in plan.removed:
+                changed_members.add(tid)
+                self._set_tensor(tid, fact, delta, moved)
+        self._rekey_edges(reader, plan)
+        for nid, fact in reader.nodes.items():  # now that the tensors they saved are known
+            if nid not in plan.removed:
+                self._index_storages(nid, fact)
+        for ident in sorted(plan.removed, key=_id_order):
+            changed_members.add(ident)
+            self._drop(ident, delta, moved)
+        touched_names = set(plan.names)
+        for name, new in plan.names.items():
+            old = self.names.pop(name, None)
+            if old is not None:
+                self.names_of[old].discard(name)
+                self.roots[old] -= 1
+            if new is not None:
+                self.names[name] = new
+                self.names_of[new].add(name)
+                self.roots[new] += 1
+        for tid in changed_members:
+            touched_names |= self.names_of.get(tid, set())
+        for sid in set(reader.storages) | moved:
+            self._refresh_storage(sid, reader, delta)
+        self._refresh_variables(touched_names, delta)
+        self._recheck = {self.keyed_owner[t] for t in reader.keyed_ids if t in self.keyed_owner}
+        return _clean(delta)
+
+    def _rekey_edges(self, reader: Reader, plan: _Plan) -> None:
+        """A tensor whose keyed status flipped (its node now finds its object) changes its edges."""
+        for tid in self._keyed_flips:
+            if tid in self.tensors and tid not in plan.removed:
+                self._reedge(tid, tensor_edges(self.tensors[tid], tid in self.keyed_owner))
+        self._keyed_flips = set()
+
+    _keyed_flips: set[str] = set()
+
+    def _set_tensor(self, tid: str, fact: dict[str, Any], delta: dict[str, Any], moved: set[str]) -> None:
+        old = self.tensors.get(tid)
+        if old == fact:
+            return
+        delta["tensors"][tid] = fact
+        self._reedge(tid, tensor_edges(fact, tid in self.keyed_owner))
+        old_sid = old["storage"] if old is not None else None
+        if old_sid != fact["storage"]:
+            if old_sid is not None:
+                self.on_storage[old_sid].discard(tid)
+                moved.add(old_sid)
+            if fact["storage"] is not None:
+                self.on_storage[fact["storage"]].add(tid)
+                moved.add(fact["storage"])
+        self.tensors[tid] = fact
+        self._check_cyclic(tid)
+        for owner in self.parents.get(tid, ()):
+            self._check_cyclic(owner)
+
+    def _check_cyclic(self, tid: str) -> None:
+        """Is ``tid``'s .grad a tensor with a graph, a base or a grad of its own (a possible cycle)?"""
+        fact = self.tensors.get(tid)
+        grad = self.tensors.get(fact["grad"]) if fact is not None and fact["grad"] else None
+        if grad is not None and (grad["grad_fn"] or grad["base"] or grad["grad"]):
+            self.cyclic.add(tid)
+        else:
+            self.cyclic.discard(tid)
+
+    def _set_node(self, nid: str, fact: dict[str, Any], reader: Reader, delta: dict[str, Any]) -> None:
+        kinds = reader.saved_kinds.get(nid, {})
+        self.node_keys[nid] = reader.node_keys.get(nid, self.node_keys.get(nid))
+        was_keyed = set()
+        for tid in self.nodes.get(nid, {}).get("saved", {}).values():
+            if tid is not None:
+                self.matched_by[tid].discard(nid)
+                if self.keyed_owner.get(tid) == nid:
+                    del self.keyed_owner[tid]
+                    was_keyed.add(tid)
+        self.saved_kinds[nid] = kinds
+        self._index_saved(nid, fact, kinds)
+        now_keyed = {t for name, t in fact["saved"].items() if t is not None and kinds.get(name) == "keyed"}
+        self._keyed_flips = self._keyed_flips | (was_keyed ^ now_keyed)
+        self._reedge(nid, node_edges(fact, kinds))
+        if self.nodes.get(nid) != fact:
+            delta["nodes"][nid] = fact
+            self.nodes[nid] = fact
+
+    def _index_saved(self, nid: str, fact: dict[str, Any], kinds: dict[str, str]) -> None:
+        for name, tid in fact["saved"].items():
+            if tid is None:
+                continue
+            if kinds.get(name) == "twin":
+                self.matched_by[tid].add(nid)
+            elif kinds.get(name) == "keyed":
+                self.keyed_owner[tid] = nid
+
+    def _index_storages(self, nid: str, fact: dict[str, Any]) -> None:
+        """The node saved tensors on these storages: a write to one may break what it saved."""
+        for tid in fact["saved"].values():
+            tensor = self.tensors.get(tid) if tid is not None else None
+            if tensor is not None and tensor["storage"] is not None:
+                self.saving[tensor["storage"]].add(nid)
+
+    def _reedge(self, ident: str, new: tuple[str, ...]) -> None:
+        for target in self.edges.get(ident, ()):
+            parents = self.parents[target]
+            parents[ident] -= 1
+            if not parents[ident]:
+                del parents[ident]
+        for target in new:
+            parents = self.parents[target]
+            parents[ident] = parents.get(ident, 0) + 1
+        if new:
+            self.edges[ident] = new
+        else:
+            self.edges.pop(ident, None)
+
+    def _drop(self, ident: str, delta: dict[str, Any], moved: set[str]) -> None:
+        self._reedge(ident, ())
+        if ident in self.tensors:
+            fact = self.tensors.pop(ident)
+            delta["dropped"]["tensors"].append(ident)
+            if fact["storage"] is not None:
+                self.on_storage[fact["storage"]].discard(ident)
+                moved.add(fact["storage"])
+            self.keyed_owner.pop(ident, None)
+            self.cyclic.discard(ident)
+            self.matched_by.pop(ident, None)
+        elif ident in self.nodes:
+            fact = self.nodes.pop(ident)
+            delta["dropped"]["nodes"].append(ident)
+            for tid in fact["saved"].values():
+                if tid is not None:
+                    self.matched_by[tid].discard(ident)
+            self.saved_kinds.pop(ident, None)
+            self.node_ids.retire(self.node_keys.pop(ident, None))
+
+    def _refresh_storage(self, sid: str, reader: Reader, delta: dict[str, Any]) -> None:
+        if self.on_storage.get(sid):
+            fact = reader.storages.get(sid)
+            if fact is not None and self.storages.get(sid) != fact:
+                self.storages[sid] = fact
+                delta["storages"][sid] = fact
+        elif sid in self.storages:
+            del self.storages[sid]
+            self.saving.pop(sid, None)
+            self.volatile.discard(sid)
+            delta["dropped"]["storages"].append(sid)
+
+    def _refresh_variables(self, names: set[str], delta: dict[str, Any]) -> None:
+        for name in names:
+            tid = self.names.get(name)
+            if tid is not None and tid in self.tensors:
+                if self.variables.get(name) != tid:
+                    self.variables[name] = tid
+                    delta["variables"][name] = tid
+            elif name in self.variables:
+                del self.variables[name]
+                delta["dropped"]["variables"].append(name)
+
+    # ---- a whole snapshot ------------------------------------------------------------------------
+    def _whole(self) -> dict[str, Any]:
+        self._whole_read = True
         try:
-            storage = t.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):
-            storage = None
-        storage_id = self.run.storage_ids.known(storage) if storage is not None else None
-        if storage_id is not None:
-            signature = _signature(t)
-            twins = [
-                tid
-                for tid in self._by_storage.get(storage_id, ())
-                if (fact := self.tensors[tid])
-                and (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"]) == signature
-            ]
-            # A saved output is the tensor that node produced: prefer the twin whose grad_fn it is.
-            own = [tid for tid in twins if self.tensors[tid]["grad_fn"] == nid]
-            if own or twins:
-                return (own or twins)[0]
-        tid = self.run.tensor_ids.keyed((nid, name))
-        # Register the fresh object under the keyed id so that tensor_id() describes it.
-        self.run.tensor_ids.alias(t, tid)
-        return self.tensor_id(t)
+            reader = Reader(self, fresh=_always, cap=_v1_cap)
+            variables: dict[str, str] = {}
+            for name, tid in self.walker.ordered():
+                obj = self.tensor_ids.object(tid)
+                if obj is None:
+                    continue
+                reader.add_tensor(tid, obj)
+                if tid in reader.tensors:  # past MAX_TENSORS a name would point at nothing
+                    variables[name] = tid
+            for ident, obj in self._extra:  # a backward step's node and gradients
+                if ident.startswith("t"):
+                    reader.add_tensor(ident, obj)
+                else:
+                    reader.add_node(ident, obj, self.node_keys.get(ident))
+            reader.drain()
+            reader.match()
+        finally:
+            self._whole_read = False
+        return self._replace(reader, variables)
+
+    def _replace(self, reader: Reader, variables: dict[str, str]) -> dict[str, Any]:
+        """Make R the whole snapshot's, and say how it differs from before."""
+        delta = _empty_delta()
+        pairs = (("variables", variables, self.variables), ("tensors", reader.tensors, self.tensors),
+                 ("storages", reader.storages, self.storages), ("nodes", reader.nodes, self.nodes))
+        for kind, now, before in pairs:
+            delta[kind] = {k: v for k, v in now.items() if before.get(k) != v}
+            delta["dropped"][kind] = [k for k in before if k not in now]
+        for nid in delta["dropped"]["nodes"]:
+            self.node_ids.retire(self.node_keys.get(nid))
+        self.tensors, self.nodes = dict(reader.tensors), dict(reader.nodes)
+        self.storages = dict(reader.storages)
+        self.variables = variables
+        self.names = dict(self.walker.current)
+        self.node_keys = {nid: reader.node_keys.get(nid, self.node_keys.get(nid)) for nid in self.nodes}
+        self.saved_kinds = {nid: reader.saved_kinds.get(nid, {}) for nid in self.nodes}
+        self._rebuild()
+        self._recheck = {self.keyed_owner[t] for t in reader.keyed_ids if t in self.keyed_owner}
+        return _clean(delta)
+
+    def _rebuild(self) -> None:
+        """Every edge, count and index again, from the facts of R (after a whole snapshot)."""
+        self.names_of, self.roots = defaultdict(set), defaultdict(int)
+        for name, tid in self.names.items():
+            self.names_of[tid].add(name)
+            self.roots[tid] += 1
+        self.edges, self.parents = {}, defaultdict(dict)
+        self.on_storage, self.saving = defaultdict(set), defaultdict(set)
+        self.matched_by, self.keyed_owner = defaultdict(set), {}
+        for nid, fact in self.nodes.items():
+            kinds = self.saved_kinds.get(nid, {})
+            self._reedge(nid, node_edges(fact, kinds))
+            self._index_saved(nid, fact, kinds)
+        for tid, fact in self.tensors.items():
+            self._reedge(tid, tensor_edges(fact, tid in self.keyed_owner))
+            if fact["storage"] is not None:
+                self.on_storage[fact["storage"]].add(tid)
+        for nid, fact in self.nodes.items():
+            self._index_storages(nid, fact)
+        self.cyclic = set()
+        for tid in self.tensors:
+            self._check_cyclic(tid)
+        self.volatile &= set(self.storages)
 
 
-def _has_lazy_bits(t: torch.Tensor) -> bool:
-    """Conjugate and negative views read differently from the raw storage they share."""
-    return t.is_conj() or t.is_neg()
+class _Members:
+    """``ident in members``: is it in R (before this step)? Without building a set of all of R."""
+
+    __slots__ = ("_nodes", "_tensors")
+
+    def __init__(self, tensors: dict[str, Any], nodes: dict[str, Any]) -> None:
+        self._tensors, self._nodes = tensors, nodes
+
+    def __contains__(self, ident: object) -> bool:
+        return ident in self._tensors or ident in self._nodes
 
 
-def _signature(t: torch.Tensor) -> tuple:
-    return (list(t.shape), list(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."))
+def _always(_ident: str) -> bool:
+    return True
+
+
+def _uncapped(_kind: str, _count: int) -> bool:
+    return True
+
+
+def _v1_cap(kind: str, count: int) -> bool:
+    return count < (MAX_TENSORS if kind == "tensors" else MAX_NODES)

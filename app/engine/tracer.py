@@ -81,15 +81,47 @@ class DiscardedOutput:
 
 
 # Frames the user thinks of as part of one line: comprehensions, generator expressions, lambdas.
-INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+# (And the engine's own one-line calls made on the snippet's behalf: app.engine.watch.CALL_FRAME.)
+INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<torch-call>"})
+
+
+def _torch_code(module: str, name: str) -> Any:
+    """The code object of a torch function the tracer watches (None if this torch has no such one)."""
+    import importlib
+
+    try:
+        target = importlib.import_module(module)
+        for part in name.split("."):
+            target = getattr(target, part)
+        return target.__code__
+    except (ImportError, AttributeError):
+        return None
+
+
+# torch's one entry point into its C++ backward engine, for backward() and autograd.grad alike.
+BACKWARD_ENTRY = _torch_code("torch.autograd.graph", "_engine_run_backward")
+# torch functions that change tensors in ways no torch function call shows (Tensor.set_ inside).
+HIDDEN_WRITERS = frozenset(code for code in (
+    _torch_code("torch.utils", "swap_tensors"),
+    _torch_code("torch.nn.utils.parametrize", "_maybe_set"),
+    _torch_code("torch._tensor", "Tensor.__setstate__"),
+) if code is not None)
 
 
 class LineTracer:
-    """Calls ``on_step(line, frame)`` after every executed snippet line, at most ``max_steps`` times."""
+    """Calls ``on_step(line, frame)`` after every executed snippet line, at most ``max_steps`` times.
 
-    def __init__(self, on_step: Callable[[int, FrameType], None], max_steps: int) -> None:
+    ``on_backward(roots)`` is called as each backward pass returns (with the tensors it started
+    from), and ``on_hidden_write()`` when torch code runs that changes tensors without a torch call.
+    """
+
+    def __init__(self, on_step: Callable[[int, FrameType], None], max_steps: int,
+                 on_backward: Callable[[FrameType, str], None] | None = None,
+                 on_hidden_write: Callable[[], None] | None = None) -> None:
         self._on_step = on_step
         self._max_steps = max_steps
+        self._on_backward = on_backward  # (frame of torch's backward entry point, "call" | "return")
+        self._on_hidden_write = on_hidden_write
         self.steps = 0
         self.truncated = False
         # Per active snippet frame: [line being executed, whether an exception is propagating].
@@ -105,9 +137,28 @@ class LineTracer:
     def global_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
         if code.co_filename != SNIPPET_FILENAME or code.co_name in INLINE_FRAMES:
+            if code is BACKWARD_ENTRY and self._on_backward is not None:
+                self._on_backward(frame, "call")
+                return self._backward_trace
+            if code in HIDDEN_WRITERS and self._on_hidden_write is not None:
+                self._on_hidden_write()
             return None
         self._stack.append([None, False])
         return self._local_trace
+
+    def _backward_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return" and self._on_backward is not None:
+            self._on_backward(frame, "return")
+        return self._backward_trace
+
+    def count_step(self) -> bool:
+        """Count a step taken outside a line event (a node of a backward pass); False past the limit,
+        which then ends the run at the next line (never raised inside torch's backward engine)."""
+        if self.steps >= self._max_steps:
+            self.truncated = True
+            return False
+        self.steps += 1
+        return True
 
     def _local_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if self.truncated:

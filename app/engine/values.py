@@ -43,8 +43,20 @@ def _same_float32(candidate: float, value: float) -> bool:
         return False
 
 
+try:  # numpy's float32 repr is the shortest round-trip one (Dragon4), computed in C: 2-3x faster
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy is a dependency; this keeps the engine usable without
+    _np = None
+
+
 def shortest_float32(value: float) -> float:
     """The shortest decimal that reads back as the same float32 (``value`` must be one, and finite)."""
+    if _np is not None:
+        return float(str(_np.float32(value)))
+    return _shortest_float32_python(value)
+
+
+def _shortest_float32_python(value: float) -> float:
     # Most float32 values need 8 or 9 digits; start there so a typical value costs two tries.
     eight = float(f"{value:.8g}")
     if not _same_float32(eight, value):
@@ -70,6 +82,8 @@ class ValueWriter:
             get = self._memo.get
             out = [get(v) for v in values]
             if None in out:
+                missing = [v for o, v in zip(out, values, strict=True) if o is None]
+                self._learn(missing)
                 out = [self._float32(v) if o is None else o for o, v in zip(out, values, strict=True)]
             return out
         if dtype.is_floating_point:
@@ -80,7 +94,21 @@ class ValueWriter:
             return [str(v) for v in values]
         return values  # ints and bools are JSON already
 
+    def _learn(self, values: list[float]) -> None:
+        """Memoise the shortest forms of many float32 values at once (numpy formats them in C)."""
+        if _np is None or len(values) < 4:
+            return
+        if len(self._memo) + len(values) >= MAX_MEMO:
+            self._memo.clear()
+        memo = self._memo
+        for value, short in zip(values, _np.array(values, dtype=_np.float32), strict=True):
+            if value == value and value not in (math.inf, -math.inf) and value != 0.0:
+                memo[value] = float(str(short))
+
     def _float32(self, value: float) -> Any:
+        found = self._memo.get(value)
+        if found is not None and value != 0.0:
+            return found
         if value != value or value in (math.inf, -math.inf) or value == 0.0:
             # Not memoised: NaN never equals itself, and 0.0 == -0.0 would lose the sign.
             return json_scalar(value)

@@ -15,8 +15,7 @@ from typing import Any
 
 from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
-from app.render.graph import GraphView
-from app.render.legacy_graph import LegacyGraph
+from app.render.graph import GraphBuilder, GraphView
 from app.render.memory import MemoryBuilder, MemoryView
 from app.render.notices import ErrorView, Notice, RunLimits, cut_notice, error_view
 from app.render.steps import StepInput, drive
@@ -53,7 +52,6 @@ class ExplorerView:
     error: ErrorView | None  # the snippet's own error, or why it did not run
     memory: MemoryView
     graph: GraphView
-    graph_note: str | None  # why the graph is not drawn, when it is not
     variables: VariablesView
     tracks: Tracks
     stdout: str  # everything printed
@@ -83,9 +81,7 @@ def build_explorer(
     variables = VariablesBuilder(tracks)
     memory = MemoryBuilder(tracks)
     facts = FactsBuilder()
-    # The graph view plugs in here: ``GraphBuilder(tracks)`` (the graph branch) replaces
-    # ``LegacyGraph(tracks, trace)``, today's graph behind a temporary adapter.
-    graph = LegacyGraph(tracks, trace)
+    graph = GraphBuilder(tracks)
     count = drive(trace, [steps, variables, memory, facts, graph])
     views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
     tracks.close(count)
@@ -94,7 +90,7 @@ def build_explorer(
     return ExplorerView(
         code=code, lines=tuple(steps.lines), initial=max(initial, 0), limits=limits,
         notice=cut_notice(trace, limits), error=error_view(trace.error), memory=views[1], graph=views[3],
-        graph_note=graph.note, variables=views[0], tracks=tracks, stdout="".join(steps.parts),
+        variables=views[0], tracks=tracks, stdout="".join(steps.parts),
         stdout_grew=tuple(steps.grew), facts=views[2],
     )
 

@@ -53,7 +53,7 @@ LIGHT = {
     "strip_graph_line": "#f7d9bd", "sid": "#4b5563", "fn": "#ffffff", "fn_line": "#6b7280",
     "acc": "#f1f5fb", "acc_line": "#8b9bb4", "acc_ink": "#475569", "edge": "#9aa3b2",
     "freed": "#f3f4f6", "freed_line": "#c0c6d0", "modified": "#fee2e2", "bin0": "#f1f3f6",
-    "code_bg": "#eef0ff",
+    "code_bg": "#eef0ff", "module": "#f5f3ff", "module_line": "#7c3aed", "module_ink": "#5b21b6",
 }
 DARK = {
     "bg": "#0f131a", "panel": "#171c25", "ink": "#e6e9ef", "muted": "#9aa3b2", "faint": "#6b7484",
@@ -67,7 +67,7 @@ DARK = {
     "strip_graph_line": "#4d3323", "sid": "#4b5563", "fn": "#1d2330", "fn_line": "#8a93a3",
     "acc": "#1b2433", "acc_line": "#56657e", "acc_ink": "#b4c0d4", "edge": "#5d6778",
     "freed": "#222833", "freed_line": "#444c5c", "modified": "#3d1a1d", "bin0": "#232935",
-    "code_bg": "#232645",
+    "code_bg": "#232645", "module": "#241d3a", "module_line": "#a78bfa", "module_ink": "#ddd6fe",
 }
 THEMES = {"light": LIGHT, "dark": DARK}
 
@@ -295,25 +295,42 @@ def draw_memory(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float
 # ---------- graph ----------
 
 def camera(view: ExplorerView, frame: Frame) -> tuple[float, float, float, float] | None:
+    """The box around everything the step draws — boxes, chips and the curves' control points (a
+    Bézier lies inside them) — so the picture never draws outside its frame."""
     if frame.shows(view.graph.empty_k):
         return None
-    parts = frame.text(view.graph.camera_k, "0 0 120 60").split()
-    try:
-        x0, y0, w, h = (float(p) for p in parts)
-    except ValueError:
+    drawing = view.graph.drawing()
+    x0 = y0 = float("inf")
+    x1 = y1 = float("-inf")
+    for node in drawing.nodes:
+        if frame.shows(node.k):
+            x0, y0 = min(x0, node.x), min(y0, node.y)
+            x1, y1 = max(x1, node.x + node.w), max(y1, node.y + node.h)
+    for edge in drawing.edges:
+        if frame.shows(edge.k):
+            bx0, by0, bx1, by1 = edge.box
+            label = 36 if edge.count > 1 else 0  # room for a "×2" beside the curve
+            x0, y0, x1, y1 = min(x0, bx0), min(y0, by0), max(x1, bx1 + label), max(y1, by1)
+    if x0 == float("inf"):
         return None
-    return x0, y0, w, h
+    pad = 8
+    return x0 - pad, y0 - pad, x1 - x0 + 2 * pad, y1 - y0 + 2 * pad
 
 
 def graph_size(view: ExplorerView, frame: Frame) -> tuple[float, float]:
     cam = camera(view, frame)
+    note = _graph_note(view, frame)
     if cam is None:
         return MIN_GRAPH_W, HEAD_H + 40
-    return max(cam[2] + 2 * PANEL_PAD, MIN_GRAPH_W), cam[3] + HEAD_H + 2 * 10
+    return max(cam[2] + 2 * PANEL_PAD, MIN_GRAPH_W), cam[3] + HEAD_H + 2 * 10 + (20 if note else 0)
+
+
+def _graph_note(view: ExplorerView, frame: Frame) -> str:
+    return frame.text(view.graph.drawing().note_k)
 
 
 def _node_style(c: dict[str, str], node: GNode, state: str) -> tuple[str, str, float, str | None, str]:
-    """(fill, stroke, stroke width, dash, label ink), as explorer.css draws each kind."""
+    """(fill, stroke, stroke width, dash, label ink), as the page's stylesheets draw each kind."""
     if node.kind == "leaf" or (node.kind == "free" and "leaf" in state.split()):
         return c["leaf_bg"], c["leaf"], 1.6, None, c["leaf_ink"]
     if node.kind == "out":
@@ -322,6 +339,8 @@ def _node_style(c: dict[str, str], node: GNode, state: str) -> tuple[str, str, f
         return c["nograd_bg"], c["faint"], 1.3, "4 3", c["nograd"]
     if node.kind == "acc":
         return c["acc"], c["acc_line"], 1.3, None, c["acc_ink"]
+    if node.kind == "module":
+        return c["module"], c["module_line"], 1.6, None, c["module_ink"]
     return c["fn"], c["fn_line"], 1.3, None, c["ink"]
 
 
@@ -332,11 +351,18 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
     if cam is None:
         cv.text(x + PANEL_PAD, y + HEAD_H + 24, "No tensors yet.", 12.5, c["faint"], family=SANS)
         return
+    note = _graph_note(view, frame)
+    top = y + HEAD_H + 10
+    if note:
+        shown = clip(note, mono_chars(w - 2 * PANEL_PAD, 11))
+        cv.text(x + PANEL_PAD, top + 12, shown, 11, c["saved"], family=SANS)
+        top += 20
     x0, y0, cw, _ = cam
     ox = x + (w - cw) / 2 - x0
-    oy = y + HEAD_H + 10 - y0
+    oy = top - y0
+    drawing = view.graph.drawing()
     cv.raw(f'<g transform="translate({_n(ox)},{_n(oy)})">')
-    for edge in view.graph.edges:
+    for edge in drawing.edges:
         if not frame.shows(edge.k):
             continue
         colour = {"acc": c["leaf"], "out": c["nonleaf"]}.get(edge.kind, c["edge"])
@@ -345,29 +371,40 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
                'marker-end="url(#ax-arrow)"/>')
         if edge.count > 1:
             cv.text(edge.mid[0] + 6, edge.mid[1], f"×{edge.count}", 11, c["muted"], weight=700)
-    for node in view.graph.nodes:
-        if not frame.shows(node.k):
-            continue
-        fill, stroke, width, dash, ink = _node_style(c, node, frame.state(node.k))
-        cv.rect(node.x, node.y, node.w, node.h, fill, stroke, 15 if node.tensor else 6, width, dash)
-        label = frame.text(node.label_k) if node.tensor else node.title
-        weight = None if node.kind == "acc" else 600
-        cv.text(node.x + node.w / 2, node.y + 19, label, 12, ink, weight=weight, anchor="middle")
-        for chip in node.chips:
-            if not frame.shows(chip.k):
-                continue
-            state = frame.state(chip.k).split()
-            if "freed" in state:
-                colours = (c["freed"], c["freed_line"], c["faint"], "3 2", 1.1)
-            elif "modified" in state:
-                colours = (c["modified"], c["error"], c["error_ink"], None, 1.6)
-            else:
-                colours = (c["saved_bg"], c["saved"], c["saved_ink"], None, 1.1)
-            chip_fill, chip_line, chip_ink, chip_dash, chip_width = colours
-            cv.rect(chip.x, chip.y, chip.w, 18, chip_fill, chip_line, 9, chip_width, chip_dash)
-            cv.text(chip.x + chip.w / 2, chip.y + 13, frame.text(chip.text_k), 11, chip_ink, anchor="middle",
-                    weight=700 if "modified" in state else None, strike="freed" in state)
+    for node in drawing.nodes:
+        if frame.shows(node.k):
+            _draw_node(cv, node, frame)
     cv.raw("</g>")
+
+
+def _draw_node(cv: Canvas, node: GNode, frame: Frame) -> None:
+    c = cv.c
+    fill, stroke, width, dash, ink = _node_style(c, node, frame.state(node.k))
+    if node.folded:  # the stack behind a folded box
+        cv.rect(node.x + 4, node.y + 4, node.w, node.h, c["line"], rx=6)
+    tensor_kind = node.kind in ("leaf", "out", "free")
+    cv.rect(node.x, node.y, node.w, node.h, fill, stroke, 15 if tensor_kind else 6, width, dash)
+    label = frame.text(node.label_k) if tensor_kind else node.title
+    weight = None if node.kind == "acc" else 600
+    count = frame.text(node.count_k) if node.count_k is not None else ""
+    centre = node.x + node.w / 2 - (20 if node.count_k is not None else 0)
+    cv.text(centre, node.y + 19, label, 12, ink, weight=weight, anchor="middle")
+    if count:
+        cv.text(node.x + node.w - 8, node.y + 19, count, 12, c["accent"], weight=700, anchor="end")
+    for chip in node.chips:
+        if not frame.shows(chip.k):
+            continue
+        state = frame.state(chip.k).split()
+        if "freed" in state:
+            colours = (c["freed"], c["freed_line"], c["faint"], "3 2", 1.1)
+        elif "modified" in state:
+            colours = (c["modified"], c["error"], c["error_ink"], None, 1.6)
+        else:
+            colours = (c["saved_bg"], c["saved"], c["saved_ink"], None, 1.1)
+        chip_fill, chip_line, chip_ink, chip_dash, chip_width = colours
+        cv.rect(chip.x, chip.y, chip.w, 18, chip_fill, chip_line, 9, chip_width, chip_dash)
+        cv.text(chip.x + chip.w / 2, chip.y + 13, frame.text(chip.text_k), 11, chip_ink, anchor="middle",
+                weight=700 if "modified" in state else None, strike="freed" in state)
 
 
 # ---------- frame of the picture ----------

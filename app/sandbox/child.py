@@ -89,6 +89,10 @@ def _error(kind: str, error_type: str, message: str, line: int | None = None) ->
     return {"kind": kind, "type": error_type, "message": message[:4000], "line": line}
 
 
+# Where the sandbox differs from a plain run, the error says so (issue #11, 3).
+SHARED_MEMORY_MARKERS = ("shared memory", "shm_open", "/dev/shm", "share_memory", "torch_shm_manager")
+THREAD_MARKERS = ("can't start new thread", "can't start a new thread", "resource temporarily unavailable")
+
 MEMORY_MARKERS = (
     "can't allocate memory",
     "not enough memory",
@@ -119,6 +123,15 @@ def _explain(error: dict | None, config: layers.ChildConfig) -> dict | None:
             "and was stopped. The steps up to there are shown.",
             error["line"],
         )
+    lowered = message.lower()
+    if kind == "runtime" and any(m in lowered for m in SHARED_MEMORY_MARKERS):
+        return _error(kind, error_type, f"{message[:1000]}\n(The playground's sandbox has no shared memory: "
+                      "share_memory_() and DataLoader workers cannot work here; use num_workers=0.)",
+                      error["line"])
+    if kind == "runtime" and any(m in lowered for m in THREAD_MARKERS):
+        return _error(kind, error_type, f"{message[:1000]}\n(The playground's sandbox runs a snippet in one "
+                      "process, on one thread: no new processes or threads; use num_workers=0.)",
+                      error["line"])
     if kind in ("runtime", "memory") and (
         error_type in ("MemoryError", "OutOfMemoryError") or any(m in message.lower() for m in MEMORY_MARKERS)
     ):

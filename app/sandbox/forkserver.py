@@ -74,6 +74,32 @@ def _preload() -> None:
     import app.policy  # noqa: F401
     import app.sandbox.child  # noqa: F401
 
+    _preload_tutorial_modules()
+
+
+def _preload_tutorial_modules() -> None:
+    """What real tutorial code imports (issue #11, 5), and numpy (torch's bridge needs it loaded)."""
+    import collections.abc  # noqa: F401
+    import copy  # noqa: F401
+    import dataclasses  # noqa: F401
+    import functools  # noqa: F401
+    import typing  # noqa: F401
+
+    import numpy  # noqa: F401
+    import numpy._core._methods  # noqa: F401 - imported by numpy's C code on the first reduction
+    import numpy.fft  # noqa: F401
+    import numpy.linalg  # noqa: F401
+    import numpy.random  # noqa: F401
+    import torch.autograd.forward_ad  # noqa: F401
+    import torch.distributions.constraints  # noqa: F401
+    import torch.nn.utils  # noqa: F401
+    import torch.nn.utils.parametrizations  # noqa: F401
+    import torch.nn.utils.parametrize  # noqa: F401
+    import torch.nn.utils.rnn  # noqa: F401
+    import torch.utils.checkpoint  # noqa: F401
+    import torch.utils.data  # noqa: F401
+
+
 
 def landlock_paths(app_root: str) -> list[str]:
     """What a child may read: Python's own directories, system libraries, a few device/proc files.
@@ -109,7 +135,12 @@ def landlock_paths(app_root: str) -> list[str]:
         "/etc/ld.so.cache",
         "/etc/localtime",
         "/usr/share/zoneinfo",
-        "/proc/self",
+        # Of /proc/self only what Python, glibc and the sandbox read (an audit: tests/sandbox/
+        # audit_syscalls.py): not net/* (the host's ports and connections), mountinfo, cgroup, environ...
+        "/proc/self/status",
+        "/proc/self/stat",
+        "/proc/self/statm",
+        "/proc/self/fd",
         "/proc/cpuinfo",
         "/sys/devices/system/cpu",
         "/dev/urandom",
@@ -118,6 +149,27 @@ def landlock_paths(app_root: str) -> list[str]:
     ]
     seen: set[str] = set()
     return [p for p in paths if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
+
+
+FORWARD_AD_WARM_UP = """\
+import torch.autograd.forward_ad as fwAD
+from torch.func import jvp
+with fwAD.dual_level():
+    d = fwAD.make_dual(torch.ones(2), torch.ones(2))
+    t = fwAD.unpack_dual(d.sin()).tangent
+out, tangent = jvp(torch.sin, (torch.ones(2),), (torch.ones(2),))
+"""
+
+
+def _keep_sources() -> None:
+    """Mark the source lines ``linecache`` holds as not backed by a file (mtime None): a child's
+    ``inspect.getsource`` then uses them instead of statting files it may not reach."""
+    import linecache
+
+    for name, entry in list(linecache.cache.items()):
+        if len(entry) == 4:
+            size, _mtime, lines, fullname = entry
+            linecache.cache[name] = (size, None, lines, fullname)
 
 
 class ServerGone(Exception):
@@ -290,6 +342,11 @@ def main(control_fd: int) -> None:
 
     warm_up()
     warm_up()
+    # Forward-mode AD and torch.func.jvp compile a TorchScript helper on first use, which reads the
+    # standard library's source (enum.py): a child may not be able to (another uid under /root, or
+    # Landlock). Do it here, once, and keep every source read so far for the children.
+    warm_up(FORWARD_AD_WARM_UP)
+    _keep_sources()
     if _threads() != 1:
         raise RuntimeError("torch started threads during the warm-up; forking would not be safe")
     huge = collapse_huge_pages()

@@ -9,7 +9,8 @@ Order matters (each step needs what the previous one still allowed):
 5. identity: a distinct unprivileged uid/gid without groups when the fork server runs as root;
 6. not dumpable, die with the fork server;
 7. memory rlimits relative to what the child already maps (the torch import is not the user's);
-8. seccomp with TSYNC (last: it forbids the identity changes above).
+8. seccomp with TSYNC (last: it forbids the identity changes above): an allow-list, and a deny-list
+   by argument stacked on it (``app.sandbox.seccomp``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import signal
 from dataclasses import dataclass, field
 
 from app.sandbox import landlock
-from app.sandbox.seccomp import Libseccomp, deny_rules
+from app.sandbox.seccomp import ENOSYS, Libseccomp, allow_rules, deny_rules
 
 PR_SET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 3, 4, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAPABILITY_VERSION_3 = 47, 4, 0x20080522
@@ -166,8 +167,10 @@ def harden(
 
     os.chdir(config.workdir)
 
-    # 8.
+    # 8. The deny-list by argument, then the allow-list (deny by default) on top: loading the second
+    # filter needs seccomp(), which the allow-list itself does not grant.
     rules = libseccomp.load(deny_rules(os.getpid()))
+    rules += libseccomp.load(allow_rules(), default=ENOSYS)
 
     return {
         "uid": os.getuid(),

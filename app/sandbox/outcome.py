@@ -24,8 +24,19 @@ class Limits:
     max_result_bytes: int
 
 
-def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, limits: Limits) -> DeltaTrace:
-    """``stopped``: why the server killed the child ("deadline", "too_big") or None."""
+UNUSABLE = "The sandbox returned an unusable answer, so the run cannot be shown. Please run it again."
+
+
+def classify(
+    data: bytes,
+    stopped: str | None,
+    status: int | None,
+    cpu: float,
+    limits: Limits,
+    killed_by_server: bool = False,
+) -> DeltaTrace:
+    """``stopped``: why the server killed the child ("deadline", "too_big") or None;
+    ``killed_by_server``: the server sent SIGKILL itself (after an unusable answer)."""
     if stopped == "deadline":
         return failed(
             "timeout", f"The snippet ran longer than {limits.wall_seconds:g} s and was stopped.", "Timeout"
@@ -40,6 +51,8 @@ def classify(data: bytes, stopped: str | None, status: int | None, cpu: float, l
     if status is None:
         return failed("internal", "The sandbox restarted while the snippet ran. Please run it again.")
     if os.WIFSIGNALED(status):
+        if os.WTERMSIG(status) == signal.SIGKILL and killed_by_server and cpu < limits.cpu_seconds:
+            return failed("internal", UNUSABLE, "UnusableAnswer")  # our kill, not the OOM killer
         return _signalled(os.WTERMSIG(status), cpu, limits)
     code = os.WEXITSTATUS(status)
     if code == 0:
@@ -62,7 +75,7 @@ def _signalled(sig: int, cpu: float, limits: Limits) -> DeltaTrace:
             "CpuTimeout",
         )
     if sig == signal.SIGKILL:
-        # Not ours (we return above when we killed it): the kernel's OOM killer picks children first.
+        # Not ours (``killed_by_server`` above): the kernel's OOM killer picks children first.
         return failed(
             "memory",
             f"The system stopped the snippet, most likely because it used too much memory "

@@ -44,7 +44,12 @@ MAX_MESSAGE = 1 << 16
 HELLO_BYTES = 1 << 14
 START_TIMEOUT = 120.0  # importing torch on a cold, busy machine
 HELLO_TIMEOUT = 15.0  # a child still warming up
+# A spawn asked for and not answered this long is taken as lost (e.g. its `ready` arrived while this
+# process had no descriptors left, so the kernel dropped the child's pipes): it is asked for again.
+SPAWN_TIMEOUT = 5.0
+SPAWN_RETRY = 0.5  # after a failed spawn: no fork storm while descriptors are short
 EXIT_TIMEOUT = 5.0
+EXIT_GRACE = 0.5  # a child that sent an unusable answer: time to exit by itself before we kill it
 WALL_GRACE = 1.0
 RETRY_AFTER_FAILURE = 10.0  # after the child's own alarm: time to serialize and send the partial trace
 
@@ -95,6 +100,10 @@ class ForkServerLost(Exception):
     pass
 
 
+class NoChild(Exception):
+    """The fork server is alive but produced no child in time."""
+
+
 @dataclass
 class _ForkServer:
     """One running fork server and everything that dies with it."""
@@ -106,7 +115,9 @@ class _ForkServer:
     workdir: str
     ready: collections.deque[Child] = field(default_factory=collections.deque)
     records: dict[int, ExitRecord] = field(default_factory=dict)
-    pending: int = 0  # spawns asked for, not yet ready
+    spawns: collections.deque[float] = field(default_factory=collections.deque)  # asked-for times
+    failed_at: float = 0.0  # when a spawn last failed
+    starved: bool = False  # a spawn stalled and no child has arrived since
     alive: bool = True
     retired: bool = False  # closed on purpose: do not restart
     send_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -133,8 +144,9 @@ def required_layers(server_is_root: bool) -> list[str]:
         "rlimits",
         "no_file_writes",
     ]
-    # As root, another uid already hides the server's files; otherwise only Landlock does.
-    return [*base, "separate_uid" if server_is_root else "landlock"]
+    # Landlock in every mode: as root, another uid hides files owned by the server's uid, but not the
+    # world-readable ones (the repository, app/config.py, .git/config); only Landlock hides those.
+    return [*base, "landlock", *(["separate_uid"] if server_is_root else [])]
 
 
 def evaluate_layers(hello: dict, probe: dict, server_euid: int, server_only_env: set[str]) -> dict[str, Any]:
@@ -239,6 +251,8 @@ class ForkServerPool:
             except ForkServerLost:
                 self.start()
                 continue
+            except NoChild:
+                break
             result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate})
             if result is not None:
                 return result
@@ -253,12 +267,27 @@ class ForkServerPool:
             + "), so snippets are not run. Set EXPLORER_UNSAFE_DEV=1 only on a private development machine."
         )
 
+    def producing(self) -> bool:
+        """False when children were asked for and none came in time (a stalled spawn is asked for
+        again here, so the pool heals itself even while no run arrives)."""
+        server = self._server
+        if server is None or not server.alive:
+            return False
+        with self._cond:
+            stalled = not server.ready and self._stalled(server)
+            server.starved |= stalled
+        if stalled:
+            self._request_spawn(server, renew=True)
+        return not server.starved
+
     def health(self) -> dict[str, Any]:
         server = self._server
+        producing = self.producing()
+        state = "running" if producing else "no children"
         return {
-            "ok": self.serving,
+            "ok": self.serving and producing,
             "runner": "forkserver",
-            "state": "running" if server and server.alive else ("failed" if self.start_error else "stopped"),
+            "state": state if server and server.alive else ("failed" if self.start_error else "stopped"),
             "layers": self.layers,
             "landlock_abi": self.landlock_abi,
             "required": self.required,
@@ -269,6 +298,7 @@ class ForkServerPool:
             "pool": {
                 "prefork": self.prefork,
                 "ready": len(server.ready) if server else 0,
+                "spawns_pending": len(server.spawns) if server else 0,
                 "fork_server_starts": self.launches,
                 "huge_page_mib": self.huge_page_mib,
             },
@@ -410,8 +440,20 @@ class ForkServerPool:
             child = Child(int(message["pid"]), message.get("uid"), fds[0], fds[1], record)
             with self._cond:
                 server.records[child.pid] = record
-                server.pending -= 1
+                _answered(server)
                 server.ready.append(child)
+                server.starved = False
+                self._cond.notify_all()
+        elif op == "ready":
+            # The kernel could not hand us the child's pipes (this process ran out of descriptors):
+            # a failed spawn. The child is useless without them; the next take asks for another.
+            for fd in fds:
+                os.close(fd)
+            log.warning("a sandbox child arrived without its pipes (out of file descriptors?)")
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                server.send({"op": "kill", "pid": int(message["pid"])})
+            with self._cond:
+                _answered(server, failed=True)
                 self._cond.notify_all()
         elif op == "exit":
             with self._cond:
@@ -423,7 +465,7 @@ class ForkServerPool:
         elif op == "error":
             log.warning("fork server: %s", message.get("message"))
             with self._cond:
-                server.pending -= 1
+                _answered(server, failed=True)
                 self._cond.notify_all()
         else:
             for fd in fds:
@@ -461,11 +503,18 @@ class ForkServerPool:
             shutil.rmtree(server.workdir, ignore_errors=True)  # left behind when it was killed
 
     # -- one run -------------------------------------------------------------------------------
-    def _request_spawn(self, server: _ForkServer) -> None:
+    def _request_spawn(self, server: _ForkServer, renew: bool = False) -> None:
+        """Ask for one child; ``renew``: the spawns asked for so far are taken as lost first."""
         with self._cond:
-            server.pending += 1
+            if renew:
+                server.spawns.clear()
+            server.spawns.append(time.monotonic())
         with contextlib.suppress(OSError):  # a lost fork server: the reader thread sees it
             server.send({"op": "spawn"})
+
+    @staticmethod
+    def _stalled(server: _ForkServer) -> bool:
+        return bool(server.spawns) and time.monotonic() - server.spawns[0] > SPAWN_TIMEOUT
 
     def _take(self) -> Child:
         deadline = time.monotonic() + HELLO_TIMEOUT
@@ -477,15 +526,25 @@ class ForkServerPool:
                 if server.ready:
                     child = server.ready.popleft()
                     break
-                if server.pending <= 0:
+                stalled = self._stalled(server)
+                server.starved |= stalled
+                retry_in = server.failed_at + SPAWN_RETRY - time.monotonic()
+                if not server.spawns and retry_in > 0:
+                    self._cond.wait(retry_in)
+                    continue
+                if not server.spawns or stalled:
                     self._cond.release()
                     try:
-                        self._request_spawn(server)
+                        self._request_spawn(server, renew=stalled)
                     finally:
                         self._cond.acquire()
                     continue
-                if not self._cond.wait(max(0.0, deadline - time.monotonic())):
-                    raise ForkServerLost
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise NoChild
+                self._cond.wait(min(left, SPAWN_TIMEOUT))
+                if time.monotonic() >= deadline and not server.ready:
+                    raise NoChild
         self._request_spawn(server)  # keep `prefork` children ahead of demand
         return child
 
@@ -546,21 +605,36 @@ class ForkServerPool:
             data, stopped = frames.read_to_eof(child.result_fd, cap, deadline)
             # Whatever happened, the child must not outlive the request (it may have closed its end
             # early and gone on running). Killing an exiting child is harmless.
-            self._kill(child)
+            killed = True
             if not stopped:
                 answer = parse_result(data, self.settings.max_result_bytes)
                 if answer.error is None or answer.error.kind != "internal":
+                    self._kill(child)
                     return answer  # a well-formed answer: the exit status adds nothing
+                # Unusable: learn how the child ended by itself before we end it, so that our own
+                # SIGKILL is never mistaken for the kernel's OOM killer.
+                killed = not child.record.event.wait(EXIT_GRACE)
+            if killed:
+                self._kill(child)
             if not child.record.event.wait(EXIT_TIMEOUT):
                 self._kill(child)
                 return failed(
                     "internal", "The sandboxed process did not finish. Please run the snippet again."
                 )
-            return classify(data, stopped, child.record.status, child.record.cpu, self.limits)
+            status = child.record.status
+            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed)
         finally:
             child.close()
             if server is not None:
                 self._forget(server, child)
+
+
+def _answered(server: _ForkServer, failed: bool = False) -> None:
+    """One spawn request was answered (a child, or a failure); caller holds the pool's lock."""
+    if server.spawns:
+        server.spawns.popleft()
+    if failed:
+        server.failed_at = time.monotonic()
 
 
 def _set_not_dumpable() -> None:

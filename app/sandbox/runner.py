@@ -33,9 +33,10 @@ def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
         body = decode_frame(data, max_bytes)
         return DeltaTrace.model_validate_json(body)
     except FrameError as error:
-        return failed("internal", f"The worker's answer was unusable: {error}.")
+        return failed("internal", f"The sandbox returned an unusable answer ({error}).", "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
-        return failed("internal", "The worker's answer did not match the trace schema.")
+        return failed("internal", "The sandbox returned an unusable answer (it does not match the trace "
+                      "schema).", "UnusableAnswer")
 
 
 class SubprocessRunner:

@@ -4,10 +4,18 @@ Why our own binding: ``pyseccomp`` runs ``ctypes.util.find_library`` on import, 
 ``ldconfig`` and write temporary files; we open ``libseccomp.so.2`` by its soname instead, once, in the
 fork server (before any restriction), so every child already has it mapped.
 
-The filter is a deny-list with default ALLOW (like the research prototype, see
-``shared/research/sandbox.md`` §5.4): errno for everything a snippet must never do, so a learner sees
-``PermissionError`` instead of a dead process. Only the native architecture is in the filter; a
-syscall made through another ABI (``int 0x80``, x32) hits libseccomp's bad-arch action, which kills.
+Two filters, stacked (the kernel applies the most restrictive answer of all of them):
+
+* the allow-list (``allow_rules``, the way Docker's default profile and nsjail work): deny by default
+  (ENOSYS, which is also what glibc expects of a call the kernel is too old for), allow what
+  ``app.sandbox.syscalls.ALLOWED`` lists, EPERM for the calls a snippet is told "not permitted";
+* the deny-list (``deny_rules``): errno by argument for allowed calls used in forbidden ways
+  (``clone`` of a process, ``openat`` for writing, signals to other pids, ``prctl`` options...),
+  so a learner sees ``PermissionError`` instead of a dead process.
+
+(libseccomp lets an unconditional rule override conditional ones for the same call, hence two filters
+instead of one.) Only the native architecture is in either filter; a syscall made through another ABI
+(``int 0x80``, x32) hits libseccomp's bad-arch action, which kills.
 """
 
 from __future__ import annotations
@@ -149,6 +157,11 @@ ALWAYS_EPERM = (
     "open_by_handle_at",
     "fanotify_init",
     "fanotify_mark",
+    # inotify sees names appear in folders Landlock hides (another run's files in /tmp, the repo)
+    "inotify_init",
+    "inotify_init1",
+    "inotify_add_watch",
+    "inotify_rm_watch",
     # identity
     "setuid",
     "setgid",
@@ -232,6 +245,17 @@ SELF_OR_ZERO = (
 )
 
 
+def allow_rules() -> list[Rule]:
+    """The allow-list filter (its default action is ENOSYS: ``Libseccomp.load(..., default=ENOSYS)``)."""
+    from app.sandbox.syscalls import ALLOWED
+
+    rules = [Rule(name, ACT_ALLOW) for name in sorted(ALLOWED)]
+    refused = sorted(set(ALWAYS_EPERM) - ALLOWED)
+    rules += [Rule(name, EPERM) for name in refused]
+    rules += [Rule(name, EACCES) for name in sorted(set(ALWAYS_EACCES) - ALLOWED)]
+    return rules
+
+
 def deny_rules(own_pid: int) -> list[Rule]:
     """The deny-list for the process ``own_pid`` (signals only to itself)."""
     rules = [Rule(name, EPERM) for name in ALWAYS_EPERM]
@@ -288,7 +312,9 @@ class Libseccomp:
         lib.seccomp_release.restype = None
         self._lib = lib
         # Resolve names now: libseccomp's tables are static, but doing it once keeps children lean.
-        names = set(ALWAYS_EPERM + ALWAYS_EACCES + ALWAYS_ENOSYS) | {
+        from app.sandbox.syscalls import ALLOWED
+
+        names = set(ALWAYS_EPERM + ALWAYS_EACCES + ALWAYS_ENOSYS) | ALLOWED | {
             "clone",
             "open",
             "openat",
@@ -301,11 +327,11 @@ class Libseccomp:
         }
         self.numbers = {n: lib.seccomp_syscall_resolve_name(n.encode()) for n in sorted(names)}
 
-    def load(self, rules: list[Rule], no_new_privs: bool = True) -> int:
+    def load(self, rules: list[Rule], no_new_privs: bool = True, default: int = ACT_ALLOW) -> int:
         """Install ``rules`` for every thread of this process (TSYNC; no_new_privs unless told, which
-        needs CAP_SYS_ADMIN). Returns the number of rules installed."""
+        needs CAP_SYS_ADMIN); calls no rule names get ``default``. Returns the number of rules installed."""
         lib = self._lib
-        ctx = lib.seccomp_init(ACT_ALLOW)
+        ctx = lib.seccomp_init(default)
         if not ctx:
             raise SeccompError("seccomp_init failed")
         try:

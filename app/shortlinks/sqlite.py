@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -11,6 +12,18 @@ from pathlib import Path
 
 from app.shortlinks.ids import DEFAULT_LENGTH
 from app.shortlinks.store import SCHEMA_COLUMNS, LinkStore, StoreUnavailable
+
+
+def _private_file(path: Path) -> None:
+    """The data folder 0700 and the database 0600 (SQLite's -wal/-shm files copy the database's
+    mode): only the server's own uid may read the links, whatever the umask."""
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_uid == os.geteuid():
+        folder.chmod(0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    if path.stat().st_uid == os.geteuid():
+        path.chmod(0o600)
 
 
 class SqliteLinkStore(LinkStore):
@@ -44,7 +57,7 @@ class SqliteLinkStore(LinkStore):
             if self._ready:
                 return
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _private_file(self.path)
                 self._create_schema()
             except (OSError, sqlite3.Error) as error:
                 raise StoreUnavailable(f"Cannot prepare the short-link database: {error}.") from error

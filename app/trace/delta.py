@@ -12,6 +12,7 @@ from typing import Any
 from app.schema import DeltaStep, DeltaTrace, Dropped, RunResult, Step
 
 KINDS = ("tensors", "storages", "nodes")
+EMPTY_STEP = len(Step(line=0, variables={}, tensors={}, storages={}, nodes={}).model_dump_json())
 
 
 def expand(trace: DeltaTrace) -> RunResult:
@@ -26,6 +27,7 @@ def expand(trace: DeltaTrace) -> RunResult:
         steps.append(Step.model_construct(
             line=delta.line, stdout=stdout, variables=dict(variables),
             tensors=dict(state["tensors"]), storages=dict(state["storages"]), nodes=dict(state["nodes"]),
+            phase=delta.phase, node=delta.node, received=list(delta.received), sent=list(delta.sent),
         ))
     return RunResult.model_construct(ok=trace.ok, truncated=trace.truncated, error=trace.error, steps=steps)
 
@@ -60,7 +62,7 @@ def expanded_size(trace: DeltaTrace) -> int:
                                             else len(value.model_dump_json(exclude_defaults=False)))
                 totals[kind] += encoded - sizes[kind].get(ident, 0)
                 sizes[kind][ident] = encoded
-        total += 80 + out + sum(totals.values())
+        total += EMPTY_STEP + len(str(delta.line)) + out + sum(totals.values())
     return total
 
 
@@ -71,6 +73,8 @@ def compress(result: RunResult | dict[str, Any]) -> dict[str, Any]:
     steps = []
     for step in data["steps"]:
         delta: dict[str, Any] = {"line": step["line"], "stdout": step["stdout"][len(previous["stdout"]):]}
+        if step.get("phase", "forward") == "backward":
+            delta.update(phase="backward", node=step["node"], received=step["received"], sent=step["sent"])
         if not step["stdout"].startswith(previous["stdout"]):
             raise ValueError("v1 stdout must only grow")
         dropped: dict[str, list[str]] = {}

@@ -121,6 +121,13 @@ class Holding:
                 return [next(iter(held.values()))[0] + "._base"]
         return []
 
+    def first_holder(self, tid: str) -> str | None:
+        """``holders(tid)[0]``, without listing every holder (a weight a thousand graphs saved)."""
+        for node_roles in self.held_by.get(tid, {}).values():
+            return node_roles[0]
+        holders = self.holders(tid)
+        return holders[0] if holders else None
+
     # ---- the step-by-step update ---------------------------------------------------------------
     def update(self, state: State, changes: Changes) -> HoldingChanges:
         self.state = state

@@ -3,56 +3,97 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
 from app.diagnostics import analyze, analyze_v1
 from app.render.fmt import nbytes
-from app.schema import DeltaResponse, DeltaTrace, RunError, RunRequest, RunResponse
-from app.trace.delta import expanded_size
-from app.web.gates import Refusal, run_gated
+from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse
+from app.trace.delta import expand, expanded_size
+from app.web.gates import Refusal, run_gated, take_token
 
 router = APIRouter()
+# The body is read by the route itself (after the rate-limit token), so the schema is declared here.
+REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": RunRequest.model_json_schema()}}}}
+
+Answer = tuple[int, str]  # HTTP status, JSON body
 
 
-@router.post("/api/run", response_model=RunResponse | DeltaResponse, response_model_exclude_none=False)
-async def run_snippet(body: RunRequest, request: Request) -> RunResponse | DeltaResponse | JSONResponse:
+def _json(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def _as_format(trace: DeltaTrace, form: str) -> str:
+    """A trace that carries no steps (a run that did not happen, or cannot be answered) as JSON."""
+    return trace.model_dump_json() if form == "delta" else trace.model_dump_json(exclude={"format"})
+
+
+def _too_large_for_v1(size: int, limit: int) -> Answer:
+    error = RunError(
+        kind="output", type="ResponseTooLarge",
+        message=f"This trace is about {nbytes(size)} in the v1 format, which repeats every tensor at every "
+                f"step; the limit is {nbytes(limit)}. Ask for the delta format instead: "
+                f'{{"code": ..., "format": "delta"}} (each step holds only what its line changed).',
+    )
+    return 413, _as_format(DeltaTrace(ok=False, steps=[], error=error), "v1")
+
+
+def _answer(trace: DeltaTrace, code: str, form: str, limit: int) -> Answer:
+    """Diagnostics and memory accounting are the server's own reading of the validated trace; v1 is
+    ``expand`` of it, refused (never cut) when it would not fit the response cap."""
+    if form == "delta":
+        return 200, analyze(trace, code).model_dump_json()
+    size = expanded_size(trace)
+    if size > limit:
+        return _too_large_for_v1(size, limit)
+    return 200, analyze_v1(trace, code).model_dump_json()
+
+
+def _partial(trace: DeltaTrace, form: str, limit: int, note: str) -> Answer:
+    """The trace without the server's analysis, and a note that says why."""
+    diagnostic = Diagnostic(rule="server-budget", severity="info", title="Analysis skipped",
+                            message=note, fix="Try a smaller snippet (fewer tensors or steps).")
+    if form == "delta":
+        fields = {name: getattr(trace, name) for name in DeltaTrace.model_fields}
+        return 200, DeltaResponse(**fields, diagnostics=[diagnostic], memory=[]).model_dump_json()
+    size = expanded_size(trace)
+    if size > limit:
+        return _too_large_for_v1(size, limit)
+    v1 = expand(trace)
+    fields = {name: getattr(v1, name) for name in ("ok", "truncated", "error", "steps")}
+    return 200, RunResponse.model_construct(**fields, diagnostics=[diagnostic], memory=[]).model_dump_json()
+
+
+@router.post("/api/run", response_model=RunResponse | DeltaResponse, response_model_exclude_none=False,
+             openapi_extra=REQUEST_BODY)
+async def run_snippet(request: Request) -> Response:
     """Run a snippet and return its line-by-line trace: v1 (every step whole) by default, the delta
-    format for ``"format": "delta"``."""
+    format (each step only what its line changed) for ``"format": "delta"``."""
     settings = request.app.state.settings
-    if len(body.code.encode()) > settings.max_code_bytes:
-        error = RunError(
-            kind="rejected", type="CodeTooLong",
-            message=f"The snippet is longer than {settings.max_code_bytes // 1024} KB.",
-        )
-        return _failure(DeltaTrace(ok=False, steps=[], error=error), body.format, 413)
-    result = await run_gated(request, body.code)
-    if isinstance(result, Refusal):
-        retry = {"Retry-After": str(result.retry_after)}
-        return _failure(result.as_result(), body.format, result.status, retry)
-    # Diagnostics and memory accounting are the server's own reading of the validated trace.
-    if body.format == "delta":
-        return await run_in_threadpool(analyze, result, body.code)
-    size = await run_in_threadpool(expanded_size, result)
-    if size > settings.max_result_bytes:
-        error = RunError(
-            kind="output", type="ResponseTooLarge",
-            message=f"This trace is about {nbytes(size)} in the v1 format, which repeats every tensor at "
-                    f"every step; the limit is {nbytes(settings.max_result_bytes)}. Ask for "
-                    f'the delta format instead: {{"code": ..., "format": "delta"}} (each step holds only '
-                    f"what its line changed).",
-        )
-        return _failure(DeltaTrace(ok=False, steps=[], error=error), "v1", 413)
-    return await run_in_threadpool(analyze_v1, result, body.code)
-
-
-def _failure(trace: DeltaTrace, form: str, status: int, headers: dict[str, str] | None = None
-             ) -> JSONResponse:
-    """A run that did not happen (or cannot be answered), in the format asked for."""
-    body = trace.model_dump()
-    if form != "delta":
-        del body["format"]
-    return JSONResponse(body, status_code=status, headers=headers)
+    refusal = take_token(request)  # before the body is read
+    form = "v1"
+    if refusal is None:
+        try:
+            body = RunRequest.model_validate_json(await request.body())
+        except ValidationError as error:
+            raise RequestValidationError(error.errors(include_input=False)) from None
+        form, code, limit = body.format, body.code, settings.max_result_bytes
+        if len(code.encode()) > settings.max_code_bytes:
+            error = RunError(
+                kind="rejected", type="CodeTooLong",
+                message=f"The snippet is longer than {settings.max_code_bytes // 1024} KB.",
+            )
+            return _json(_as_format(DeltaTrace(ok=False, steps=[], error=error), form), 413)
+        # Worked out (and serialised) in the worker thread, under the request's budget.
+        answer = await run_gated(request, code, lambda trace: _answer(trace, code, form, limit),
+                                 lambda trace, note: _partial(trace, form, limit, note))
+        if not isinstance(answer, Refusal):
+            return _json(answer[1], answer[0])
+        refusal = answer
+    return _json(_as_format(refusal.as_result(), form), refusal.status,
+                 {"Retry-After": str(refusal.retry_after)})
 
 
 @router.get("/healthz")

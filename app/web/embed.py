@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from app.render import build_explorer, client_payload, frame_at
@@ -68,8 +67,9 @@ async def embed_run(request: Request) -> Response:
     which = form.get("view", "both") or "both"
     if which not in VIEWS:
         return Response(f"view must be one of {', '.join(VIEWS)}", status_code=400, media_type="text/plain")
-    result = await run_posted_code(request, form, code)
     step = _parse_step(form.get("step"))
-    context = await run_in_threadpool(embed_run_context, result, code, step, which, run_limits(settings))
-    body = await run_in_threadpool(render, "_embed_run.html", **context)
-    return html_response(body)
+
+    def draw(result: DeltaTrace) -> str:
+        return render("_embed_run.html", **embed_run_context(result, code, step, which, run_limits(settings)))
+
+    return html_response(await run_posted_code(request, form, code, draw))

@@ -1,14 +1,34 @@
 """The gates every run passes, whoever asks (API, page, embed, SVG): the per-client rate (429),
-bounded concurrency with a bounded queue (503), and a sandbox that proved its layers (503)."""
+bounded concurrency with a bounded queue (503), and a sandbox that proved its layers (503).
+
+The admission slot covers the whole request, not just the sandboxed run: the server's own reading of
+the answer (validation, diagnostics, layout, templates) runs inside it too, under the request's
+``Budget`` (``app.web.work``), so a cheap snippet cannot buy unbounded server CPU after its run.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
+from typing import TypeVar
 
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 
+from app.budget import BudgetExceeded
 from app.schema import DeltaTrace, RunError
+from app.web.work import budgeted
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+UNUSABLE = ("The server could not prepare this view: the sandbox's answer is unusable (its parts do "
+            "not agree with each other) or too deep to draw.")
+RATE_KEY = "explorer.rate_wait"  # scope key: the token this request already took (see take_token)
 
 
 @dataclass(frozen=True)
@@ -26,19 +46,69 @@ class Refusal:
         return DeltaTrace(ok=False, steps=[], error=error)
 
 
-async def run_gated(request: Request, code: str) -> DeltaTrace | Refusal:
-    state = request.app.state
-    # The client is the peer address (behind a proxy, uvicorn's --proxy-headers rewrites it).
-    wait = state.rate_limiter.take(request.client.host if request.client else "unknown")
+def take_token(request: Request) -> Refusal | None:
+    """The client's rate-limit token, taken once per request: routes that read a body take it first,
+    so a client over its rate never makes the server read (or parse) what it sends."""
+    if RATE_KEY not in request.scope:
+        # The client is the peer address (behind a proxy, uvicorn's --proxy-headers rewrites it).
+        client = request.client.host if request.client else "unknown"
+        request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client)
+    wait = request.scope[RATE_KEY]
     if wait > 0:
         return Refusal(429, ceil(wait), "Slow down", "You are running snippets faster than the playground "
                        f"allows. Please wait {ceil(wait)} s.")
+    return None
+
+
+async def finish(request: Request, work: Callable[[DeltaTrace], T],
+                 partial: Callable[[DeltaTrace, str], T], result: DeltaTrace) -> T:
+    """``work(result)`` under the request's budget; ``partial(result, note)`` when the budget runs out
+    (or the client leaves), or when the work fails on the answer, so the client gets a clear partial
+    view, never a 500."""
+    try:
+        return await budgeted(request, work, result)
+    except BudgetExceeded as error:
+        note = budget_note(error)
+    except Exception:  # noqa: BLE001 - a schema-valid answer whose parts disagree (a forged trace)
+        log.exception("server work failed on a validated sandbox answer")  # forged, or a bug: the log
+        note = UNUSABLE
+    return await run_in_threadpool(partial, result, note)
+
+
+async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T],
+                    partial: Callable[[DeltaTrace, str], T]) -> T | Refusal:
+    """Run ``code`` in the sandbox and ``work`` on its answer, all inside one admission slot."""
+    refusal = take_token(request)
+    if refusal is not None:
+        return refusal
+    state = request.app.state
     if not await state.admission.acquire():
         return Refusal(503, 1, "Busy", "The playground is busy right now. Please try again in a moment.")
     try:
         runner = state.runner
         if hasattr(runner, "ready") and not await runner.ready():
             return Refusal(503, 30, "Not available", runner.unavailable_message(), "SandboxUnavailable")
-        return await runner.run(code)
+        result = await runner.run(code)
+        answer = await finish(request, work, partial, result)
+        if sum(len(step.tensors) + 1 for step in result.steps) > TRIM_AFTER_FACTS:
+            await run_in_threadpool(_trim)  # still in the slot: the next run starts from a lean heap
+        return answer
     finally:
         state.admission.release()
+
+
+TRIM_AFTER_FACTS = 500  # steps + tensors: a trace of megabytes
+
+
+def _trim() -> None:
+    """Hand the memory a large trace used (its models, its JSON) back to the system: without it glibc
+    keeps the high-water mark of every concurrent large answer (measured by ``python -m app.bench
+    soak``: +260 MB after a flood)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
+def budget_note(error: BudgetExceeded) -> str:
+    """The sentence a partial answer carries."""
+    return f"The server stopped preparing this view: {error}. The run itself finished; showing less."

@@ -5,7 +5,6 @@ The database work is blocking (sqlite3, psycopg), so it runs in the thread pool.
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import math
@@ -13,9 +12,10 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
+from app.web.pages import error_page
 from app.web.permalink import encode_code
 
 router = APIRouter()
@@ -23,6 +23,7 @@ router = APIRouter()
 # A stored id never changes its code, so its JSON may be cached for good.
 IMMUTABLE = "public, max-age=31536000, immutable"
 MAX_REDIRECT_TOKEN = 8000
+MAX_STEP_DIGITS = 7
 UNAVAILABLE = "Short links are unavailable right now; try again in a moment."
 log = logging.getLogger(__name__)
 
@@ -127,23 +128,25 @@ async def read_link(link_id: str, request: Request) -> JSONResponse:
 
 @router.get("/s/{link_id}", response_model=None)
 async def follow_link(link_id: str, request: Request) -> Response:
-    """303 to the playground carrying the snippet; an unknown id gets a 404 page (or JSON)."""
+    """303 to the playground carrying the snippet (``?step=N`` travels along); an unknown id gets
+    the error page (or JSON)."""
     try:
         code = await _lookup(request, link_id)
     except StoreUnavailable as error:
         log.warning("short links unavailable: %s", error)
-        return _error_page(request, 503, UNAVAILABLE)
+        return _error_page(request, 503, "Short links are unavailable right now", UNAVAILABLE)
     if code is None:
-        return _error_page(request, 404, "This short link does not exist.")
-    return RedirectResponse(playground_url(link_id.lower(), code), status_code=303)
+        return _error_page(request, 404, "This short link does not exist",
+                           "No snippet is stored under this id on this server.")
+    url = playground_url(link_id.lower(), code)
+    step = request.query_params.get("step", "")
+    if step.isdecimal() and len(step) <= MAX_STEP_DIGITS and int(step) >= 1:
+        url += f"&step={int(step)}"
+    return RedirectResponse(url, status_code=303)
 
 
-def _error_page(request: Request, status: int, message: str) -> Response:
+def _error_page(request: Request, status: int, title: str, message: str) -> Response:
     if "application/json" in request.headers.get("accept", ""):
-        return _problem(status, message)
-    page = (
-        "<!doctype html><html lang=en><meta charset=utf-8><title>Autograd Explorer</title>"
-        f"<p>{html.escape(message)}</p><p><a href=\"/\">Open an empty playground</a></p></html>"
-    )
-    return HTMLResponse(page, status_code=status)
+        return _problem(status, f"{title}: {message}" if status != 503 else message)
+    return error_page(request, status, title, message)
 

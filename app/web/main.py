@@ -18,6 +18,7 @@ from app.sandbox.runner import Runner
 from app.shortlinks import open_store
 from app.web import api, embed, links, pages, render_svg
 from app.web.framing import FramingPolicy
+from app.web.limits import RequestLimits
 
 
 @asynccontextmanager
@@ -45,6 +46,9 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.include_router(render_svg.router)
     app.include_router(pages.router)  # before /static: it serves /static/vendor/htmx.min.js
     app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
+    # Bodies are bounded (size, arrival time) before any route reads them; inside the framing policy,
+    # so a 413 carries the same headers as every answer.
+    app.add_middleware(RequestLimits, max_body_bytes=settings.body_limit, body_seconds=settings.body_seconds)
     app.add_middleware(FramingPolicy)  # only /embed may be framed by other sites
     # A 500-step trace is megabytes of JSON or markup and about 5 % of that gzipped; bodies over
     # 128 KiB are compressed in a worker thread, off the event loop.

@@ -7,8 +7,9 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
@@ -22,11 +23,16 @@ from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
 from app.render.notices import RunLimits
 from app.schema import DeltaTrace, RunError
-from app.web.gates import Refusal, run_gated
+from app.web.gates import Refusal, finish, run_gated, take_token
 from app.web.permalink import PermalinkError, decode_code
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 HTMX = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
+# d3-zoom (the graph viewer's gestures) and its d3 dependencies, in the order they must load.
+GRAPH_VENDOR = ("d3-dispatch", "d3-selection", "d3-timer", "d3-color", "d3-interpolate", "d3-ease",
+                "d3-transition", "d3-drag", "d3-zoom")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; base-uri 'self'; form-action 'self'; object-src 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -43,6 +49,7 @@ templates = Environment(
     lstrip_blocks=True,
 )
 templates.globals["step_label"] = step_label
+templates.globals["graph_vendor"] = GRAPH_VENDOR
 
 
 def render(name: str, **context: Any) -> str:
@@ -71,23 +78,44 @@ def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimi
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
-    """The posted form and its ``code`` (shared by the page and the embed)."""
+    """The posted form and its ``code`` (shared by the page and the embed). A client over its rate
+    gets an empty form: its body is never read (``run_posted_code`` answers the 429 message)."""
+    if take_token(request) is not None:
+        return {}, ""
     # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
     form = await _form(request, 3 * request.app.state.settings.max_code_bytes + 1024)
     return form, form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
 
 
-async def run_posted_code(request: Request, form: dict[str, str], code: str) -> DeltaTrace:
-    """Run posted code, or say why not."""
+async def run_posted_code(request: Request, form: dict[str, str], code: str,
+                          work: Callable[[DeltaTrace], T]) -> T:
+    """Run posted code (or say why not), then ``work`` on the answer under the request's budget."""
     settings = request.app.state.settings
-    if "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
+    refusal = take_token(request)
+    if refusal is not None:
+        result = refusal.as_result()
+    elif "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
         result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
+    elif "__bad_form__" in form:
+        result = _rejected("The form could not be read: send the fields code, step and view once each.")
     elif not code.strip():
         result = _rejected("There is no code to run: type a snippet or pick an example.")
     else:
-        ran = await run_gated(request, code)
-        result = ran.as_result() if isinstance(ran, Refusal) else ran
-    return result
+        ran = await run_gated(request, code, work, lambda r, note: work(partial_result(r, note)))
+        if not isinstance(ran, Refusal):
+            return ran
+        result = ran.as_result()
+    return await finish(request, work, lambda r, note: work(partial_result(r, note)), result)
+
+
+def partial_result(result: DeltaTrace, note: str) -> DeltaTrace:
+    """What a page shows when the server could not draw ``result`` (its budget ran out, or the answer
+    is inconsistent): the run's output and a plain sentence, no views."""
+    stdout = "".join(step.stdout for step in result.steps)
+    message = note
+    if stdout:
+        message += " Output of the run:\n" + stdout[-2000:]
+    return DeltaTrace(ok=False, steps=[], error=RunError(kind="output", type="ServerBudget", message=message))
 
 
 def _rejected(message: str) -> DeltaTrace:
@@ -107,7 +135,10 @@ async def _form(request: Request, limit: int) -> dict[str, str]:
         body += chunk
         if len(body) > limit:
             return {"__too_long__": "1"}
-    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=8)
+    try:
+        fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=8)
+    except ValueError:  # more fields than any form of ours sends
+        return {"__bad_form__": "1"}
     return {key: values[0] for key, values in fields.items()}
 
 
@@ -116,35 +147,57 @@ async def run_fragment(request: Request) -> HTMLResponse:
     """Run the posted snippet and answer the ``_run.html`` fragment (both views, all steps)."""
     settings = request.app.state.settings
     form, code = await posted_form(request)
-    result = await run_posted_code(request, form, code)
     step = _parse_step(form.get("step"))
-    context = await run_in_threadpool(run_context, result, code, step, run_limits(settings))
-    body = await run_in_threadpool(render, "_run.html", **context)
-    return html_response(body)
+
+    def draw(result: DeltaTrace) -> str:
+        return render("_run.html", **run_context(result, code, step, run_limits(settings)))
+
+    return html_response(await run_posted_code(request, form, code, draw))
+
+
+MAX_SHOWN_ADDRESS = 200  # characters of a failing address quoted on the error page
+
+
+def error_page(request: Request, status: int, title: str, message: str) -> Response:
+    """The one error page for a link the playground cannot open: the reason, the address as given
+    (the browser's address bar keeps it too: no redirect), and a way on."""
+    address = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+    if len(address) > MAX_SHOWN_ADDRESS:
+        address = address[:MAX_SHOWN_ADDRESS] + "…"
+    body = render("error.html", status=status, title=title, message=message, address=address,
+                  examples=EXAMPLES)
+    return html_response(body, status)
 
 
 @router.get("/", response_class=HTMLResponse)
-async def index(request: Request) -> HTMLResponse:
+async def index(request: Request) -> Response:
     """The playground. ``?code=<token>&step=<n>`` is a permalink, ``?s=<id>`` a stored short link
-    (``/s/<id>`` sends snippets too long for a URL here), ``?example=<slug>`` a gallery example."""
+    (``/s/<id>`` sends snippets too long for a URL here), ``?example=<slug>`` a gallery example; a
+    link that names none of these opens the first example, one that cannot be opened the error page."""
     params = request.query_params
     settings = request.app.state.settings
-    example = get_example(params.get("example", "")) or EXAMPLES[0]
-    code, notice, selected = example.code, None, example.slug
+    code, selected = EXAMPLES[0].code, EXAMPLES[0].slug
     if params.get("code"):
         try:
             code, selected = decode_code(params["code"], settings.max_code_bytes), ""
         except PermalinkError as error:
-            notice = f"This link could not be opened: {error} The first example is shown instead."
+            return error_page(request, 400, "This link's code cannot be opened", str(error))
     elif params.get("s"):
         stored = await _stored_code(request, params["s"])
         if stored is None:
-            notice = "This short link does not exist here; the first example is shown instead."
-        else:
-            code, selected = stored, ""
+            return error_page(request, 404, "This short link does not exist here",
+                              "No snippet is stored under this id on this server (or short links are "
+                              "unavailable right now).")
+        code, selected = stored, ""
+    elif params.get("example"):
+        example = get_example(params["example"])
+        if example is None:
+            return error_page(request, 404, "There is no such example",
+                              f"The gallery has no example called {params['example'][:60]!r}.")
+        code, selected = example.code, example.slug
     step = _parse_step(params.get("step"))
     body = render(
-        "index.html", code=code, examples=EXAMPLES, selected=selected, notice=notice,
+        "index.html", code=code, examples=EXAMPLES, selected=selected,
         step=None if step is None else step + 1, gallery=[_example_json(e) for e in EXAMPLES],
     )
     return html_response(body)
@@ -170,3 +223,14 @@ async def htmx_script() -> FileResponse | PlainTextResponse:
     if not HTMX.is_file():
         return PlainTextResponse("htmx is not installed: run scripts/setup (npm ci).", status_code=503)
     return FileResponse(HTMX, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})
+
+
+@router.get("/static/vendor/{name}.min.js", include_in_schema=False, response_model=None)
+async def graph_vendor_script(name: str) -> FileResponse | PlainTextResponse:
+    """The graph viewer's d3 modules from their npm packages (pinned in package-lock.json)."""
+    if name not in GRAPH_VENDOR:
+        return PlainTextResponse("Not found", status_code=404)
+    path = ROOT / "node_modules" / name / "dist" / f"{name}.min.js"
+    if not path.is_file():
+        return PlainTextResponse(f"{name} is not installed: run scripts/setup (npm ci).", status_code=503)
+    return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})

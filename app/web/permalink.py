@@ -1,6 +1,6 @@
 """The code in a permalink: raw DEFLATE (RFC 1951) of the UTF-8 source, in unpadded base64url.
 
-The browser makes it with ``CompressionStream("deflate-raw")`` (static/editor.js) and the server
+The browser makes it with ``CompressionStream("deflate-raw")`` (static/src/permalink.js) and the server
 reads it with the standard library, so the page, the embed mode and the SVG export all open the
 same URLs: ``/?code=<token>&step=<n>`` (``step`` counts from 1).
 """

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from app.render import build_explorer
@@ -33,6 +33,8 @@ RENDERER_VERSION = hashlib.sha256(
     b"".join(p.read_bytes() for d in ("engine", "render") for p in sorted((ROOT / d).glob("*.py")))
 ).hexdigest()[:16]
 CACHE_ENTRIES = 128
+CACHE_CHARS = 16 << 20  # the whole cache, and one picture, in characters (about bytes: SVG is ASCII)
+CACHE_ENTRY_CHARS = 512 << 10
 CACHEABLE = "public, max-age=86400"
 # Opened directly (not in an <img>), the file is a document: allow it nothing but its own look.
 HEADERS = {
@@ -71,12 +73,11 @@ def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits)
     return render_svg(view, params.step, params.view, params.theme)
 
 
-async def _run(request: Request, code: str, theme: str) -> DeltaTrace | Response:
-    """The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox)."""
-    ran = await run_gated(request, code)
-    if isinstance(ran, Refusal):
-        return _svg(error_svg(ran.title, ran.message, theme), ran.status, retry_after=ran.retry_after)
-    return ran
+def _too_large(theme: str) -> Callable[[DeltaTrace, str], tuple[str, bool]]:
+    def partial(_result: DeltaTrace, note: str) -> tuple[str, bool]:
+        return error_svg("Cannot draw this run", note, theme), False
+
+    return partial
 
 
 @router.get("/render.svg", include_in_schema=False)
@@ -97,13 +98,21 @@ async def render_image(request: Request) -> Response:
     if etag in cache:
         cache.move_to_end(etag)
         return _svg(cache[etag], cache=CACHEABLE, etag=etag)
-    result = await _run(request, code, params.theme)
-    if isinstance(result, Response):
-        return result
-    body = await run_in_threadpool(_draw, result, code, params, run_limits(settings))
-    if result.error is not None and result.error.kind not in STABLE_ERRORS:
-        return _svg(body)  # a timeout or a crash may not happen next time: do not keep it
-    cache[etag] = body
-    while len(cache) > CACHE_ENTRIES:
+
+    def draw(result: DeltaTrace) -> tuple[str, bool]:
+        # A timeout or a crash may not happen next time: such a picture is not kept.
+        stable = result.error is None or result.error.kind in STABLE_ERRORS
+        return _draw(result, code, params, run_limits(settings)), stable
+
+    # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox).
+    ran = await run_gated(request, code, draw, _too_large(params.theme))
+    if isinstance(ran, Refusal):
+        return _svg(error_svg(ran.title, ran.message, params.theme), ran.status, retry_after=ran.retry_after)
+    body, stable = ran
+    if not stable:
+        return _svg(body)
+    if len(body) <= CACHE_ENTRY_CHARS:  # unique hostile pictures must not fill the server's memory
+        cache[etag] = body
+    while len(cache) > CACHE_ENTRIES or sum(map(len, cache.values())) > CACHE_CHARS:
         cache.popitem(last=False)
     return _svg(body, cache=CACHEABLE, etag=etag)

@@ -45,6 +45,8 @@ def test_image_has_cpu_torch_libseccomp_and_the_front_end(image: Image) -> None:
         "import ctypes, os, torch; ctypes.CDLL('libseccomp.so.2'); "
         "assert torch.__version__.endswith('+cpu') or not torch.backends.cuda.is_built(), torch.__version__; "
         "assert os.path.isfile('node_modules/htmx.org/package.json'); "
+        "assert os.path.getsize('static/build/page.js') > 100_000; "  # CodeMirror, bundled in the image
+        "assert not os.path.exists('node_modules/esbuild'); "
         "assert not os.access('app', os.W_OK); print(os.getuid())"
     )
     done = docker("run", "--rm", "--entrypoint", "python", image.tag, "-W", "ignore", "-c", probe,

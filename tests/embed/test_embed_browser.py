@@ -13,7 +13,7 @@ import torch
 
 from app.gallery import get_example
 from app.web.permalink import decode_code, encode_code
-from tests.browser_support import RUN_TIMEOUT_MS, open_page, step_label, wait_for_run
+from tests.browser_support import RUN_TIMEOUT_MS, editor_text, open_page, set_code, step_label, wait_for_run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CLONE = get_example("clone-vs-detach").code
@@ -92,11 +92,13 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     assert frame.get_by_test_id("memory-view").is_visible()
     clone_fn = type(torch.tensor([1.0], requires_grad=True).clone().grad_fn).__name__
     assert frame.locator(".node:not([hidden]) .label", has_text=clone_fn).count() == 1
-    assert frame.get_by_test_id("code").input_value() == CLONE.rstrip("\n")
-    assert frame.get_by_test_id("code").get_attribute("readonly") is not None
-    frame.get_by_test_id("code").press("Enter")  # the editor's own Enter handling must not write
-    frame.get_by_test_id("code").press("Tab")
-    assert frame.get_by_test_id("code").input_value() == CLONE.rstrip("\n")
+    inside = docs.frames[1]
+    assert editor_text(inside) == CLONE.rstrip("\n")
+    assert frame.get_by_test_id("code").get_attribute("aria-readonly") == "true"
+    frame.get_by_test_id("code").click()
+    for key in ("Enter", "Tab", "x", "Backspace", "Control+x"):  # nothing a reader types writes
+        frame.get_by_test_id("code").press(key)
+    assert editor_text(inside) == CLONE.rstrip("\n")
 
     height = wait_resized(docs)
     assert height != 560  # the snippet's starting height was replaced by the content's
@@ -109,7 +111,7 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     playground = popup.value
     wait_for_run(playground, 0)
     assert playground.url.startswith(f"{server}/?")
-    assert playground.get_by_test_id("code").input_value() == CLONE
+    assert editor_text(playground) == CLONE
     assert step_label(playground) == "Step 3 of 4 · line 3", playground.url
 
 
@@ -135,7 +137,7 @@ def test_editable_dark_graph_embed_runs_on_demand_and_grows(context, server, doc
 
     edited = "a = torch.ones(2, requires_grad=True)\nb = a.exp()\n"
     exp_fn = type(torch.ones(2, requires_grad=True).exp().grad_fn).__name__
-    frame.get_by_test_id("code").fill(edited)
+    set_code(docs.frames[1], edited)
     frame.get_by_test_id("run").click()
     frame.locator(".node:not([hidden]) .label", has_text=exp_fn).wait_for()
     assert frame.get_by_test_id("step-label").inner_text() == "Step 2 of 2 · line 2"

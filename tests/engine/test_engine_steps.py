@@ -119,6 +119,11 @@ y.backward()
 """
     result = trace(source)
     assert lines(result) == [1, 2, 3]
+    # the first backward ran its three nodes, each a step before line 3's own; the second ran
+    # SumBackward0 (it saved no tensor) and failed at MulBackward0, whose saved tensors were freed
+    backward = [s for s in result["steps"] if s["phase"] == "backward"]
+    assert [s["line"] for s in backward] == [3, 3, 3, 4]
+    assert backward[-1]["nodes"][backward[-1]["node"]]["name"] == "SumBackward0"
     assert result["error"]["line"] == 4
     assert result["error"]["message"].startswith("Trying to backward through the graph a second time")
 

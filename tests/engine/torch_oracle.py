@@ -252,12 +252,14 @@ def assert_same_as_plain(source: str, labels: set[str] | None = None, **limits: 
 
 
 def lines(result: dict[str, Any]) -> list[int]:
-    return [step["line"] for step in result["steps"]]
+    """The line of every step after a line ran (the steps inside backward passes left out)."""
+    return [step["line"] for step in result["steps"] if step.get("phase", "forward") == "forward"]
 
 
 def step_after(result: dict[str, Any], line: int, occurrence: int = -1) -> dict[str, Any]:
     """The snapshot taken after ``line`` ran (its last run by default)."""
-    matching = [step for step in result["steps"] if step["line"] == line]
+    matching = [step for step in result["steps"] if step["line"] == line
+                and step.get("phase", "forward") == "forward"]
     assert matching, f"no step for line {line}"
     return matching[occurrence]
 

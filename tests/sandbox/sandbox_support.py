@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import torch
 
-from app.schema import RunResponse
+from app.schema import DeltaResponse
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "explorer-test-secret-" + secrets.token_hex(8)
@@ -57,10 +57,16 @@ class Server:
         return self.process.pid
 
     def run(self, code: str) -> dict:
-        response = self.client.post("/api/run", json={"code": code})
+        """The run in the delta format (any size fits it), each step's ``stdout`` made cumulative as
+        in v1 (what the checks read: everything printed by then)."""
+        response = self.client.post("/api/run", json={"code": code, "format": "delta"})
         assert response.status_code == 200, (response.status_code, response.text[:2000])
         data = response.json()
-        RunResponse.model_validate(data)  # whatever the child did, the answer keeps the contract
+        DeltaResponse.model_validate(data)  # whatever the child did, the answer keeps the contract
+        printed = ""
+        for step in data["steps"]:
+            printed += step["stdout"]
+            step["stdout"] = printed
         return data
 
     def health(self) -> httpx.Response:
@@ -86,27 +92,33 @@ def start_server(
     gate: bool = True,
     prefix: list[str] | None = None,
     user: int | None = None,
+    serve: bool = False,
 ) -> Server:
+    """``serve``: start it as a user does (``python -m app serve``: the connection limits of
+    ``app.serving``), not as a bare ``uvicorn`` app."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "server.log"
     full_env = {**os.environ, **TEST_ENV, "EXPLORER_DATA_DIR": str(workdir / "data"), **env}
     if not gate:
         full_env["EXPLORER_POLICY_GATE"] = "0"
-    command = [
-        *(prefix or []),
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "app.web.main:create_app",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    if serve:
+        command = [*(prefix or []), sys.executable, "-m", "app", "serve", "--port", str(port)]
+    else:
+        command = [
+            *(prefix or []),
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.web.main:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
     if user is not None:
         os.chown(workdir, user, user)
     with log.open("wb") as stream:
@@ -155,7 +167,8 @@ def assert_benign(server: Server) -> None:
     result = server.run(BENIGN)
     assert result["ok"], result["error"]
     assert result["steps"][-1]["stdout"] == expected
-    assert len(result["steps"]) == 5
+    phases = [step.get("phase", "forward") for step in result["steps"]]
+    assert phases.count("forward") == 5 and phases.count("backward") == 3  # y.backward() ran 3 nodes
 
 
 # -- processes ---------------------------------------------------------------------------------------

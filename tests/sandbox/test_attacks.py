@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from sandbox_support import SECRET, UID_RANGE, Server, assert_benign, assert_no_strays, fork_server_pid, text
 
+from app.config import Settings
+
 Check = Callable[[dict, "Context"], None]
 DENIED = ("Permission denied", "Operation not permitted", "[Errno 13]", "[Errno 1]", "not permitted")
 MARKER_DIR = Path("/tmp")
@@ -112,7 +114,12 @@ def all_of(*checks: Check) -> Check:
 
 
 def truncated(result: dict, _ctx: Context) -> None:
-    assert result["truncated"] and result["ok"] and len(result["steps"]) == 1000, result["error"]
+    steps = len(result["steps"])
+    assert result["truncated"] and result["ok"] and steps == Settings().max_steps, result["error"]
+
+
+def assert_whole(result: dict) -> None:
+    assert result["ok"] and not result["truncated"], result["error"]
 
 
 def truncated_or_timeout(result: dict) -> None:
@@ -420,9 +427,11 @@ ATTACKS: list[Attack] = [
         gate_rejects=False,
     ),
     Attack(
+        # v1 repeats all 400 tensors at each of the 401 steps (~90 MiB, answered 413); the delta
+        # format carries each step's one write: the whole run, cheaply
         "huge-trace",
         "xs = [torch.ones(64) for _ in range(400)]\nfor i in range(200):\n    xs[i].add_(1)",
-        kind("output", "memory", "timeout"),
+        lambda r, c: assert_whole(r),
         gate_rejects=False,
     ),
     Attack("parser-bomb", "x = " + "(" * 5000 + "1" + ")" * 5000, kind("rejected"), gate_rejects=False),

@@ -23,6 +23,30 @@ TEACHING = {
     "loop-and-main": "for _ in range(3):\n    pass\nif __name__ == '__main__':\n    print('ok')\n",
     "no-grad": "with torch.no_grad():\n    w = torch.zeros(2)\n    w -= 0.1 * torch.ones(2)\n",
     "lambda-comprehension": "sq = [(lambda t: t * t)(torch.tensor(float(i))) for i in range(3)]\n",
+    # Real tutorial code (issue #11, 5).
+    "tutorial-device": 'device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    "x = torch.ones(2).to(device)\n",
+    "tutorial-data": "from torch.utils.data import TensorDataset, DataLoader\n"
+    "ds = TensorDataset(torch.ones(4, 2), torch.zeros(4))\n"
+    "for xb, yb in DataLoader(ds, batch_size=2, num_workers=0):\n    pass\n",
+    "tutorial-checkpoint": "import torch.utils.checkpoint\nfrom torch.utils.checkpoint import checkpoint\n"
+    "y = torch.utils.checkpoint.checkpoint(torch.sin, torch.ones(2, requires_grad=True),\n"
+    "                                     use_reentrant=False)\n",
+    "tutorial-nn-utils": "m = nn.Linear(2, 2)\ntorch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)\n"
+    "from torch.nn.utils import parametrize, weight_norm\n"
+    "from torch.nn.utils.parametrizations import orthogonal\n",
+    "tutorial-stdlib": "import copy, dataclasses, functools, typing\n"
+    "from dataclasses import dataclass, field\n"
+    "from typing import Optional\nfrom functools import partial\nb = copy.deepcopy([1])\n",
+    "tutorial-class": "class Acc:\n    __slots__ = ('_hidden',)\n    def __init__(self):\n"
+    "        self._hidden = 0\n    def __radd__(self, other):\n        return self\n"
+    "    def __del__(self):\n        pass\n    def __bool__(self):\n        return True\n",
+    "tutorial-named-attributes": "m = nn.Linear(2, 2)\nif hasattr(m, 'weight'):\n"
+    "    w = getattr(m, 'weight')\nsetattr(m, 'scale', 2.0)\nb = getattr(m, 'bias', None)\n",
+    "tutorial-numpy": "import numpy as np\nx = torch.ones(3)\na = x.numpy()\nb = np.asarray(x)\n"
+    "c = torch.from_numpy(np.zeros(2, dtype=np.float32))\n",
+    "tutorial-module-alias": "import torch.nn.functional as F2\nG = torch.nn.functional\n"
+    "y = G.relu(torch.ones(1)) + F2.relu(torch.ones(1))\n",
     "custom-function": "class Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a):\n"
     "        ctx.save_for_backward(a)\n        return a * a\n",
 }
@@ -40,15 +64,32 @@ REJECTED = [
     ("from os import path", 1, "Importing `os`"),
     ("from torch import *", 1, "import *"),
     ("from . import x", 1, "Relative imports"),
-    ("open('/etc/passwd')", 1, "`open` is not available in the playground."),
+    ("open('/etc/passwd')", 1, "`open` is not available in the playground: there are no files here"),
     ("f = eval", 1, "`eval` is not available"),
-    ("getattr(torch, 'o' + 's')", 1, "`getattr`"),
+    ("getattr(torch, 'o' + 's')", 1, "`getattr` is only available called with an attribute name"),
+    ("g = getattr\ng(torch, 'os')", 1, "`getattr`"),
+    ("getattr(torch, 'os')", 1, "`torch.os` is not available"),
+    ("setattr(torch, 'add', None)", 1, "Changing `torch`"),
     ("print(globals())", 1, "`globals`"),
     ("__import__('os')", 1, "`__import__`"),
     ("().__class__.__bases__", 1, "Attributes starting with `_`"),
     ("().__ｃｌａｓｓ__", 1, "`.__class__`"),  # the parser folds full-width letters (NFKC)
     ("ｏｐｅｎ('x')", 1, "`open`"),
     ("torch.os.system('id')", 1, "`torch.os` is not available"),
+    # Walks into modules that are not the snippet's imports (operator.attrgetter reaches everything).
+    ("torch.nn.modules.container.operator.attrgetter('x')", 1, "`torch.nn.modules`"),
+    ("torch.functional.operator.methodcaller('x')", 1, "`torch.functional`"),
+    ("import torch.nn as nn\nnn.modules.container.operator", 2, "the module `torch.nn.modules`"),
+    ("getattr(torch, 'functional').operator", 1, "the module `torch.functional`"),
+    ("torch.nn.functional.torch.functional.operator", 1, "the module `torch.functional`"),
+    ("from torch.nn import modules", 1, "`torch.nn.modules`"),
+    ("m = torch\nm.functional.operator", 2, "the module `torch.functional`"),
+    ("F = torch.nn.functional\nF.torch.functional.operator", 2, "the module `torch.functional`"),
+    ("ms = [torch]\nms[0].functional.operator", 1, "The module `torch` can only be used"),
+    ("def f(m):\n    return m.functional\nf(torch)", 3, "The module `torch` can only be used"),
+    ("m = (torch if True else math)", 1, "The module `torch` can only be used"),
+    ("import numpy as np\nnp.ctypeslib.as_array(0)", 2, "`np.ctypeslib`"),
+    ("y = torch.zeros(2)\ny.tofile('x')", 2, "`y.tofile`"),
     ("torch.sys.modules", 1, "`torch.sys`"),
     ("torch.ctypes.CDLL(None)", 1, "`torch.ctypes`"),
     ("torch.builtins.open", 1, "`torch.builtins`"),
@@ -77,6 +118,8 @@ REJECTED = [
     ("async def f():\n    pass", 1, "`async` code"),
     ("match x:\n    case object(os=o):\n        pass", 1, "`match` statements"),
     ("def f(_secret):\n    pass", 1, "Names starting with `_`"),
+    ("x = torch.ones(1)\nx._secret", 2, "Attributes starting with `_`"),
+    ("class A:\n    def f(self):\n        return self.__class__", 3, "`self.__class__`"),
     ("class A:\n    def __getattr__(self, n):\n        pass", 2, "`__getattr__`"),
     ("x = 1\ny = " + "[" * 60 + "]" * 60, 2, "nested too deeply"),
     ("x = 1\n" * 3000, None, "too long"),
@@ -100,9 +143,10 @@ def test_parser_bombs_do_not_escape_the_gate() -> None:
 
 def test_safe_builtins() -> None:
     namespace = policy.safe_builtins()
-    for name in ("open", "eval", "exec", "getattr", "globals", "vars", "breakpoint", "input", "compile"):
+    for name in ("open", "eval", "exec", "globals", "vars", "breakpoint", "input", "compile"):
         assert name not in namespace
-    for name in ("print", "range", "len", "isinstance", "super", "__build_class__"):
+    # getattr & co. are there: the gate lets them through only with a name written in the snippet.
+    for name in ("print", "range", "len", "isinstance", "super", "__build_class__", "getattr", "hasattr"):
         assert name in namespace
     namespace["__import__"]("math")
     with pytest.raises(ImportError, match="not available in the playground"):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from app.gallery import get_example
 from app.web.permalink import encode_code
-from tests.browser_support import open_page, run_code, runs, step_label, wait_for_run
+from tests.browser_support import editor_text, open_page, run_code, runs, set_code, step_label, wait_for_run
 
 
 def _tensor_id(page, name: str) -> str:
@@ -39,12 +40,9 @@ def test_run_a_gallery_example_and_step_back_and_forth(page) -> None:
     assert step_label(page) == "Step 4 of 6 · line 4"
     page.get_by_test_id("step-next").click()
     assert step_label(page) == "Step 5 of 6 · line 5"
-    # the editor highlights the step's line
-    step_line = page.locator("[data-role=step-line]")
-    assert step_line.is_visible()
-    line_height = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#code')).lineHeight)")
-    top = page.evaluate("parseFloat(document.querySelector('[data-role=step-line]').style.top)")
-    assert round((top - 10) / line_height) == 4  # line 5, under 10px of padding
+    # the editor highlights the step's line, and only that one
+    lines = get_example("views-share-storage").code.splitlines()
+    assert page.locator(".cm-step-line").all_inner_texts() == [lines[4]]
 
 
 def test_selecting_a_tensor_highlights_it_in_both_views_and_the_editor(page) -> None:
@@ -57,9 +55,8 @@ def test_selecting_a_tensor_highlights_it_in_both_views_and_the_editor(page) -> 
     assert "hl" in graph_box.get_attribute("class")
     assert page.locator(f"[data-testid=memory-view] .fp.hl[data-t='{x}']").count() >= 1
     assert page.locator(f".vars .var.hl[data-t='{x}']").count() == 1
-    hover_line = page.locator("[data-role=hover-line]")
-    assert hover_line.is_visible()  # x was created on line 1
-    assert page.evaluate("parseFloat(document.querySelector('[data-role=hover-line]').style.top)") == 10
+    first_line = get_example("clone-vs-detach").code.splitlines()[0]
+    assert page.locator(".cm-hover-line").all_inner_texts() == [first_line]  # x was created on line 1
     memory_row.click()
     page.mouse.move(5, 5)  # hover ends; the selection stays
     assert "sel" in graph_box.get_attribute("class")
@@ -76,14 +73,15 @@ def test_selecting_a_tensor_highlights_it_in_both_views_and_the_editor(page) -> 
 
 def test_an_error_shows_at_its_line_and_earlier_steps_stay_navigable(page) -> None:
     open_page(page)
-    run_code(page, "a = torch.ones(2)\nb = a * 2\nc = a @ torch.ones(3)\n")
+    run_code(page, "a = torch.ones(2)\nb = a * 2\nc = a @ torch.ones(3)\nd = b + 1\n")
     error = page.get_by_test_id("error")
     assert "Line 3" in error.inner_text() and "RuntimeError" in error.inner_text()
-    assert page.locator("[data-role=error-line]").is_visible()
-    top = page.evaluate("parseFloat(document.querySelector('[data-role=error-line]').style.top)")
-    line_height = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#code')).lineHeight)")
-    assert round((top - 10) / line_height) == 2
-    assert "RuntimeError" in page.locator("[data-role=error-inline]").inner_text()
+    assert page.locator(".cm-error-line").all_inner_texts() == ["c = a @ torch.ones(3)"]
+    note = page.locator("[data-role=error-note]")
+    assert "RuntimeError" in note.inner_text()
+    # the message sits between line 3 and line 4: it pushes line 4 down instead of covering it
+    line_4 = page.locator(".cm-line", has_text="d = b + 1").bounding_box()
+    assert note.bounding_box()["y"] + note.bounding_box()["height"] <= line_4["y"] + 0.5
     assert step_label(page) == "Step 2 of 2 · line 2"
     page.get_by_test_id("step-prev").click()
     assert step_label(page) == "Step 1 of 2 · line 1"
@@ -107,7 +105,7 @@ def test_a_permalink_reopens_the_code_and_the_step(page, browser, server) -> Non
     other = page.context.new_page()
     other.goto(url)
     wait_for_run(other, 0)
-    assert other.get_by_test_id("code").input_value() == code
+    assert editor_text(other) == code
     assert step_label(other) == "Step 2 of 3 · line 2"
     # a link the server made (embed mode, SVG export) opens the same way
     other.goto(f"/?code={encode_code(code)}&step=1")
@@ -142,9 +140,8 @@ def test_views_stack_on_narrow_screens(page) -> None:
 
 def test_the_editor_indents_with_tab_and_runs_with_ctrl_enter(page) -> None:
     open_page(page)
-    editor = page.get_by_test_id("code")
-    editor.fill("")
-    editor.focus()
+    set_code(page, "")
+    page.get_by_test_id("code").focus()
     page.keyboard.type("for i in range(2):")
     page.keyboard.press("Enter")  # keeps the block's indentation
     page.keyboard.type("y = torch.ones(2) * i")
@@ -153,8 +150,8 @@ def test_the_editor_indents_with_tab_and_runs_with_ctrl_enter(page) -> None:
     page.keyboard.press("Tab")
     page.keyboard.press("Shift+Tab")
     page.keyboard.type("z = y + 1")
-    assert editor.input_value() == "for i in range(2):\n    y = torch.ones(2) * i\nz = y + 1"
-    assert page.locator("[data-role=gutter]").inner_text().split() == ["1", "2", "3"]
+    assert editor_text(page) == "for i in range(2):\n    y = torch.ones(2) * i\nz = y + 1"
+    assert page.locator(".cm-line").count() == 3
     before = runs(page)
     page.keyboard.press("Control+Enter")
     wait_for_run(page, before)

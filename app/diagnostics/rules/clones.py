@@ -9,67 +9,70 @@ when the clone compacts a view (``big[:2].clone()`` lets ``big`` be freed), and 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from app.diagnostics.context import Context
+from app.diagnostics.index import At
 from app.diagnostics.source import resolve, text
 from app.diagnostics.trace import fmt_bytes
-from app.schema import Diagnostic, Step
+from app.schema import Diagnostic
 
 RULE = "unneeded-clone"
 # Below this a copy costs nothing worth a hint (and teaching snippets clone 3-element tensors on purpose).
 MIN_BYTES = 1024
 
 
-def _storage_bytes(step: Step, tid: str) -> int:
-    storage = step.tensors[tid].storage
-    return step.storages[storage].nbytes if storage is not None and storage in step.storages else 0
+def _storage_bytes(view: At, tid: str) -> int:
+    fact = view.tensor(tid)
+    storage = view.storage(fact.storage if fact is not None else None)
+    return storage.nbytes if storage is not None else 0
 
 
-def _modified(context: Context, start: int, tid: str) -> tuple[bool, bool]:
-    """(written in place later, alive together with ``start``'s step) for a tensor from ``start`` on."""
-    base = context.steps[start].tensors.get(tid) or context.before(start).tensors.get(tid)
-    if base is None:
-        return False, False
-    storage, alive_later = base.storage, False
-    versions = {t: f.version or 0 for t, f in context.steps[start].tensors.items() if f.storage == storage}
-    for step in context.steps[start + 1:]:
-        fact = step.tensors.get(tid)
-        if fact is None:
-            break
-        alive_later = True
-        for other, o in step.tensors.items():
-            if o.storage == storage and (o.version or 0) > versions.setdefault(other, o.version or 0):
-                return True, alive_later
-    return False, alive_later
+def _modified(context: Context, start: int, tid: str) -> bool:
+    """Some tensor on ``tid``'s memory (as of ``start``) was written in place after ``start``, while
+    ``tid`` was alive: its version rose between two steps it was seen on that memory.
+
+    The index lists those rises per storage, with the step the tensor was seen before: only rises
+    seen from ``start`` on count, up to the first step ``tid`` is gone."""
+    base = context.at(start).tensor(tid) or context.before(start).tensor(tid)
+    if base is None or base.storage is None:
+        return False
+    gone = context.index.gone.get(tid, ())
+    after = bisect_right(gone, start)
+    end = gone[after] if after < len(gone) else len(context)  # tid's first step gone after ``start``
+    bumps = context.index.bumps.get(base.storage, [])
+    for step, seen in bumps[bisect_right(bumps, start, key=lambda bump: bump[0]):]:
+        if step >= end:
+            return False
+        if seen >= start:
+            return True
+    return False
 
 
 def unneeded_clones(context: Context) -> Iterator[Diagnostic]:
-    result = context.result
-    if result.truncated or result.error is not None:
+    if context.truncated or context.error is not None:
         return
     seen: set[str] = set()
-    for index, step in enumerate(context.steps):
+    for index in range(len(context)):
         facts = context.facts(index)
         if facts is None or facts.clone is None:
             continue
         clone = facts.clone
         key = f"{facts.func}:{clone.target}" if facts.func else clone.target
-        tid = step.variables.get(key)
-        before = context.before(index)
+        step, before = context.at(index), context.before(index)
+        tid = step.variable(key)
         source = resolve(before, clone.source, facts.func)
         if tid is None or source is None or tid in seen or source == tid:
             continue
         seen.add(tid)
-        src = before.tensors[source]
+        src = before.tensor(source)
         copied = _storage_bytes(step, tid)
-        if src.is_view or _storage_bytes(before, source) > copied or copied < MIN_BYTES:
+        if src.is_view or _storage_bytes(before, source) > copied or copied < MIN_BYTES:  # type: ignore[union-attr]
             continue  # cloning part of a larger storage can free the rest: not a waste
-        if source not in step.tensors:
+        if step.tensor(source) is None:
             continue  # x = x.clone(): the original is gone, nothing is held twice
-        clone_written, _ = _modified(context, index, tid)
-        source_written, _ = _modified(context, index, source)
-        if clone_written or source_written:
+        if _modified(context, index, tid) or _modified(context, index, source):
             continue
         cheaper = (f"`{text(clone.source)}.detach()` instead — it shares memory and costs nothing"
                    if clone.detached else f"`{text(clone.source)}` itself")

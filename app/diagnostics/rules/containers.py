@@ -10,68 +10,77 @@ once after the loop is how an unrolled sequence is trained. So a rule stays quie
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from app.diagnostics.context import Context
+from app.diagnostics.index import container_of
 from app.diagnostics.source import Add, expr_keys, resolve, text
-from app.diagnostics.trace import fmt_bytes, reach
-from app.schema import Diagnostic, Step
+from app.diagnostics.trace import exclusive, fmt_bytes, reach
+from app.schema import Diagnostic
 
 CONTAINER_RULE = "graph-kept-by-container"
 CHAIN_RULE = "graph-chained-across-iterations"
-
-
-def _container_of(key: str) -> str | None:
-    """``losses`` for ``losses[3]``, ``hist['loss']`` for ``hist['loss'][0]``; None for a plain name."""
-    if not key.endswith("]") or "[" not in key:
-        return None
-    return key[: key.rindex("[")]
 
 
 def _bare(name: str) -> str:
     return name.split(":", 1)[1] if ":" in name else name
 
 
-def _items(step: Step, container: str) -> list[str]:
-    """Tensors with a grad_fn the container holds in this step."""
-    return [
-        tid for key, tid in step.variables.items()
-        if _container_of(key) == container and step.tensors[tid].grad_fn is not None
-    ]
+def _saved_count(nodes: dict) -> int:
+    return sum(1 for node in nodes.values() for tid in node.saved.values() if tid is not None)
 
 
-def _exclusive(step: Step, excluded: set[str]) -> tuple[int, set[str], set[str]]:
-    """Bytes, storages and nodes alive only because of the variables in ``excluded``."""
-    everything = reach(step, step.variables.values())
-    others = reach(step, (tid for key, tid in step.variables.items() if key not in excluded))
-    storages = everything.storages - others.storages
-    nodes = everything.nodes - others.nodes
-    return sum(step.storages[s].nbytes for s in storages), storages, nodes
+class Backwards:
+    """The backward() calls of a run, for "did a backward() after the loop go through these graphs".
 
+    For each loop the rules ask about, one sweep over the backward() steps outside it keeps, per
+    name a root mentions and per node a root's graph reaches, the latest step that did: a finding
+    then looks up its own names and nodes (instead of walking every later step per finding). The
+    sweep goes from the last backward() back, and skips what a later one already reached (its latest
+    step is known): each node is visited once per sweep, however many backward() calls reach it —
+    a graph chained across a thousand backward() calls costs its size, not a thousand times it."""
 
-def _saved_count(step: Step, nodes: set[str]) -> int:
-    return sum(1 for n in nodes for tid in step.nodes[n].saved.values() if tid is not None)
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.steps = [i for i in range(len(context)) if (f := context.facts(i)) is not None and f.backwards]
+        self._latest: dict[tuple[int, int] | None, tuple[dict[str, int], dict[str, int]]] = {}
 
+    @classmethod
+    def of(cls, context: Context) -> Backwards:
+        found = context.memo.get("backwards")
+        if found is None:
+            found = context.memo["backwards"] = cls(context)
+        return found
 
-def _consumed(
-    context: Context, last: int, loop: tuple[int, int] | None, names: set[str], nodes: set[str]
-) -> bool:
-    """A backward() after the loop goes through these graphs: they were kept on purpose."""
-    for index in range(last + 1, len(context.steps)):
-        facts = context.facts(index)
-        if facts is None or not facts.backwards:
-            continue
-        if loop is not None and loop[0] <= context.steps[index].line <= loop[1]:
-            continue
-        before = context.before(index)
-        for backward in facts.backwards:
-            for root in backward.roots:
-                if any(name in names for name in _names_in(root)):
-                    return True
-                tid = resolve(before, root, facts.func)
-                if tid is not None and reach(before, [tid]).nodes & nodes:
-                    return True
-    return False
+    def _sweep(self, loop: tuple[int, int] | None) -> tuple[dict[str, int], dict[str, int]]:
+        if loop not in self._latest:
+            context = self.context
+            by_name: dict[str, int] = {}
+            by_node: dict[str, int] = {}
+            reached: set[str] = set()
+            for index in reversed(self.steps):
+                if loop is not None and loop[0] <= context.line(index) <= loop[1]:
+                    continue
+                facts = context.facts(index)
+                before = context.before(index)
+                for backward in facts.backwards:  # type: ignore[union-attr]
+                    for root in backward.roots:
+                        for name in _names_in(root):
+                            by_name.setdefault(name, index)
+                        tid = resolve(before, root, facts.func)  # type: ignore[union-attr]
+                        if tid is not None:
+                            for nid in reach(before, [tid], skip=reached).nodes:
+                                by_node.setdefault(nid, index)
+            self._latest[loop] = by_name, by_node
+        return self._latest[loop]
+
+    def consumed(self, last: int, loop: tuple[int, int] | None, names: set[str], nodes: set[str]) -> bool:
+        """A backward() after the loop goes through these graphs: they were kept on purpose."""
+        if bisect_right(self.steps, last) == len(self.steps):
+            return False
+        by_name, by_node = self._sweep(loop)
+        return any(by_name.get(n, -1) > last for n in names) or any(by_node.get(n, -1) > last for n in nodes)
 
 
 def _names_in(expr: ast.expr) -> Iterator[str]:
@@ -80,40 +89,62 @@ def _names_in(expr: ast.expr) -> Iterator[str]:
             yield node.id
 
 
-def container_graphs(context: Context) -> Iterator[Diagnostic]:
-    steps = context.steps
-    # (container, line that added) → {item tensor: step it first appeared in that container}
+def _additions(context: Context) -> dict[tuple[str, int], dict[str, int]]:
+    """(container, line that added) → {item tensor with a grad_fn: step it first appeared in that
+    container}. Only what a step's delta names can be new: a key bound there, or a named tensor
+    that got its grad_fn there. Within a step, in the order the step lists its variables."""
+    index = context.index
     added: dict[tuple[str, int], dict[str, int]] = {}
     seen: set[tuple[str, str]] = set()
-    for index, step in enumerate(steps):
-        for key, tid in step.variables.items():
-            container = _container_of(key)
-            if container is None or step.tensors[tid].grad_fn is None or (container, tid) in seen:
+    for k, delta in enumerate(context.trace.steps):
+        view, before = context.at(k), context.before(k)
+        found: list[tuple[float, str, str]] = []
+        for key, tid in delta.variables.items():
+            container = container_of(key)
+            if container is None or (container, tid) in seen:
                 continue
-            seen.add((container, tid))
-            added.setdefault((container, step.line), {})[tid] = index
-    for (container, line), items in added.items():
+            fact = view.tensor(tid)
+            if fact is not None and fact.grad_fn is not None:
+                found.append((index.places.at(key, k), container, tid))
+        for tid, fact in delta.tensors.items():
+            if fact.grad_fn is None or ((old := before.tensor(tid)) is not None and old.grad_fn is not None):
+                continue
+            for name, place in index.names.members(tid, k):
+                container = container_of(name)
+                if container is not None and (container, tid) not in seen:
+                    found.append((place, container, tid))
+        for _, container, tid in sorted(found):
+            if (container, tid) not in seen:
+                seen.add((container, tid))
+                added.setdefault((container, context.line(k)), {})[tid] = k
+    return added
+
+
+def container_graphs(context: Context) -> Iterator[Diagnostic]:
+    for (container, line), items in _additions(context).items():
         add_steps = sorted(set(items.values()))
         if len(add_steps) < 2:
             continue
         last = add_steps[-1]
-        step = steps[last]
-        held = _items(step, container)
+        view = context.at(last)
+        keys = view.keys(container)
+        held = [tid for key in keys if (tid := view.variable(key)) is not None
+                and (fact := view.tensor(tid)) is not None and fact.grad_fn is not None]
         if len(held) < 2:
             continue
         facts = context.source.at(line)
         loop = facts.loop if facts is not None else None
-        keys = {key for key in step.variables if _container_of(key) == container}
-        retained, _, nodes = _exclusive(step, keys)
-        grad_fns = {fn for tid in held if (fn := step.tensors[tid].grad_fn) is not None}
-        if _consumed(context, last, loop, {_bare(container).split("[")[0]}, grad_fns):
+        retained, _, nodes = exclusive(view, keys)
+        grad_fns = {fn for tid in held if (fn := view.tensor(tid).grad_fn) is not None}  # type: ignore[union-attr]
+        if Backwards.of(context).consumed(last, loop, {_bare(container).split("[")[0]}, grad_fns):
             continue
-        first = steps[add_steps[0]]
-        first_retained = _exclusive(first, {k for k in first.variables if _container_of(k) == container})[0]
+        first = context.at(add_steps[0])
+        first_retained = exclusive(first, first.keys(container))[0]
         growth = (retained - first_retained) / (len(add_steps) - 1)
         only_here = len(grad_fns & nodes)
+        saved = _saved_count({n: view.node(n) for n in nodes})
         yield _container_diagnostic(
-            context, container, line, last, held, retained, growth, only_here, _saved_count(step, nodes),
+            context, container, line, last, held, retained, growth, only_here, saved,
             len(nodes), len(add_steps), _add_expr(facts.adds if facts else [], container),
         )
 
@@ -129,10 +160,10 @@ def _container_diagnostic(
     context: Context, container: str, line: int, last: int, held: list[str], retained: int, growth: float,
     only_here: int, saved: int, nodes: int, iterations: int, add: Add | None,
 ) -> Diagnostic:
-    step = context.steps[last]
+    view = context.at(last)
     name = _bare(container)
     value = text(add.value) if add is not None else "the value"
-    scalar = all(step.tensors[tid].shape == [] for tid in held)
+    scalar = all(view.tensor(tid).shape == [] for tid in held)  # type: ignore[union-attr]
     how = f"`{context.line_text(line)}`" if context.line_text(line) else f"line {line}"
     graphs = len(held)
     earlier = (
@@ -166,7 +197,7 @@ def _container_diagnostic(
         fix_item, fix_detach = f"`{call}({value}.item())`", f"`{call}({value}.detach())`"
     else:
         fix_item, fix_detach = f"`{value}.item()`", f"`{value}.detach()`"
-    if context.result.truncated:
+    if context.truncated:
         message += (" (The run stopped at the step limit; if a backward() after the loop goes through "
                     "these tensors, keeping them is intended.)")
     fix = (
@@ -190,38 +221,52 @@ def _id_order(tid: str) -> tuple[int, str]:
     return (int(digits), tid) if digits.isdigit() else (0, tid)
 
 
+def _chained(context: Context, earlier: tuple[int, str, str], later: tuple[int, str, str]) -> bool:
+    """The later value's graph leads back to the earlier value's grad_fn: one graph, grown.
+
+    Only nodes made since the earlier grad_fn can lead to it, so the search skips older ones: it
+    costs about one iteration's graph, however long the chain already is."""
+    _, _, fn = earlier
+    step, tid, later_fn = later
+    if later_fn == fn:
+        return False
+    floor = context.first_seen(fn)
+    return fn in reach(context.at(step), [tid], floor=floor or 0, until=fn).nodes
+
+
 def chained_graphs(context: Context) -> Iterator[Diagnostic]:
     """``total = total + loss`` in a loop: one graph that grows by an iteration's worth each time."""
-    steps = context.steps
-    history: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (name, line) → [(step, node count)]
-    for index, step in enumerate(steps):
-        facts = context.source.at(step.line)
+    # (name, line) → [(step, tensor, its grad_fn)]
+    history: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
+    for index in range(len(context)):
+        facts = context.facts(index)
         if facts is None or facts.loop is None:
             continue
         rebuilt = {name for name in facts.assigned if name in facts.names}
         rebuilt |= {w.receiver.id for w in facts.writes if w.op != "[]=" and hasattr(w.receiver, "id")}
+        view = context.at(index)
         for name in rebuilt:
             key = f"{facts.func}:{name}" if facts.func else name
-            tid = step.variables.get(key)
-            if tid is None or step.tensors[tid].grad_fn is None:
+            tid = view.variable(key)
+            fact = view.tensor(tid)
+            if fact is None or fact.grad_fn is None:
                 continue
-            count = len(reach(step, [tid]).nodes)
-            history.setdefault((key, step.line), []).append((index, count))
+            history.setdefault((key, context.line(index)), []).append((index, tid, fact.grad_fn))  # type: ignore[arg-type]
     for (key, line), points in history.items():
-        counts = [count for _, count in points]
-        if len(points) < 3 or any(b <= a for a, b in zip(counts, counts[1:], strict=False)):
+        pairs = zip(points, points[1:], strict=False)
+        if len(points) < 3 or not all(_chained(context, a, b) for a, b in pairs):
             continue
-        last = points[-1][0]
-        step = steps[last]
-        tid = step.variables[key]
+        last, tid, _ = points[-1]
+        view = context.at(last)
         facts = context.source.at(line)
         loop = facts.loop if facts is not None else None
-        nodes = reach(step, [tid]).nodes
-        if _consumed(context, last, loop, {_bare(key)}, nodes):
+        nodes = set(reach(view, [tid]).nodes)
+        if Backwards.of(context).consumed(last, loop, {_bare(key)}, nodes):
             continue
-        retained, _, only = _exclusive(step, {key})
-        first = _exclusive(steps[points[0][0]], {key})[0]
+        retained, _, _ = exclusive(view, {key})
+        first = exclusive(context.at(points[0][0]), {key})[0]
         growth = (retained - first) / (len(points) - 1)
+        count = len(nodes)
         name = _bare(key)
         yield Diagnostic(
             rule=CHAIN_RULE, severity="warning",
@@ -229,7 +274,7 @@ def chained_graphs(context: Context) -> Iterator[Diagnostic]:
             message=(
                 f"Line {line} (`{context.line_text(line)}`) builds `{name}` from its previous value on "
                 f"every loop iteration. `{name}` still has a grad_fn, so its graph links all "
-                f"{len(points)} iterations together: {counts[-1]} graph nodes, {fmt_bytes(retained)} kept "
+                f"{len(points)} iterations together: {count} graph nodes, {fmt_bytes(retained)} kept "
                 f"alive only through `{name}`, about {fmt_bytes(round(growth))} more per iteration. "
                 f"Nothing is freed until `{name}` is."
             ),

@@ -10,9 +10,10 @@ import ast
 from collections.abc import Iterator
 
 from app.diagnostics.context import Context
+from app.diagnostics.index import At
 from app.diagnostics.source import resolve, text
 from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, node_label, reach
-from app.schema import Diagnostic, Step
+from app.schema import Diagnostic
 
 LEAF_RULE = "inplace-on-leaf"
 TWICE_RULE = "backward-twice"
@@ -26,10 +27,10 @@ NON_SCALAR_MARK = "grad can be implicitly created only for scalar outputs"
 
 
 def runtime_errors(context: Context) -> Iterator[Diagnostic]:
-    error = context.result.error
+    error = context.error
     if error is None or error.kind != "runtime":
         return
-    step = len(context.steps) - 1 if context.steps else None
+    step = len(context) - 1 if len(context) else None
     if LEAF_MARK in error.message:
         yield _leaf(context, step, error.line)
     elif FREED_MARK in error.message:
@@ -55,10 +56,7 @@ def runtime_errors(context: Context) -> Iterator[Diagnostic]:
 
 def _predicted(context: Context) -> bool:
     """saved-tensor-modified already saw the bump in a snapshot and explains it at its line."""
-    return any(
-        MODIFIED_MARK in complaint
-        for step in context.steps for node in step.nodes.values() for complaint in node.saved_errors.values()
-    )
+    return bool(context.index.modified)
 
 
 def _code(context: Context, line: int | None) -> str:
@@ -68,7 +66,7 @@ def _code(context: Context, line: int | None) -> str:
 
 def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
     facts = context.source.at(line) if line is not None else None
-    last = context.steps[step] if step is not None else None
+    last = context.at(step) if step is not None else None
     name, tensors, replacement = "the tensor", [], None
     if facts is not None and last is not None:
         for write in facts.writes:
@@ -103,18 +101,21 @@ def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
 
 def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
     previous = None
-    for index in range(len(context.steps) - 1, -1, -1):
+    for index in range(len(context) - 1, -1, -1):
         facts = context.facts(index)
         if facts is not None and facts.backwards:
-            previous = context.steps[index].line
+            previous = context.line(index)
             break
     tensors: list[str] = []
     freed_names: list[str] = []
     carried_note = ""
     if step is not None:
-        last = context.steps[step]
+        last = context.at(step)
+        # The run's last state, whole: asked once, for the one finding.
+        final = context.index.final.nodes
+        context.index.reads += len(final)
         freed = {
-            nid for nid, node in last.nodes.items()
+            nid for nid, node in final.items()
             if any(FREED_MARK in m for m in node.saved_errors.values())
         }
         facts = context.source.at(line) if line is not None else None
@@ -124,9 +125,9 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
             tid = resolve(last, root, facts.func if facts else None)
             if tid is not None:
                 tensors.append(tid)
-                reached |= reach(last, [tid]).nodes
+                reached.update(reach(last, [tid]).nodes)
         used = (freed & reached) or freed
-        freed_names = sorted({node_label(last.nodes[n].name) for n in used})
+        freed_names = sorted({node_label(final[n].name) for n in used})
         loop = facts.loop if facts is not None else None
         if loop is not None:
             carried = _carried(context, last, loop, used, facts.func if facts else None)
@@ -163,7 +164,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
 
 
 def _carried(
-    context: Context, last: Step, loop: tuple[int, int], freed: set[str], func: str | None
+    context: Context, last: At, loop: tuple[int, int], freed: set[str], func: str | None
 ) -> list[tuple[str, str]]:
     """Names rebuilt from themselves inside the loop (``h = f(h)``) whose graph reaches freed nodes."""
     found = []
@@ -173,7 +174,7 @@ def _carried(
             continue
         for name in sorted(facts.assigned & facts.names):
             tid = resolve(last, ast.Name(name, ast.Load()), func)
-            if tid is not None and reach(last, [tid]).nodes & freed and (name, tid) not in found:
+            if tid is not None and reach(last, [tid]).nodes.keys() & freed and (name, tid) not in found:
                 found.append((name, tid))
     return found
 
@@ -184,7 +185,7 @@ def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnosti
     name = "the tensor"
     if facts is not None and step is not None and facts.backwards:
         for root in facts.backwards[0].roots:
-            tid = resolve(context.steps[step], root, facts.func)
+            tid = resolve(context.at(step), root, facts.func)
             name = f"`{text(root)}`"
             if tid is not None:
                 tensors.append(tid)
@@ -193,7 +194,7 @@ def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnosti
         lf = context.facts(index)
         if lf is None:
             continue
-        at = context.steps[index].line
+        at = context.line(index)
         if lf.grad_off and lf.assigned and f"line {at} runs under torch.no_grad()" not in hints:
             hints.append(f"line {at} runs under torch.no_grad()")
         for how, _expr in lf.cuts:
@@ -222,10 +223,10 @@ def _non_scalar(context: Context, step: int | None, line: int | None) -> Diagnos
         root = facts.backwards[0].roots[0] if facts.backwards[0].roots else None
         if root is not None:
             name = f"`{text(root)}`"
-            tid = resolve(context.steps[step], root, facts.func)
+            tid = resolve(context.at(step), root, facts.func)
             if tid is not None:
                 tensors = [tid]
-                shape = f" (shape {context.steps[step].tensors[tid].shape})"
+                shape = f" (shape {context.at(step).tensor(tid).shape})"  # type: ignore[union-attr]
     return Diagnostic(
         rule=NON_SCALAR_RULE, severity="error",
         title=f"backward() on {name}, which is not a single number",

@@ -9,13 +9,16 @@
 from __future__ import annotations
 
 import ast
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.diagnostics.context import Context
+from app.diagnostics.index import At
 from app.diagnostics.source import method_text, resolve, tensors_named, text
 from app.diagnostics.trace import label, leaves_reached
-from app.schema import Diagnostic, Step
+from app.schema import Diagnostic
 
 NONE_RULE = "grad-stays-none"
 NONLEAF_RULE = "nonleaf-grad-read"
@@ -32,90 +35,182 @@ class Cause:
     call: str = ""  # the cutting expression as written: `pred.detach()`
 
 
-def _depends_on(step: Step, tids: set[str], leaf: str) -> bool:
-    return any(tid == leaf or leaf in leaves_reached(step, tid) for tid in tids)
+class Causes:
+    """Where a leaf was cut out of the graph before a backward(): the latest line that detached a
+    value depending on it, else the latest ``no_grad`` line that used it.
+
+    What a line's expressions depend on (the tensors they name and the leaves those reach) is worked
+    out once per line run and shared by every leaf asked about; a leaf looks only at the lines run
+    while it existed, latest first, and stops at the first that explains it."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.cut_steps: list[int] = []
+        self.off_steps: list[int] = []
+        for index in range(len(context)):
+            facts = context.facts(index)
+            if facts is not None and facts.cuts:
+                self.cut_steps.append(index)
+            if facts is not None and facts.grad_off:
+                self.off_steps.append(index)
+        self._cuts: dict[int, list[set[str]]] = {}
+        self._used: dict[int, set[str]] = {}
+
+    def _depends(self, views: tuple[At, ...], tids: set[str]) -> set[str]:
+        """The tensors and every leaf they reach, at each of the views."""
+        found = set(tids)
+        for view in views:
+            for tid in tids:
+                found |= leaves_reached(view, tid)
+        return found
+
+    def _cut_sets(self, index: int) -> list[set[str]]:
+        """Per cut of step ``index``'s line (in order): what the cut-off expression depends on."""
+        if index not in self._cuts:
+            context = self.context
+            facts = context.facts(index)
+            before, after = context.before(index), context.at(index)
+            sets = []
+            for _, expr in facts.cuts:  # type: ignore[union-attr]
+                tid = resolve(before, expr, facts.func) or resolve(after, expr, facts.func)  # type: ignore[union-attr]
+                names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+                tids = {tid} if tid is not None else tensors_named(before, names, facts.func)  # type: ignore[union-attr]
+                sets.append(self._depends((before, after), tids))
+            self._cuts[index] = sets
+        return self._cuts[index]
+
+    def _used_set(self, index: int) -> set[str]:
+        if index not in self._used:
+            facts = self.context.facts(index)
+            before = self.context.before(index)
+            tids = tensors_named(before, facts.names, facts.func)  # type: ignore[union-attr]
+            self._used[index] = self._depends((before,), tids)
+        return self._used[index]
+
+    def of(self, leaf: str, backward_step: int) -> Cause:
+        context = self.context
+        born = context.first_seen(leaf) or 0
+        for index in reversed(self.cut_steps[bisect_left(self.cut_steps, born):
+                                             bisect_left(self.cut_steps, backward_step)]):
+            facts = context.facts(index)
+            sets = self._cut_sets(index)
+            for (how, expr), depends in reversed(list(zip(facts.cuts, sets, strict=True))):  # type: ignore[union-attr]
+                if leaf in depends:
+                    return Cause("cut", context.line(index), how, text(expr), facts.deliberate_cut,  # type: ignore[union-attr]
+                                 method_text(expr, how))
+        for index in reversed(self.off_steps[bisect_left(self.off_steps, born):
+                                             bisect_left(self.off_steps, backward_step)]):
+            facts = context.facts(index)
+            before = context.before(index)
+            if any(resolve(before, w.receiver, facts.func) == leaf for w in facts.writes):  # type: ignore[union-attr]
+                continue  # the update itself (``w -= lr * w.grad``) runs under no_grad on purpose
+            if leaf in self._used_set(index):
+                return Cause("no_grad", context.line(index))
+        return Cause("unused")
 
 
-def _cause(context: Context, leaf: str, backward_step: int) -> Cause:
-    """The latest line before the backward that cut the leaf out of the graph."""
-    cut: Cause | None = None
-    no_grad: Cause | None = None
-    for index in range(backward_step):
-        facts = context.facts(index)
-        if facts is None:
+def _backward_steps(context: Context) -> list[int]:
+    return [
+        index for index in range(1, len(context))
+        if (facts := context.facts(index)) is not None
+        and any(b.kind == "backward" and not b.limited for b in facts.backwards)
+    ]
+
+
+def _first_missed(context: Context, tid: str, backwards: list[int]) -> int | None:
+    """The first backward() step after which ``tid`` — a named leaf that requires grad, alive before
+    the line — has no ``.grad``, and never gets one later. None if there is none.
+
+    From the step after its last ``.grad`` on, only the tensor's own changes (its fact, its names)
+    can make a backward step qualify or not: it jumps from change to change, not step by step."""
+    index = context.index
+    since = index.grad_until.get(tid, -1) + 1
+    if since == math.inf:
+        return None
+    history = index.timeline.changes_of("tensors", tid)
+    if not any(f is not None and f.is_leaf and f.requires_grad for _, f in history):
+        return None
+    changes = [s for s, _ in history]
+    i = bisect_left(backwards, max(since, 1))
+    while i < len(backwards):
+        b = backwards[i]
+        view = context.at(b)
+        fact = view.tensor(tid)
+        if fact is not None and fact.is_leaf and fact.requires_grad and fact.grad is None \
+                and view.name_count(tid) > 0:
+            if context.before(b).tensor(tid) is not None:
+                return b
+            i += 1  # it appeared on this very line: the next backward() may count it
             continue
-        before = context.before(index)
-        for how, expr in facts.cuts:
-            tid = resolve(before, expr, facts.func) or resolve(context.steps[index], expr, facts.func)
-            names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-            tids = {tid} if tid is not None else tensors_named(before, names, facts.func)
-            if _depends_on(before, tids, leaf) or _depends_on(context.steps[index], tids, leaf):
-                cut = Cause("cut", context.steps[index].line, how, text(expr), facts.deliberate_cut,
-                            method_text(expr, how))
-        updates_leaf = any(resolve(before, w.receiver, facts.func) == leaf for w in facts.writes)
-        if facts.grad_off and not updates_leaf:
-            tids = tensors_named(before, facts.names, facts.func)
-            if _depends_on(before, tids, leaf):
-                no_grad = Cause("no_grad", context.steps[index].line)
-    return cut or no_grad or Cause("unused")
+        # Nothing about tid moves before its next change: skip the backward steps until then.
+        j = bisect_right(changes, b)
+        upcoming = [changes[j]] if j < len(changes) else []
+        if (n := index.names.next_change(tid, b)) is not None:
+            upcoming.append(n)
+        if not upcoming:
+            return None
+        i = max(i + 1, bisect_left(backwards, min(upcoming)))
+    return None
 
 
 def grad_stays_none(context: Context) -> Iterator[Diagnostic]:
-    steps = context.steps
-    reported: set[str] = set()
-    for index in range(1, len(steps)):
+    backwards = _backward_steps(context)
+    if not backwards:
+        return
+    first: dict[int, list[str]] = {}
+    for tid in context.index.names.ever():
+        b = _first_missed(context, tid, backwards)  # type: ignore[arg-type]
+        if b is not None:
+            first.setdefault(b, []).append(tid)  # type: ignore[arg-type]
+    causes = Causes(context)
+    higher = HigherOrder(context)
+    for index in sorted(first):
         facts = context.facts(index)
-        if facts is None or not any(b.kind == "backward" and not b.limited for b in facts.backwards):
-            continue
-        before, step = steps[index - 1], steps[index]
-        missing = [
-            tid for key, tid in step.variables.items()
-            if tid not in reported and tid in before.tensors
-            and step.tensors[tid].is_leaf and step.tensors[tid].requires_grad
-            and step.tensors[tid].grad is None and _never_gets_grad(context, tid, index)
-        ]
-        higher_order, grad_inputs = _higher_order(context, index) if missing else (False, set())
+        step = context.at(index)
+        missing = sorted(first[index], key=step.variable_place)  # the order the step lists its variables
+        higher_order, grad_inputs = higher.before(index)
         groups: dict[Cause, list[str]] = {}
-        for tid in dict.fromkeys(missing):
-            reported.add(tid)
-            cause = _cause(context, tid, index)
+        for tid in missing:
+            cause = causes.of(tid, index)
             if tid in grad_inputs or (higher_order and cause.kind == "unused"):
                 continue
             groups.setdefault(cause, []).append(tid)
         for cause, tids in groups.items():
-            yield _none_diagnostic(context, index, cause, tids, facts.backwards[0].roots)
+            yield _none_diagnostic(context, index, cause, tids, facts.backwards[0].roots)  # type: ignore[union-attr]
 
 
-def _higher_order(context: Context, upto: int) -> tuple[bool, set[str]]:
-    """(an autograd.grad ran before ``upto``, the tensors it differentiated with respect to).
+class HigherOrder:
+    """(an autograd.grad ran before a step, the tensors it differentiated with respect to).
 
     Those inputs need requires_grad for autograd.grad itself, and in gradient-penalty code some
     parameters legitimately drop out of the differentiated graph (a bias has a constant derivative).
+    Asked for steps in increasing order, it resolves each autograd.grad call once.
     """
-    ran, inputs = False, set()
-    for index in range(upto):
-        facts = context.facts(index)
-        for backward in facts.backwards if facts is not None else []:
-            if backward.kind != "grad":
-                continue
-            ran = True
-            for expr in backward.inputs:
-                tid = context.resolve_before(index, expr, facts.func)  # type: ignore[union-attr]
-                if tid is not None:
-                    inputs.add(tid)
-    return ran, inputs
 
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.calls = [i for i in range(len(context)) if (f := context.facts(i)) is not None
+                      and any(b.kind == "grad" for b in f.backwards)]
+        self.done = 0
+        self.inputs: set[str] = set()
 
-def _never_gets_grad(context: Context, tid: str, start: int) -> bool:
-    for step in context.steps[start:]:
-        fact = step.tensors.get(tid)
-        if fact is not None and fact.grad is not None:
-            return False
-    return True
+    def before(self, upto: int) -> tuple[bool, set[str]]:
+        context = self.context
+        while self.done < len(self.calls) and self.calls[self.done] < upto:
+            index = self.calls[self.done]
+            facts = context.facts(index)
+            for backward in facts.backwards:  # type: ignore[union-attr]
+                if backward.kind == "grad":
+                    for expr in backward.inputs:
+                        tid = context.resolve_before(index, expr, facts.func)  # type: ignore[union-attr]
+                        if tid is not None:
+                            self.inputs.add(tid)
+            self.done += 1
+        return self.done > 0, set(self.inputs)
 
 
 def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str], roots: tuple) -> Diagnostic:
-    step = context.steps[index]
+    step = context.at(index)
     names = ", ".join(label(step, tid) for tid in tids)
     plural = len(tids) > 1
     root = f"`{text(roots[0])}`" if roots else "the loss"
@@ -174,45 +269,58 @@ def hidden_cuts(context: Context) -> Iterator[Diagnostic]:
     grad_fn. A detach() written in the statement itself is visible and usually deliberate: the
     ``grad-stays-none`` rule explains those once backward() runs.
     """
-    steps = context.steps
-    for index, step in enumerate(steps):
+    # Steps whose line detaches (not as a statement of its own): the candidates for "inside".
+    cut_steps = [
+        j for j in range(len(context)) if (f := context.facts(j)) is not None and not f.deliberate_cut
+        and any(how in ("detach()", ".data", "detach_()") for how, _ in f.cuts)
+    ]
+    last_of: dict[str | None, int] = {}  # function → the latest step its own code ran
+    for index in range(len(context)):
         facts = context.facts(index)
-        if facts is None or facts.grad_off or not facts.assigned:
+        if facts is None:
             continue
         caller = facts.func
-        start = index - 1
-        while start >= 0 and (context.facts(start) is None or context.facts(start).func != caller):  # type: ignore[union-attr]
-            start -= 1
-        inside = [
-            j for j in range(start + 1, index) if (f := context.facts(j)) is not None and f.func != caller
-        ]
+        start = last_of.get(caller, -1)  # the caller's previous line: what ran since is the call
+        last_of[caller] = index
+        if facts.grad_off or not facts.assigned:
+            continue
         cuts = [
-            (j, how, expr) for j in inside for how, expr in context.facts(j).cuts  # type: ignore[union-attr]
-            if how in ("detach()", ".data", "detach_()") and not context.facts(j).deliberate_cut  # type: ignore[union-attr]
+            (j, how, expr)
+            for j in cut_steps[bisect_right(cut_steps, start):bisect_left(cut_steps, index)]
+            if (f := context.facts(j)) is not None and f.func != caller
+            for how, expr in f.cuts if how in ("detach()", ".data", "detach_()")
         ]
         if not cuts:
             continue
+        step = context.at(index)
         before = context.before(start + 1) if start >= 0 else context.before(0)
-        inputs = {t for t in tensors_named(before, facts.names, caller) if before.tensors[t].requires_grad}
-        if not inputs:
-            continue
+        made = []
         for name in sorted(facts.assigned):
             key = f"{caller}:{name}" if caller else name
-            tid = step.variables.get(key)
-            if tid is None or before.variables.get(key) == tid or step.tensors[tid].requires_grad:
+            tid = step.variable(key)
+            fact = step.tensor(tid)
+            if tid is None or before.variable(key) == tid or fact is None or fact.requires_grad:
                 continue
+            made.append((tid, name))
+        if not made:
+            continue
+        inputs = {t for t in tensors_named(before, facts.names, caller)
+                  if (f := before.tensor(t)) is not None and f.requires_grad}
+        if not inputs:
+            continue
+        for tid, name in made:
             yield _hidden_cut(context, index, tid, name, cuts[-1], inputs, before)
 
 
 def _hidden_cut(
     context: Context, index: int, tid: str, name: str, cut: tuple[int, str, ast.expr], inputs: set[str],
-    before: Step,
+    before: At,
 ) -> Diagnostic:
-    step = context.steps[index]
+    step = context.at(index)
     j, how, expr = cut
     inner = context.facts(j)
     func = inner.func if inner is not None else None
-    cut_line = context.steps[j].line
+    cut_line = context.line(j)
     leaves = sorted({leaf for t in inputs for leaf in leaves_reached(before, t)})
     leaf_names = ", ".join(label(before, leaf) for leaf in leaves) or "the tensors that require grad"
     source = ", ".join(sorted(label(before, t) for t in inputs))
@@ -237,44 +345,44 @@ def _hidden_cut(
 
 def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
     reported: set[int] = set()
-    for index, step in enumerate(context.steps):
+    for index in range(len(context)):
         facts = context.facts(index)
-        if facts is None or not facts.grad_reads or step.line in reported:
+        line = context.line(index)
+        if facts is None or not facts.grad_reads or line in reported:
             continue
-        before = context.before(index)
+        before, step = context.before(index), context.at(index)
         for expr in facts.grad_reads:
             tid = resolve(before, expr, facts.func) or resolve(step, expr, facts.func)
-            fact = before.tensors.get(tid) or step.tensors.get(tid)  # type: ignore[arg-type]
+            fact = before.tensor(tid) or step.tensor(tid)
             if tid is None or fact is None or fact.is_leaf or fact.retains_grad:
                 continue
-            reported.add(step.line)
+            reported.add(line)
             name = text(expr)
             created = context.first_seen(tid)
-            created_line = context.steps[created].line if created is not None else None
+            created_line = context.line(created) if created is not None else None
             where = f" right after line {created_line} creates it" if created_line is not None else ""
             yield Diagnostic(
                 rule=NONLEAF_RULE, severity="warning",
                 title=f"`{name}.grad` is always None: `{name}` is not a leaf",
                 message=(
-                    f"Line {step.line} reads `{name}.grad`. `{name}` was computed by an operation (its "
-                    f"grad_fn is {_grad_fn_name(before if tid in before.tensors else step, tid)}), so it is "
-                    f"not a leaf, and backward() only fills `.grad` of leaf tensors; the gradients flowing "
-                    f"through intermediate results are freed as soon as they are used. `{name}.grad` is None "
-                    f"here and stays None."
+                    f"Line {line} reads `{name}.grad`. `{name}` was computed by an operation (its "
+                    f"grad_fn is {_grad_fn_name(before if before.tensor(tid) is not None else step, tid)}), "
+                    f"so it is not a leaf, and backward() only fills `.grad` of leaf tensors; the gradients "
+                    f"flowing through intermediate results are freed as soon as they are used. "
+                    f"`{name}.grad` is None here and stays None."
                 ),
                 fix=(
                     f"Call `{name}.retain_grad()`{where}, before backward(), to keep its gradient; or ask "
                     f"for it directly: `torch.autograd.grad(loss, {name})`."
                 ),
-                step=index, line=step.line, tensors=[tid],
+                step=index, line=line, tensors=[tid],
                 lines=[created_line] if created_line is not None else [],
             )
             break
 
 
-def _grad_fn_name(step: Step, tid: str) -> str:
-    node = step.tensors[tid].grad_fn
-    if node is None or node not in step.nodes:
+def _grad_fn_name(view: At, tid: str) -> str:
+    node = view.node(view.tensor(tid).grad_fn)  # type: ignore[union-attr]
+    if node is None:
         return "set"
-    return f"`{step.nodes[node].name}`"
-
+    return f"`{node.name}`"

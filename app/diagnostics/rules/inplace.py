@@ -15,26 +15,20 @@ import re
 from collections.abc import Iterator
 
 from app.diagnostics.context import Context
+from app.diagnostics.index import MODIFIED_MARK, At
 from app.diagnostics.source import LineFacts, Write, resolve, text
-from app.diagnostics.trace import (
-    MODIFIED_MARK,
-    detached_from,
-    label,
-    node_label,
-    saved_by,
-    version_bumps,
-)
-from app.schema import Diagnostic, Step
+from app.diagnostics.trace import detached_from, label, node_label, saved_by, version_bumps
+from app.schema import Diagnostic
 
 SAVED_RULE = "saved-tensor-modified"
 ALIAS_RULE = "inplace-through-detached-alias"
 VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
-def _receiver_tensor(step: Step, expr: ast.expr, func: str | None) -> str | None:
+def _receiver_tensor(view: At, expr: ast.expr, func: str | None) -> str | None:
     """The tensor an in-place receiver names, peeling ``[...]``, ``.T`` and view calls: ``d[0]`` → ``d``."""
     while True:
-        tid = resolve(step, expr, func)
+        tid = resolve(view, expr, func)
         if tid is not None:
             return tid
         if isinstance(expr, ast.Subscript | ast.Attribute):
@@ -50,41 +44,40 @@ def _writes_to(context: Context, index: int, facts: LineFacts, storage: str) -> 
     found = []
     for write in facts.writes:
         tid = _receiver_tensor(before, write.base or write.receiver, facts.func)
-        if tid is not None and before.tensors[tid].storage == storage:
+        if tid is not None and before.tensor(tid).storage == storage:  # type: ignore[union-attr]
             found.append(write)
     return found
 
 
 def saved_modified(context: Context) -> Iterator[Diagnostic]:
-    steps = context.steps
-    reported: set[tuple[str, str]] = set()
+    """One diagnostic per line that broke a saved tensor (the index lists each broken saved tensor
+    once, at the step its complaint first appeared, in the order that step lists its nodes)."""
     by_line: dict[int, Diagnostic] = {}
-    error = context.result.error
+    error = context.error
     failed = error is not None and MODIFIED_MARK in error.message
-    for index, step in enumerate(steps):
-        before = context.before(index)
-        for nid, node in step.nodes.items():
-            for name, complaint in node.saved_errors.items():
-                if MODIFIED_MARK not in complaint or (nid, name) in reported:
-                    continue
-                reported.add((nid, name))
-                if step.line in by_line:  # one line, several saved tensors: one diagnostic
-                    continue
-                diagnostic = _saved_diagnostic(context, index, nid, name, complaint, before, step, failed)
-                by_line[step.line] = diagnostic
-                yield diagnostic
+    for index, _, _, nid, name, complaint in context.index.modified:
+        line = context.line(index)
+        if line in by_line:  # one line, several saved tensors: one diagnostic
+            continue
+        diagnostic = _saved_diagnostic(context, index, nid, name, complaint, failed)
+        by_line[line] = diagnostic
+        yield diagnostic
 
 
 def _saved_diagnostic(
-    context: Context, index: int, nid: str, name: str, complaint: str, before: Step, step: Step, failed: bool
+    context: Context, index: int, nid: str, name: str, complaint: str, failed: bool
 ) -> Diagnostic:
-    node = step.nodes[nid]
+    before, step = context.before(index), context.at(index)
+    node = step.node(nid)
+    assert node is not None
     created = context.first_seen(nid)
-    created_line = context.steps[created].line if created is not None else None
-    saved_tid = before.nodes[nid].saved.get(name) if nid in before.nodes else None
-    bumped = version_bumps(before, step)
-    storage = before.tensors[saved_tid].storage if saved_tid in before.tensors else None
-    written = sorted(t for t in bumped if storage is not None and step.tensors[t].storage == storage)
+    created_line = context.line(created) if created is not None else None
+    node_before = before.node(nid)
+    saved_tid = node_before.saved.get(name) if node_before is not None else None
+    bumped = version_bumps(context.index, index)
+    saved_fact = before.tensor(saved_tid)
+    storage = saved_fact.storage if saved_fact is not None else None
+    written = sorted(t for t in bumped if storage is not None and step.tensor(t).storage == storage)  # type: ignore[union-attr]
     tensors = sorted({t for t in (saved_tid, *written) if t is not None})
     what = label(before, saved_tid) if saved_tid is not None else "a tensor it saved"
     versions = VERSIONS.search(complaint)
@@ -112,14 +105,16 @@ def _saved_diagnostic(
             fixes.append(f"write the new value out of place: `{replacement}`")
     fixes.append("or change a copy: `.clone()` first, then modify the clone")
     outcome = (
-        f" It does: backward() at line {context.result.error.line} stopped with that error."  # type: ignore[union-attr]
+        f" It does: backward() at line {context.error.line} stopped with that error."  # type: ignore[union-attr]
         if failed else ""
     )
     node_name = node_label(node.name)
     made = f", created at line {created_line}," if created_line is not None else ""
+    # A tensor without a name is described by who saved it: said once, the second mention is "it".
+    again = what if what.startswith("`") else "it"
     message = (
         f"Line {step.line}{code} changed {what} in place: its version counter went from {expected} to {now}. "
-        f"But `{node_name}`{made} saved {what} (as `{name}`) to compute gradients later, and needs it "
+        f"But `{node_name}`{made} saved {again} (as `{name}`) to compute gradients later, and needs it "
         f"unchanged (version {expected}).{alias_note} Any backward() through this graph will therefore "
         f"fail with \"one of the variables needed for gradient computation has been modified by an "
         f"inplace operation\".{outcome}"
@@ -144,13 +139,12 @@ def _independent_copy(context: Context, made_at: int | None, name: str) -> str:
 
 
 def alias_writes(context: Context) -> Iterator[Diagnostic]:
-    steps = context.steps
     reported: set[tuple[int, str]] = set()
-    for index in range(1, len(steps)):
+    for index in range(1, len(context)):
         facts = context.facts(index)
         if facts is None or not facts.writes:
             continue
-        before, step = steps[index - 1], steps[index]
+        before, step = context.before(index), context.at(index)
         for write in facts.writes:
             found = _alias_write(before, step, write, facts)
             if found is None:
@@ -166,24 +160,26 @@ def alias_writes(context: Context) -> Iterator[Diagnostic]:
 
 
 def _alias_write(
-    before: Step, step: Step, write: Write, facts: LineFacts
+    before: At, step: At, write: Write, facts: LineFacts
 ) -> tuple[str | None, list[str], str] | None:
     """(named alias or None, tensors that require grad behind it, storage) for a write through an alias."""
     if write.via is not None and write.base is not None:  # inline: x.data.add_(1), x.detach()[0] = 5
         original = _receiver_tensor(before, write.base, facts.func)
-        if original is None or not before.tensors[original].requires_grad:
+        fact = before.tensor(original)
+        if fact is None or not fact.requires_grad:
             return None
-        storage = before.tensors[original].storage
-        return (None, [original], storage) if storage is not None else None
+        return (None, [original], fact.storage) if fact.storage is not None else None  # type: ignore[list-item]
     alias = _receiver_tensor(before, write.receiver, facts.func)
     if alias is None:
         return None
-    originals = detached_from(before, alias)
-    storage = before.tensors[alias].storage
-    if not originals or storage is None:
+    # Evidence that the write happened: the alias's version moved (detach() and .data aliases both
+    # count). Checked first: it is one fact, the tensors sharing the memory are more.
+    old, new = before.tensor(alias), step.tensor(alias)
+    if old is None or new is None or (new.version or 0) <= (old.version or 0):
         return None
-    # Evidence that the write happened: the alias's version moved (detach() and .data aliases both count).
-    if alias not in version_bumps(before, step):
+    originals = detached_from(before, alias)
+    storage = old.storage
+    if not originals or storage is None:
         return None
     return alias, originals, storage
 
@@ -191,12 +187,12 @@ def _alias_write(
 def _alias_diagnostic(
     context: Context, index: int, write: Write, alias: str | None, originals: list[str], storage: str
 ) -> Diagnostic | None:
-    before, step = context.before(index), context.steps[index]
+    before, step = context.before(index), context.at(index)
     saved = saved_by(before, storage)
     # With a shared version counter (detach()), saved-tensor-modified already explains the failure.
     caught = any(
-        MODIFIED_MARK in step.nodes[nid].saved_errors.get(name, "")
-        for nid, name, _ in saved if nid in step.nodes
+        MODIFIED_MARK in node.saved_errors.get(name, "")
+        for nid, name, _ in saved if (node := step.node(nid)) is not None
     )
     silent = [s for s in saved if not caught]
     if alias is None and not silent:
@@ -206,12 +202,13 @@ def _alias_diagnostic(
     code = f"`{context.line_text(step.line)}`"
     if alias is not None:
         made_at = context.first_seen(alias)
-        made_line = context.steps[made_at].line if made_at is not None else None
+        made_line = context.line(made_at) if made_at is not None else None
         alias_name = label(before, alias)
         made = f" (line {made_line}: `{context.line_text(made_line)}`)" if made_line is not None else ""
+        memory = f"{what}'s memory" if what.startswith("`") else f"the memory of {what}"
         head = (
             f"{alias_name}{made} is not a copy of {what}: detach() and .data return a tensor that shares "
-            f"{what}'s memory and only drops the gradient tracking. So {code} at line {step.line} changed "
+            f"{memory} and only drops the gradient tracking. So {code} at line {step.line} changed "
             f"{what} too."
         )
         copy = _independent_copy(context, made_at, alias_name.strip("`"))
@@ -233,9 +230,9 @@ def _alias_diagnostic(
     severity = "warning"
     if silent:
         nid, name, tid = silent[0]
-        node = node_label(before.nodes[nid].name)
+        node = node_label(before.node(nid).name)  # type: ignore[union-attr]
         created = context.first_seen(nid)
-        created_line = context.steps[created].line if created is not None else None
+        created_line = context.line(created) if created is not None else None
         head += (
             f" Worse, `{node}` (line {created_line}) saved {label(before, tid)} for backward. A write "
             f"through `.data` does not move the version counter, so backward() will not fail: it will "

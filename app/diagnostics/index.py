@@ -1,0 +1,471 @@
+"""Everything the rules ask of a trace, built in one replay of its deltas, and read step by step.
+
+The rules ask questions such as "which names did tensor t have at step 40", "which tensors used
+storage s then", "who saved it", "how many live facts point at this node". Answering them by
+scanning whole steps costs steps × live tensors (a 1,000-iteration leak: quadratic). ``Index``
+instead follows ``app.trace.replay`` once and keeps, for every key, the *spans* of steps during which
+each member belonged to it (``Relation``) and the history of every per-id value (``Series``, ``Counts``), so a
+question costs the history of the ids it names, never a scan of a step. ``At`` is one step seen
+through those histories; every rule reads the trace only through it (``Index.reads`` counts the facts
+and spans it touched: the tests use it to prove the work grows linearly with the trace).
+
+Who keeps a tensor alive (named vs held only by the graph) is ``app.trace.holding.Holding``'s
+definition: the index runs it and records, for the tensors each step touched, how a message can name
+them when no variable does.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_right
+from collections.abc import Hashable
+from itertools import count
+from typing import Any
+
+from app.budget import current_budget
+from app.diagnostics.memory import Accounting
+from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.trace.holding import Holding
+from app.trace.replay import State, Timeline, replay
+
+MODIFIED_MARK = "modified by an inplace operation"
+
+
+def container_of(key: str) -> str | None:
+    """``losses`` for ``losses[3]``, ``hist['loss']`` for ``hist['loss'][0]``; None for a plain name."""
+    if not key.endswith("]") or "[" not in key:
+        return None
+    return key[: key.rindex("[")]
+
+
+def head_of(key: str) -> tuple[str | None, str]:
+    """(function, head name) of a variable key: ``f:x.w[0]`` → ("f", "x"), ``m.fc.weight`` → (None, "m")."""
+    prefix, local = key.split(":", 1) if ":" in key else (None, key)
+    return prefix, local.split(".", 1)[0].split("[", 1)[0]
+
+
+def tensor_edges(fact: TensorFact | None) -> list[str]:
+    """What a tensor keeps alive, as ``reach`` follows it: its .grad, ._base and grad_fn."""
+    if fact is None:
+        return []
+    return [x for x in (fact.grad, fact.base, fact.grad_fn) if x is not None]
+
+
+def node_edges(node: NodeFact | None) -> list[str]:
+    """What a node keeps alive: the nodes of ``next``, its leaf and the tensors it saved."""
+    if node is None:
+        return []
+    out = [n for n in node.next if n is not None]
+    if node.variable is not None:
+        out.append(node.variable)
+    out.extend(t for t in node.saved.values() if t is not None)
+    return out
+
+
+OPEN = 2**62  # the end of a span that has not ended
+
+
+class Series:
+    """One value over the run: from ``steps[i]`` on it is ``values[i]`` (before the first: ``default``)."""
+
+    __slots__ = ("default", "steps", "values")
+
+    def __init__(self, default: Any = None) -> None:
+        self.default = default
+        self.steps = array("q")
+        self.values: list[Any] = []
+
+    def set(self, step: int, value: Any) -> None:
+        if self.steps and self.steps[-1] == step:
+            self.values[-1] = value
+        elif not self.values or self.values[-1] != value:
+            self.steps.append(step)
+            self.values.append(value)
+
+    def at(self, step: int) -> Any:
+        i = bisect_right(self.steps, step) - 1
+        return self.values[i] if i >= 0 else self.default
+
+
+class Counts:
+    """Per key, a number over the run. Each key's history is two arrays of ints: a long run makes
+    no Python object per change (the garbage collector walks every such object, again and again)."""
+
+    def __init__(self) -> None:
+        self._table: dict[Hashable, tuple[array, array]] = {}
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._table
+
+    def set(self, key: Hashable, step: int, value: int) -> None:
+        entry = self._table.get(key)
+        if entry is None:
+            entry = self._table[key] = (array("q"), array("q"))
+        steps, values = entry
+        if steps and steps[-1] == step:
+            values[-1] = value
+        elif not values or values[-1] != value:
+            steps.append(step)
+            values.append(value)
+
+    def at(self, key: Hashable, step: int) -> int:
+        entry = self._table.get(key)
+        if entry is None:
+            return 0
+        i = bisect_right(entry[0], step) - 1
+        return entry[1][i] if i >= 0 else 0
+
+    def next_change(self, key: Hashable, step: int) -> int | None:
+        """The first step after ``step`` at which the number changes, if any."""
+        entry = self._table.get(key)
+        if entry is None:
+            return None
+        i = bisect_right(entry[0], step)
+        return entry[0][i] if i < len(entry[0]) else None
+
+
+class Relation:
+    """key → members over time. Each membership is a span of steps [start, end); ``members(key, k)``
+    scans the spans of that key only, and ``size(key, k)`` is a lookup. The spans of all keys live
+    in a few flat arrays (each key keeps the indexes of its own), for the reason ``Counts`` gives."""
+
+    def __init__(self, index: Index, *, sized: bool = False) -> None:
+        self._index = index
+        self._members: list[Any] = []
+        self._data: list[Any] = []
+        self._starts = array("q")
+        self._ends = array("q")
+        self._spans: dict[Hashable, array] = {}  # key -> indexes of its spans, in the order they began
+        self._open: dict[tuple[Hashable, Hashable], int] = {}
+        self._sized = sized  # keep each key's member count over time (``size``, ``next_change``)
+        self._sizes = Counts()
+        self._size: dict[Hashable, int] = {}
+
+    def add(self, key: Hashable, member: Hashable, step: int, data: Any = None) -> None:
+        if (key, member) in self._open:
+            self.remove(key, member, step)
+        span = len(self._members)
+        self._members.append(member)
+        self._data.append(data)
+        self._starts.append(step)
+        self._ends.append(OPEN)
+        spans = self._spans.get(key)
+        if spans is None:
+            spans = self._spans[key] = array("q")
+        spans.append(span)
+        self._open[(key, member)] = span
+        if self._sized:
+            self._resize(key, step, +1)
+
+    def remove(self, key: Hashable, member: Hashable, step: int) -> None:
+        span = self._open.pop((key, member), None)
+        if span is None:
+            return
+        self._ends[span] = step  # a span that began at this very step is empty: never visible
+        if self._sized:
+            self._resize(key, step, -1)
+
+    def _resize(self, key: Hashable, step: int, delta: int) -> None:
+        size = self._size[key] = self._size.get(key, 0) + delta
+        self._sizes.set(key, step, size)
+
+    def members(self, key: Hashable, step: int) -> list[tuple[Any, Any]]:
+        """(member, data) of every membership of ``key`` at ``step``, in the order they began."""
+        spans = self._spans.get(key, ())
+        self._index.reads += len(spans) + 1
+        starts, ends, members, data = self._starts, self._ends, self._members, self._data
+        return [(members[i], data[i]) for i in spans if starts[i] <= step < ends[i]]
+
+    def size(self, key: Hashable, step: int) -> int:
+        self._index.reads += 1
+        return self._sizes.at(key, step)
+
+    def next_change(self, key: Hashable, step: int) -> int | None:
+        """The first step after ``step`` at which ``key`` gains or loses a member."""
+        return self._sizes.next_change(key, step)
+
+    def ever(self) -> list[Hashable]:
+        """Every key that ever had a member."""
+        return list(self._spans)
+
+
+class Index:
+    """The histories of one trace (see the module docstring). Built in one pass over the deltas."""
+
+    def __init__(self, trace: DeltaTrace, *, accounting: Accounting | None = None) -> None:
+        self.trace = trace
+        self.accounting = accounting  # fed from the same replay and Holding, when given
+        self.reads = 0
+        self.timeline = Timeline(trace)
+        self.lines = self.timeline.lines
+        self.names = Relation(self, sized=True)  # tensor -> variable name; data: its place in the step
+        # Every variable key ever bound, by container ("losses" -> "losses[3]") and by (function or
+        # None, head name): a name's binding at a step is the timeline's to say.
+        self.items: dict[str, list[str]] = {}
+        self.headed: dict[tuple[str | None, str], list[str]] = {}
+        self.users = Relation(self, sized=True)  # storage -> tensor
+        self.savers = Relation(self)  # tensor -> (node, saved name)
+        self.refs = Counts()  # tensor/node id -> how many edges of live facts point at it
+        self.places = Counts()  # variable name -> its place in the step's variables
+        self.grad_users = Counts()  # storage -> how many tensors on it require grad
+        self.gone: dict[str, array] = {}  # tensor -> the steps at which it was dropped
+        self._grad_users: dict[str, int] = {}  # (while building) storage -> its count now
+        # tensor/node id -> (step, its place in the step's dict); a Series once it moved (dropped and back)
+        self.order: dict[str, tuple[int, int] | Series] = {}
+        self.labels: dict[str, Series] = {}  # tensor -> (Holding's first name, first graph holder)
+        # storage -> (step, previous step a tensor was seen on it) where that tensor's version rose
+        self.bumps: dict[str, list[tuple[int, int]]] = {}
+        self.grad_until: dict[str, float] = {}  # tensor -> last step at which it had a .grad
+        # (step, node's place, saved name's place, node, saved name, complaint): a saved tensor
+        # first reported as modified in place, in the order a step lists them
+        self.modified: list[tuple[int, int, int, str, str, str]] = []
+        self.final = State()
+        self._build()
+
+    def at(self, step: int) -> At:
+        return At(self, step)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    # ---- the one pass ----------------------------------------------------------------------------
+    def _build(self) -> None:
+        holding = Holding()
+        places = count()
+        var_place: dict[str, int] = {}
+        refs: dict[str, int] = {}
+        seen_on: dict[tuple[str, str], tuple[int, float]] = {}  # (tensor, storage) -> (version, left at)
+        flagged: set[tuple[str, str]] = set()
+        state = State()
+        budget = current_budget()
+        for state, changes in replay(self.trace):  # noqa: B007 - the last state is kept below
+            if not changes.index % 256:
+                budget.check()
+            k = changes.index
+            delta, dropped = changes.delta, changes.delta.dropped
+            moved = set(dropped.variables) & set(delta.variables) if dropped.variables else set()
+            for name, old in changes.old_variables.items():
+                new = state.variables.get(name)
+                if old == new and name not in moved:
+                    continue
+                if old is not None:
+                    self.names.remove(old, name, k)
+                present_before = old is not None and name not in moved
+                if new is None:
+                    var_place.pop(name, None)
+                    continue
+                if not present_before:
+                    if name not in self.places:
+                        self._list(name)
+                    var_place[name] = next(places)
+                    self.places.set(name, k, var_place[name])
+                self.names.add(new, name, k, var_place[name])
+            ref_delta: dict[str, int] = {}
+            moved_tensors = set(dropped.tensors) if dropped.tensors else set()
+            for tid, old in changes.old_tensors.items():
+                new = state.tensors.get(tid)
+                self._tensor(k, tid, old, new, tid in moved_tensors, places, seen_on)
+                for target in tensor_edges(old):
+                    ref_delta[target] = ref_delta.get(target, 0) - 1
+                for target in tensor_edges(new):
+                    ref_delta[target] = ref_delta.get(target, 0) + 1
+            moved_nodes = set(dropped.nodes) if dropped.nodes else set()
+            for nid, old in changes.old_nodes.items():
+                new = state.nodes.get(nid)
+                if new is not None and (old is None or nid in moved_nodes):
+                    self._place(nid, k, next(places))
+                for target in node_edges(old):
+                    ref_delta[target] = ref_delta.get(target, 0) - 1
+                for target in node_edges(new):
+                    ref_delta[target] = ref_delta.get(target, 0) + 1
+                self._saved(k, nid, old, new, flagged)
+            for ident, change in ref_delta.items():
+                if change:
+                    refs[ident] = refs.get(ident, 0) + change
+                    self.refs.set(ident, k, refs[ident])
+            held = holding.update(state, changes)
+            if self.accounting is not None:
+                self.accounting.add(holding, state, changes, held)
+            touched = held.renamed | held.reheld
+            # A view the graph holds names its base's holder (``…._base``): the base reads anew too.
+            touched.update(f.base for t in held.reheld if (f := state.tensors.get(t)) is not None and f.base)
+            for tid in touched:
+                # A tensor with a variable name is labelled by it (``At.names``); when it loses the
+                # last one, Holding reports it renamed, and this records the label it has then.
+                if tid in state.tensors and not holding.own.get(tid):
+                    label = (holding.first_name(tid), None) if holding.is_named(tid) else \
+                        (None, holding.first_holder(tid))
+                    series = self.labels.get(tid)
+                    if series is None:
+                        series = self.labels[tid] = Series((None, None))
+                    series.set(k, label)
+        self.final = state
+        self.modified.sort(key=lambda m: m[:3])
+
+    def _place(self, ident: str, k: int, place: int) -> None:
+        known = self.order.get(ident)
+        if known is None:
+            self.order[ident] = (k, place)  # most ids appear once: no history to keep
+            return
+        if isinstance(known, tuple):
+            series = Series()
+            series.set(*known)
+            self.order[ident] = known = series
+        known.set(k, place)
+
+    def place(self, ident: str, k: int) -> float:
+        """Where ``ident`` comes in step ``k``'s dict of its kind (infinity: not there)."""
+        known = self.order.get(ident)
+        if isinstance(known, tuple):
+            return known[1] if k >= known[0] else math.inf
+        place = known.at(k) if known is not None else None
+        return place if place is not None else math.inf
+
+    def _list(self, name: str) -> None:
+        """A variable key bound for the first time: file it under its container and its head."""
+        container = container_of(name)
+        if container is not None:
+            self.items.setdefault(container, []).append(name)
+        self.headed.setdefault(head_of(name), []).append(name)
+
+    def _tensor(
+        self, k: int, tid: str, old: TensorFact | None, new: TensorFact | None, moved: bool, places: count,
+        seen_on: dict[tuple[str, str], tuple[int, float]],
+    ) -> None:
+        if new is not None and (old is None or moved):
+            self._place(tid, k, next(places))
+        old_sid = old.storage if old is not None else None
+        new_sid = new.storage if new is not None else None
+        if old_sid != new_sid:
+            if old_sid is not None:
+                self.users.remove(old_sid, tid, k)
+            if new_sid is not None:
+                self.users.add(new_sid, tid, k)
+        old_grad = old_sid if old is not None and old.requires_grad else None
+        new_grad = new_sid if new is not None and new.requires_grad else None
+        if old_grad != new_grad:
+            for sid, delta in ((old_grad, -1), (new_grad, +1)):
+                if sid is not None:
+                    self._grad_users[sid] = self._grad_users.get(sid, 0) + delta
+                    self.grad_users.set(sid, k, self._grad_users[sid])
+        if new is None and old is not None:
+            gone = self.gone.get(tid)
+            if gone is None:
+                gone = self.gone[tid] = array("q")
+            gone.append(k)
+        # Version rises, per storage: what tells whether a tensor on it was written in place.
+        if old_sid is not None and old_sid != new_sid:
+            seen_on[(tid, old_sid)] = (old.version or 0, k)  # type: ignore[union-attr]
+        if new_sid is not None:
+            version = new.version or 0  # type: ignore[union-attr]
+            before = seen_on.get((tid, new_sid))
+            if before is not None and version > before[0]:
+                last_seen = k - 1 if before[1] == math.inf else int(before[1]) - 1
+                self.bumps.setdefault(new_sid, []).append((k, last_seen))
+            seen_on[(tid, new_sid)] = (version, math.inf)
+        had = old is not None and old.grad is not None
+        has = new is not None and new.grad is not None
+        if has:
+            self.grad_until[tid] = math.inf
+        elif had:
+            self.grad_until[tid] = k - 1
+
+    def _saved(self, k: int, nid: str, old: NodeFact | None, new: NodeFact | None,
+               flagged: set[tuple[str, str]]) -> None:
+        before = {(t, name) for name, t in old.saved.items() if t is not None} if old is not None else set()
+        after = {(t, name) for name, t in new.saved.items() if t is not None} if new is not None else set()
+        for tid, name in before - after:
+            self.savers.remove(tid, (nid, name), k)
+        for tid, name in after - before:
+            self.savers.add(tid, (nid, name), k)
+        if new is None:
+            return
+        for position, (name, complaint) in enumerate(new.saved_errors.items()):
+            if MODIFIED_MARK in complaint and (nid, name) not in flagged:
+                flagged.add((nid, name))
+                self.modified.append((k, self.place(nid, k), position, nid, name, complaint))
+
+
+class At:
+    """One step of the trace, read fact by fact through the index (never whole)."""
+
+    __slots__ = ("index", "step")
+
+    def __init__(self, index: Index, step: int) -> None:
+        self.index = index
+        self.step = step
+
+    @property
+    def line(self) -> int:
+        return self.index.lines[self.step] if self.step >= 0 else 0
+
+    def _read(self, kind: str, ident: str | None) -> Any:
+        if ident is None or self.step < 0:
+            return None
+        self.index.reads += 1
+        return self.index.timeline.value(kind, ident, self.step)
+
+    def variable(self, key: str) -> str | None:
+        return self._read("variables", key)
+
+    def tensor(self, tid: str | None) -> TensorFact | None:
+        return self._read("tensors", tid)
+
+    def node(self, nid: str | None) -> NodeFact | None:
+        return self._read("nodes", nid)
+
+    def storage(self, sid: str | None) -> StorageFact | None:
+        return self._read("storages", sid)
+
+    def names(self, tid: str) -> list[str]:
+        """The variable names of ``tid``, in the order the step lists its variables."""
+        found = self.index.names.members(tid, self.step)
+        return [name for name, _ in sorted(found, key=lambda m: m[1])]
+
+    def variable_place(self, tid: str) -> float:
+        """Where ``tid`` first comes in the step's variables (for "in the order of the step")."""
+        return min((p for _, p in self.index.names.members(tid, self.step)), default=math.inf)
+
+    def name_count(self, tid: str) -> int:
+        return self.index.names.size(tid, self.step)
+
+    def keys(self, container: str) -> list[str]:
+        """The item keys of a container (``losses[0]``, ``losses[1]``…) bound at this step."""
+        return [key for key in self.index.items.get(container, ()) if self.variable(key) is not None]
+
+    def keys_headed(self, function: str | None, head: str) -> list[str]:
+        """The keys bound at this step under a head name (``m`` for ``m.fc.weight``, ``m[0]``)."""
+        return [key for key in self.index.headed.get((function, head), ()) if self.variable(key) is not None]
+
+    def users(self, sid: str) -> list[str]:
+        """The tensors on storage ``sid``, in the order the step lists its tensors."""
+        found = [tid for tid, _ in self.index.users.members(sid, self.step)]
+        return sorted(found, key=self.order)
+
+    def user_count(self, sid: str) -> int:
+        return self.index.users.size(sid, self.step)
+
+    def grad_user_count(self, sid: str) -> int:
+        """How many tensors on storage ``sid`` require grad."""
+        self.index.reads += 1
+        return self.index.grad_users.at(sid, self.step)
+
+    def savers(self, tid: str) -> list[tuple[str, str]]:
+        """(node, saved name) for every node that saved ``tid`` (``trace.saved_by`` orders them)."""
+        return [pair for pair, _ in self.index.savers.members(tid, self.step)]
+
+    def refs(self, ident: str) -> int:
+        """How many edges of this step's facts point at ``ident`` (see ``tensor_edges``/``node_edges``)."""
+        self.index.reads += 1
+        return self.index.refs.at(ident, self.step)
+
+    def order(self, ident: str) -> float:
+        self.index.reads += 1
+        return self.index.place(ident, self.step)
+
+    def holding_label(self, tid: str) -> tuple[str | None, str | None]:
+        """(``Holding.first_name``, ``Holding.first_holder``) of ``tid`` at this step: one is None."""
+        self.index.reads += 1
+        series = self.index.labels.get(tid)
+        return series.at(self.step) if series is not None else (None, None)

@@ -1,0 +1,132 @@
+"""Watching torch run a backward pass, node by node, without running it ourselves.
+
+When torch's backward entry point is called, every node of the graph below its roots gets a post
+hook (removed again when the pass returns). torch calls the hook right after the node ran, with the
+gradients it received and the ones it sends along its ``next`` edges; the hook asks for one step
+then — the state right after that node. torch frees a node's saved tensors just after its post
+hooks; the step shows them freed already, since that is the state once the node is done (and is
+exactly what reading them afterwards gives). Hooks never change a gradient (they return None), and
+hold no tensor beyond the hook call, so results, grads and errors are a plain run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import torch
+
+from app.engine.reader import SAVED_PREFIX, packed_by_hooks, saved_names, short_message
+from app.engine.tracer import SNIPPET_FILENAME
+
+
+@dataclass
+class NodeRan:
+    """What torch said of one node as it finished."""
+
+    node: Any
+    received: tuple[Any, ...]  # gradients w.r.t. the node's outputs
+    sent: tuple[Any, ...]  # gradients w.r.t. its inputs, aligned with next_functions
+    frees: bool  # torch releases its saved tensors now (no retain_graph)
+    frame: FrameType | None  # the snippet frame whose line called backward
+
+
+@dataclass
+class BackwardWatch:
+    """Hooks on the graph of one backward pass; ``on_node`` gets a ``NodeRan`` per node."""
+
+    on_node: Callable[[NodeRan], None]
+    handles: list[Any] = field(default_factory=list)
+    frees: bool = True
+
+    def start(self, frame: FrameType) -> None:
+        """Called as torch's ``_engine_run_backward(t_outputs, grad_tensors, keep_graph, ...)`` starts."""
+        arguments = frame.f_locals
+        extra = arguments.get("args") or ()
+        keep_graph = extra[1] if len(extra) > 1 else arguments.get("kwargs", {}).get("keep_graph", False)
+        self.frees = not keep_graph
+        roots = arguments.get("t_outputs") or ()
+        with torch._C.DisableTorchFunction():
+            for node in _graph(roots):
+                try:
+                    self.handles.append(node.register_hook(self._hook(node)))
+                except (RuntimeError, AttributeError, TypeError):
+                    continue  # a node torch does not let us hook: its step is simply missing
+
+    def _hook(self, node: Any) -> Callable[..., None]:
+        def post(grad_inputs: Any, grad_outputs: Any) -> None:
+            self.on_node(NodeRan(node, tuple(grad_outputs), tuple(grad_inputs), self.frees, _snippet_frame()))
+
+        return post
+
+    def stop(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+
+def _graph(roots: Any) -> list[Any]:
+    """Every node reachable from the roots (tensors or gradient edges) of a backward pass."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    stack = []
+    for root in roots if isinstance(roots, list | tuple) else (roots,):
+        node = root.grad_fn if isinstance(root, torch.Tensor) else getattr(root, "node", None)
+        if node is not None:
+            stack.append(node)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return found
+
+
+def _snippet_frame() -> FrameType | None:
+    import sys
+
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename != SNIPPET_FILENAME:
+        frame = frame.f_back
+    return frame
+
+
+def tensor_saves(node: Any, cache: dict[type, tuple[str, ...]]) -> list[str]:
+    """The saved names of a node that hold tensors now (what torch is about to free)."""
+    names = []
+    for attribute in saved_names(node, cache):
+        packed = packed_by_hooks(node, attribute)
+        if packed is not None:  # kept by a saved_tensors_hooks pack function: freed all the same
+            names.append(attribute.removeprefix(SAVED_PREFIX))
+            continue
+        try:
+            value = getattr(node, attribute)
+        except RuntimeError:
+            continue  # already unreadable: it reads the same afterwards
+        items = value if isinstance(value, list | tuple) else (value,)
+        if any(isinstance(item, torch.Tensor) for item in items):
+            names.append(attribute.removeprefix(SAVED_PREFIX))
+    return names
+
+
+_freed: list[str] = []
+
+
+def freed_message() -> str:
+    """What torch says when a saved tensor is read after backward freed it (asked of torch once)."""
+    if not _freed:
+        with torch._C.DisableTorchFunction(), torch.enable_grad():
+            x = torch.ones(1, requires_grad=True)
+            y = x.exp()
+            y.backward()
+            try:
+                y.grad_fn._saved_result  # noqa: B018 - the read is the point
+            except RuntimeError as error:
+                _freed.append(short_message(error))
+            else:  # pragma: no cover - a torch that keeps saved tensors after backward
+                _freed.append("Freed by backward.")
+    return _freed[0]

@@ -1,0 +1,401 @@
+"""Reading the facts of live tensors, storages and graph nodes for one step, breadth first.
+
+The order is the contract's: ids are handed out in the order this reader first meets objects —
+variables in walk order, then (round after round) the tensors queued, the nodes queued, and last the
+saved tensors torch re-creates on every access (matched to a live twin, else given a stable id).
+A ``Reader`` is told which objects it may skip (``fresh(id)`` is False: known and unchanged, their
+earlier fact stands), so the same code serves the whole snapshot and the incremental one.
+
+It holds user objects only while one step is read; what it returns is strings and numbers.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.autograd.function import BackwardCFunction
+
+from app.engine.ids import tensor_pointer
+from app.engine.values import MAX_VALUES, nest
+
+SAVED_PREFIX = "_saved_"
+MAX_CONTAINER_ITEMS = 256
+# Accessing a saved tensor after backward released it raises this, and always will again.
+FREED_PREFIX = "Trying to backward through the graph a second time"
+
+
+def short_message(error: BaseException) -> str:
+    """torch's message up to its first full stop: the fact, without the hint that follows."""
+    text = str(error).split("\n")[0]
+    head, stop, _ = text.partition(". ")
+    return (head + "." if stop else text)[:1000]
+
+
+def saved_names(node: Any, cache: dict[type, tuple[str, ...]]) -> tuple[str, ...]:
+    """The attributes of a node that unpack saved tensors: ``_saved_*`` for torch's own nodes,
+    ``saved_tensors`` for a snippet's ``autograd.Function`` (what ``ctx.save_for_backward`` kept)."""
+    kind = type(node)
+    names = cache.get(kind)
+    if names is None:
+        found = [a for a in dir(node) if a.startswith(SAVED_PREFIX)]
+        if isinstance(node, BackwardCFunction):
+            found.append("saved_tensors")
+        names = cache[kind] = tuple(found)
+    return names
+
+
+def packed_by_hooks(node: Any, attribute: str) -> Any:
+    """What ``saved_tensors_hooks`` packed for this saved value, or None when no hook is involved."""
+    raw_name = "_raw" + attribute if attribute.startswith(SAVED_PREFIX) else "_raw_" + attribute
+    try:
+        raw = getattr(node, raw_name, None)
+    except RuntimeError:  # freed by backward: the plain read reports it
+        return None
+    several = isinstance(raw, list | tuple)
+    items = raw if several else (raw,)
+    if not any(getattr(item, "unpack_hook", None) is not None for item in items):
+        return None
+    return [item.data for item in items] if several else raw.data
+
+
+def _grad_of(t: torch.Tensor, is_leaf: bool) -> torch.Tensor | None:
+    """``.grad``: on leaves, on tensors that retain grad, and on any other tensor the snippet gave
+    one. torch warns (or, under a "warnings as errors" filter, raises) when a non-leaf has none;
+    the warning is ours, not the snippet's (and goes nowhere: output is discarded while we read)."""
+    if is_leaf or t.retains_grad:
+        return t.grad
+    try:
+        return t.grad
+    except Exception:  # noqa: BLE001 - the warning raised as an error: it has no grad
+        return None
+
+
+def has_lazy_bits(t: torch.Tensor) -> bool:
+    """Conjugate and negative views read differently from the raw storage they share."""
+    return t.is_conj() or t.is_neg()
+
+
+def signature(t: torch.Tensor) -> tuple:
+    """What a live twin of a re-created saved copy must share with it (conj and neg bits included:
+    ``exp``'s saved result is not its conjugated twin)."""
+    return (list(t.shape), list(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."),
+            t.is_conj(), t.is_neg())
+
+
+def fact_signature(fact: dict[str, Any]) -> tuple:
+    return (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"], fact["is_conj"],
+            fact["is_neg"])
+
+
+@dataclass
+class Deferred:
+    """A saved tensor torch handed out as a fresh object: matched to a twin once the step is read."""
+
+    fact: dict[str, Any]  # the node's fact, whose ``saved[name]`` it fills
+    name: str
+    nid: str
+    tensor: torch.Tensor
+    storage: str | None  # its storage id (None: it has none)
+    signature: tuple
+    origin: str
+
+
+class Reader:
+    """Reads one step. ``run`` is the engine's state across steps (ids, caches: ``Observer``)."""
+
+    def __init__(self, run: Any, fresh: Callable[[str], bool], cap: Callable[[str, int], bool],
+                 members: Collection[str] | None = None) -> None:
+        self.run = run
+        self.fresh = fresh  # must this object be read at this step?
+        self.cap = cap  # may one more object of this kind ("tensors"/"nodes") be read?
+        # What was reachable before this step; meeting anything else is noted under ``origin``.
+        self.members = members
+        self.tensors: dict[str, dict[str, Any]] = {}
+        self.storages: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_keys: dict[str, Any] = {}  # node id -> the identity key it was found under
+        self.objects: dict[str, Any] = {}  # what was read, for this step only
+        self._tensor_queue: deque[tuple[str, torch.Tensor]] = deque()
+        self._node_queue: deque[tuple[str, Any]] = deque()
+        self.deferred: list[Deferred] = []
+        # storage id -> (dtype it was read as, its converted elements): a contiguous tensor's values
+        # are a slice of these, which spares reading and converting the same numbers twice.
+        self._storage_reads: dict[str, tuple[torch.dtype, list[Any]]] = {}
+        self.origin = "roots"
+        self.origins: set[str] = set()  # origins under which new objects were met
+        self.by_storage: dict[str, list[str]] = {}  # storage -> tensors read on it, in order
+        # node -> saved name -> how its tensor was found: "direct" (the object torch keeps),
+        # "twin" (a fresh copy matched to a live tensor), "keyed" (a fresh copy with its own id)
+        self.saved_kinds: dict[str, dict[str, str]] = {}
+        self.keyed_ids: set[str] = set()
+
+    # ---- ids, in meeting order -------------------------------------------------------------------
+    def _met(self, ident: str) -> None:
+        if self.members is not None and ident not in self.members:
+            self.origins.add(self.origin)
+
+    def tensor_id(self, tensor: torch.Tensor) -> str:
+        tid = self.run.tensor_ids.of(tensor)
+        self.add_tensor(tid, tensor)
+        return tid
+
+    def add_tensor(self, tid: str, tensor: torch.Tensor) -> None:
+        self._met(tid)
+        if tid not in self.tensors and self.fresh(tid) and self.cap("tensors", len(self.tensors)):
+            self.tensors[tid] = {}  # placeholder: filled when dequeued
+            self.objects[tid] = tensor
+            self._tensor_queue.append((tid, tensor))
+
+    def node_id(self, node: Any) -> str:
+        ids = self.run.node_ids
+        leaf = self._leaf_of(node)
+        key = ids.key(node, self.run.tensor_ids.known(leaf) if leaf is not None else None)
+        nid = ids.of_key(key)
+        self.add_node(nid, node, key)
+        return nid
+
+    def add_node(self, nid: str, node: Any, key: Any) -> None:
+        self._met(nid)
+        self.node_keys.setdefault(nid, key)
+        if nid not in self.nodes and self.fresh(nid) and self.cap("nodes", len(self.nodes)):
+            self.nodes[nid] = {}
+            self.objects[nid] = node
+            self._node_queue.append((nid, node))
+
+    def _leaf_of(self, node: Any) -> torch.Tensor | None:
+        kind = type(node)
+        has_variable = self.run.has_variable.get(kind)
+        if has_variable is None:
+            has_variable = self.run.has_variable[kind] = hasattr(node, "variable")
+        if not has_variable:
+            return None
+        variable = node.variable
+        return variable if isinstance(variable, torch.Tensor) else None
+
+    # ---- the breadth-first read ------------------------------------------------------------------
+    def drain(self) -> None:
+        """Describe everything queued (tensors, then nodes, round after round)."""
+        while self._tensor_queue or self._node_queue:
+            while self._tensor_queue:
+                tid, tensor = self._tensor_queue.popleft()
+                self.tensors[tid] = self._tensor_fact(tid, tensor)
+            while self._node_queue:
+                nid, node = self._node_queue.popleft()
+                self.nodes[nid] = self._node_fact(nid, node)
+
+    def match(self) -> None:
+        """Give every deferred saved tensor its id: the live twin it stands for (a tensor read at
+        this step with the same storage, shape, strides, offset and dtype, its own output first),
+        else a stable id of its own. Matching can queue new tensors, so it alternates with ``drain``.
+        """
+        while self.deferred:
+            pending, self.deferred = self.deferred, []
+            for item in pending:
+                self.origin = item.origin
+                twins = [(t, self.tensors[t]) for t in self.by_storage.get(item.storage or "", ())]
+                same = [t for t, fact in twins if fact_signature(fact) == item.signature]
+                own = [t for t in same if self.tensors[t]["grad_fn"] == item.nid]
+                self.resolve(item, (own or same or [None])[0])
+            self.drain()
+
+    def resolve(self, item: Deferred, twin: str | None) -> str:
+        """Fill a deferred saved entry with ``twin``, or (None) the fresh object's own stable id."""
+        kinds = self.saved_kinds.setdefault(item.nid, {})
+        if twin is not None:
+            kinds[item.name] = "twin"
+            self._met(twin)
+            item.fact["saved"][item.name] = twin
+            return twin
+        ids = self.run.tensor_ids
+        tid = ids.keyed((item.nid, item.name))
+        # Register the fresh object under the keyed id so that its fact describes it.
+        ids.alias(item.tensor, tid)
+        kinds[item.name] = "keyed"
+        self.keyed_ids.add(tid)
+        self.add_tensor(tid, item.tensor)
+        item.fact["saved"][item.name] = tid
+        return tid
+
+    # ---- facts -----------------------------------------------------------------------------------
+    def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
+        unavailable: dict[str, str] = {}
+        try:
+            layout = (list(t.shape), list(t.stride()), t.storage_offset()) if t.layout == torch.strided \
+                else (list(t.shape), [], 0)
+        except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
+            # a lazy module's uninitialised parameter, a nested tensor: no shape or strides to read
+            layout = ([], [], 0)
+            unavailable["shape"] = short_message(error)
+        storage_id = self._storage(t, tid) if "shape" not in unavailable else None
+        if storage_id is not None:
+            self.by_storage.setdefault(storage_id, []).append(tid)
+        try:
+            version: int | None = t._version
+        except RuntimeError:  # inference tensors keep no version counter
+            version = None
+        grad_fn = t.grad_fn
+        is_leaf = t.is_leaf
+        grad = _grad_of(t, is_leaf)
+        base = t._base
+        values = self.run.values
+        fact = {
+            "shape": layout[0],
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "stride": layout[1],
+            "storage_offset": layout[2],
+            "storage": storage_id,
+            "requires_grad": t.requires_grad,
+            "is_leaf": is_leaf,
+            "grad_fn": self.node_id(grad_fn) if grad_fn is not None else None,
+            "grad": self.tensor_id(grad) if grad is not None else None,
+            "base": self.tensor_id(base) if base is not None else None,
+            "version": version,
+            "values": None,
+            "summary": None,
+            "is_view": t._is_view(),
+            "retains_grad": t.retains_grad,
+            "is_inference": False,
+            "device": str(t.device),
+            "is_conj": t.is_conj(),
+            "is_neg": t.is_neg(),
+            "unavailable": unavailable,
+        }
+        if not unavailable:
+            try:
+                fact["is_inference"] = t.is_inference()
+                if self._within_storage(t, storage_id):
+                    fact["values"] = self._values(t, storage_id)
+                    fact["summary"] = values.summary(t)
+                else:
+                    unavailable["values"] = "its view reaches past the end of its storage (resized smaller)"
+            except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
+                unavailable["values"] = short_message(error)
+        return fact
+
+    def _within_storage(self, t: torch.Tensor, storage_id: str | None) -> bool:
+        """Reading past a storage's end reads freed memory (a view of a storage ``resize_``-d
+        smaller can crash the process): check the extent against the storage's size first."""
+        if storage_id is None or t.layout != torch.strided or t.numel() == 0:
+            return True
+        storage = self.storages.get(storage_id) or self.run.storages.get(storage_id)
+        if storage is None:
+            return True
+        last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+        return (last + 1) * t.element_size() <= storage["nbytes"]
+
+    def _values(self, t: torch.Tensor, storage_id: str | None) -> Any:
+        read = self._storage_reads.get(storage_id) if storage_id is not None else None
+        if read is not None and read[0] == t.dtype and t.is_contiguous() and not has_lazy_bits(t):
+            numel = t.numel()
+            if 0 < numel <= MAX_VALUES:
+                offset = t.storage_offset()
+                flat = read[1][offset : offset + numel]
+                if len(flat) == numel:
+                    return nest(flat, list(t.shape))
+        return self.run.values.tensor_values(t)
+
+    def _storage(self, t: torch.Tensor, tid: str) -> str | None:
+        ids = self.run.storage_ids
+        pointer = tensor_pointer(t) if self.run.in_backward else 0
+        if pointer:  # during a backward pass: known by its bytes only (see ids.tensor_pointer)
+            storage, sid = None, ids.of_pointer(pointer)
+        else:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError):  # sparse and other storage-less layouts
+                return None
+            sid = ids.of_storage(storage)
+        if sid not in self.storages:
+            dtype = str(t.dtype).removeprefix("torch.")
+            if self.run.storage_fresh(sid, dtype, tid):
+                nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
+                elements = self.run.values.storage_values(t, nbytes)
+                if elements is not None and not has_lazy_bits(t):
+                    self._storage_reads[sid] = (t.dtype, elements)
+                self.storages[sid] = {
+                    "nbytes": nbytes,
+                    "element_size": t.element_size(),
+                    "dtype": dtype,
+                    "values": elements,
+                }
+                if storage is not None:
+                    ids.point(storage, sid)
+        return sid
+
+    def _bare_nbytes(self, sid: str, t: torch.Tensor) -> int:
+        """A storage known only by its bytes: its size as last read, else what ``t`` spans of it."""
+        known = self.run.storages.get(sid)
+        if known is not None:
+            return known["nbytes"]
+        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) if t.numel() else 0
+        return (t.storage_offset() + span) * t.element_size()
+
+    def _node_fact(self, nid: str, node: Any) -> dict[str, Any]:
+        fact: dict[str, Any] = {
+            "name": type(node).__name__,  # what print(grad_fn) shows: AccumulateGrad, not torch::autograd::…
+            "next": [self.node_id(fn) if fn is not None else None for fn, _ in node.next_functions],
+            "variable": None,
+            "saved": {},
+            "saved_errors": {},
+        }
+        leaf = self._leaf_of(node)
+        if leaf is not None:
+            fact["variable"] = self.tensor_id(leaf)
+            key = self.run.node_ids.key(node, fact["variable"])
+            if self.node_keys.get(nid) != key:  # met before its leaf had an id: file it under the leaf
+                self.run.node_ids.also(key, nid)
+                self.node_keys[nid] = key
+        for attribute in saved_names(node, self.run.saved_names):
+            self._read_saved(fact, nid, node, attribute)
+        return fact
+
+    def _read_saved(self, fact: dict[str, Any], nid: str, node: Any, attribute: str) -> None:
+        name = attribute.removeprefix(SAVED_PREFIX)
+        freed = self.run.freed.get(nid)
+        if freed is not None and name in freed:
+            fact["saved"][name] = None
+            fact["saved_errors"][name] = freed[name]
+            return
+        packed = packed_by_hooks(node, attribute)
+        if packed is not None:
+            # Unpacking would call the snippet's own unpack hook (and print, count...): show what the
+            # graph actually holds, the packed value, instead.
+            if isinstance(packed, torch.Tensor | list | tuple):
+                self._add_saved(fact, nid, name, packed)
+            else:
+                fact["saved"][name] = None
+                fact["saved_errors"][name] = (
+                    f"Packed as a {type(packed).__name__} by a saved_tensors_hooks pack function."
+                )
+            return
+        try:
+            value = getattr(node, attribute)
+        except RuntimeError as error:  # freed by backward, or modified in place since it was saved
+            message = short_message(error)
+            fact["saved"][name] = None
+            fact["saved_errors"][name] = message
+            if message.startswith(FREED_PREFIX):
+                self.run.freed.setdefault(nid, {})[name] = message
+            return
+        self._add_saved(fact, nid, name, value)
+
+    def _add_saved(self, fact: dict[str, Any], nid: str, name: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            self._saved(fact, nid, name, value)
+        elif isinstance(value, list | tuple):  # e.g. IndexBackward0's indices, ctx.saved_tensors
+            for index, item in enumerate(value[:MAX_CONTAINER_ITEMS]):
+                if isinstance(item, torch.Tensor):
+                    self._saved(fact, nid, f"{name}[{index}]", item)
+
+    def _saved(self, fact: dict[str, Any], nid: str, name: str, value: torch.Tensor) -> None:
+        if self.run.tensor_ids.known(value) is not None:
+            self.saved_kinds.setdefault(nid, {})[name] = "direct"
+            fact["saved"][name] = self.tensor_id(value)
+            return
+        fact["saved"][name] = None
+        storage = self.run.storage_ids.known_pointer(tensor_pointer(value))
+        self.deferred.append(Deferred(fact, name, nid, value, storage, signature(value), self.origin))

@@ -1,0 +1,203 @@
+"""Folding: the vertices of one repetition class (or one ``nn.Module``) drawn as one box, a *unit*.
+
+A unit is shown while any of its members is; it reads like its *representative* — the member that
+came on screen most recently and is still there — and counts its members on screen ("×57"). Its
+edges join the units of their ends. Everything is merged from the members' histories of changes
+(``graph_events``), so folding costs time linear in those changes, not steps × members.
+
+Modes, each one drawing of the run:
+
+* ``all`` — every vertex its own unit;
+* ``repeats`` — a class with two or more members is one unit (a loop's iterations fold into one);
+* ``modules`` — as ``repeats``, and the parameters of each module and the operations that apply
+  them are one box named by the module's path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.render.graph_events import Events, History, Vertex, record
+
+MODES = ("all", "repeats", "modules")
+MODE_TITLES = {"all": "All nodes", "repeats": "Fold repeats", "modules": "Fold modules"}
+
+
+@dataclass
+class Unit:
+    key: str
+    kind: str  # a member's kind, or "module"
+    title: str
+    members: list[str]  # vertex keys, in order of appearance
+    folded: bool  # stands for a class or a module (draws a count)
+    klass: int | None = None
+    vis: History = field(default_factory=list)
+    text: History = field(default_factory=list)  # the representative's label
+    state: History = field(default_factory=list)
+    count: History = field(default_factory=list)  # "×k" while k ≥ 2 members are on screen
+    rep: History = field(default_factory=list)  # the representative's node id (fn/acc units)
+    chips: dict[str, dict[str, History]] = field(default_factory=dict)  # name -> vis/text/state
+    label_len: int = 0
+    chip_len: dict[str, int] = field(default_factory=dict)
+    first: int = 0  # the step it first shows
+
+
+@dataclass
+class UnitEdge:
+    src: str
+    dst: str
+    kind: str  # next | acc | out
+    count: int  # multiplicity (c * c: MulBackward0 -> CloneBackward0 twice)
+    vis: History = field(default_factory=list)
+    # Joins one iteration to the next (an RNN's h feeding the next step): drawn, but not allowed to
+    # push boxes down, so each folded iteration reads top to bottom.
+    back: bool = False
+
+
+@dataclass
+class Folding:
+    mode: str
+    units: dict[str, Unit]
+    edges: dict[tuple[str, str], UnitEdge]
+
+
+def unit_key(vertex: Vertex, mode: str, class_sizes: Counter) -> str:
+    if mode == "modules" and vertex.module is not None:
+        return f"m:{vertex.module}"
+    if mode != "all" and class_sizes[vertex.klass] >= 2:
+        return f"c:{vertex.klass}"
+    return vertex.key
+
+
+def edge_kind(src: str, dst: str) -> str:
+    return "acc" if src.startswith("leaf:") else "out" if dst.startswith("out:") else "next"
+
+
+def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
+    members: dict[str, list[Vertex]] = {}
+    for vertex in sorted(events.vertices.values(), key=lambda v: v.seq):
+        members.setdefault(unit_key(vertex, mode, class_sizes), []).append(vertex)
+    units = {key: _merge(key, group, events) for key, group in members.items()}
+    of = {v.key: key for key, group in members.items() for v in group}
+    nth = {v.key: n for group in members.values() for n, v in enumerate(group)}  # which iteration
+    edges: dict[tuple[str, str], UnitEdge] = {}
+    streams: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    for n, ((src, dst), history) in enumerate(events.edges.items()):
+        pair = (of[src], of[dst])
+        if pair[0] == pair[1] and pair[0].startswith("m:"):
+            continue  # inside a module's box
+        across = units[pair[0]].folded and units[pair[1]].folded and nth[src] != nth[dst]
+        edge = edges.get(pair)
+        if edge is None:
+            edge = edges[pair] = UnitEdge(*pair, edge_kind(src, dst), 0, back=across)
+        edge.back = edge.back and across
+        edge.count = max(edge.count, max((c for _, c in history), default=0))
+        streams.setdefault(pair, []).extend((step, n, 1 if c else 0) for step, c in history)
+    for pair, stream in streams.items():
+        edges[pair].vis = _any_of(stream)
+    return Folding(mode, units, edges)
+
+
+def _any_of(stream: list[tuple[int, int, int]]) -> History:
+    """Shown while any member is: member histories (step, member, shown) merged in step order."""
+    stream.sort()
+    shown: dict[int, int] = {}
+    out: History = []
+    for step, member, on in stream:
+        shown[member] = on
+        if not on:
+            del shown[member]
+        record(out, step, bool(shown))
+    return out
+
+
+def _merge(key: str, group: list[Vertex], events: Events) -> Unit:
+    first = group[0]
+    folded = len(group) > 1
+    if not folded and not key.startswith("m:"):  # the unit is its vertex: its histories as they are
+        unit = Unit(key, first.kind, first.title, [first.key], False, first.klass,
+                    events.vis.get(key, []), events.text.get(key, []), events.state.get(key, []),
+                    label_len=first.label_len, chip_len=dict(first.chip_len), first=first.born)
+        for name in first.chips:
+            chip = (key, name)
+            unit.chips[name] = {"vis": events.chip_vis.get(chip, []), "text": events.chip_text.get(chip, []),
+                                "state": events.chip_state.get(chip, [])}
+        return unit
+    kind = "module" if key.startswith("m:") else first.kind
+    title = key[2:] if kind == "module" else first.title
+    unit = Unit(key, kind, title, [v.key for v in group], folded, None if kind == "module" else first.klass)
+    unit.label_len = max(v.label_len for v in group)
+    for v in group:
+        for name, length in v.chip_len.items():
+            unit.chip_len[name] = max(unit.chip_len.get(name, 0), length)
+    unit.first = min(v.born for v in group)
+    if not folded:  # the unit is its vertex: its histories as they are
+        unit.vis = events.vis.get(first.key, [])
+        unit.text = events.text.get(first.key, [])
+        unit.state = events.state.get(first.key, [])
+        for name in first.chips:
+            chip = (first.key, name)
+            unit.chips[name] = {"vis": events.chip_vis.get(chip, []), "text": events.chip_text.get(chip, []),
+                                "state": events.chip_state.get(chip, [])}
+        return unit
+    if kind == "module":
+        _merge_module(unit, group, events)
+        return unit
+    _merge_class(unit, group, events)
+    return unit
+
+
+def _merge_module(unit: Unit, group: list[Vertex], events: Events) -> None:
+    stream = [(step, n, 1 if on else 0) for n, v in enumerate(group)
+              for step, on in events.vis.get(v.key, [])]
+    unit.vis = _any_of(stream)
+
+
+def _merge_class(unit: Unit, group: list[Vertex], events: Events) -> None:
+    """Sweep the members' changes in step order, keeping who is on screen and what each reads."""
+    changes: list[tuple[int, int, str, Any]] = []
+    for n, v in enumerate(group):
+        changes += [(s, n, "vis", val) for s, val in events.vis.get(v.key, [])]
+        changes += [(s, n, "text", val) for s, val in events.text.get(v.key, [])]
+        changes += [(s, n, "state", val) for s, val in events.state.get(v.key, [])]
+        for name in v.chips:
+            chip = (v.key, name)
+            for part, source in (("cvis", events.chip_vis), ("ctext", events.chip_text),
+                                 ("cstate", events.chip_state)):
+                changes += [(s, n, part, (name, val)) for s, val in source.get(chip, [])]
+    changes.sort(key=lambda c: (c[0], c[1]))
+    chip_names = list(dict.fromkeys(name for v in group for name in v.chips))
+    unit.chips = {name: {"vis": [], "text": [], "state": []} for name in chip_names}
+    now: dict[int, dict[str, Any]] = {n: {} for n in range(len(group))}
+    on_screen: dict[int, None] = {}  # members on screen, in the order they came
+    i = 0
+    while i < len(changes):
+        step = changes[i][0]
+        while i < len(changes) and changes[i][0] == step:
+            _, n, part, value = changes[i]
+            if part == "vis":
+                on_screen.pop(n, None)
+                if value:
+                    on_screen[n] = None
+            elif part in ("text", "state"):
+                now[n][part] = value
+            else:
+                name, val = value
+                now[n][(part, name)] = val
+            i += 1
+        rep = next(reversed(on_screen)) if on_screen else None
+        record(unit.vis, step, rep is not None)
+        record(unit.count, step, f"×{len(on_screen)}" if len(on_screen) > 1 else None)
+        if rep is None:
+            continue
+        facts = now[rep]
+        record(unit.text, step, facts.get("text"))
+        record(unit.state, step, facts.get("state"))
+        record(unit.rep, step, group[rep].node)
+        for name in chip_names:
+            chip = unit.chips[name]
+            record(chip["vis"], step, bool(facts.get(("cvis", name))))
+            record(chip["text"], step, facts.get(("ctext", name)))
+            record(chip["state"], step, facts.get(("cstate", name)))

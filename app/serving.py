@@ -1,0 +1,105 @@
+"""How ``python -m app serve`` runs uvicorn: bounded connections, idle time and request heads.
+
+Every open connection is a descriptor of the server process, and the sandbox pool needs descriptors
+too (each pre-forked child arrives as two). Idle or trickling connections must not be able to use
+them all, so:
+
+* the process's soft ``RLIMIT_NOFILE`` is raised to its hard limit, and at most ``max_connections``
+  connections (fewer when the limit is low: ``FD_RESERVE`` stay for the pool, databases, threads)
+  are kept open; one beyond that closes the connection idle the longest (or itself, when none is);
+* uvicorn's own ``limit_concurrency`` answers 503 to requests in flight beyond that many;
+* a connection must send its request head within ``keep_alive_seconds`` of going idle (uvicorn
+  arms that timer only after a first response: here it is armed from the start) and the whole head
+  within ``header_seconds`` (slow headers); bodies are bounded by ``app.web.limits``;
+* ``h11_max_incomplete_event_size`` bounds a request head's size, ``backlog`` the accept queue.
+
+Behind a reverse proxy, the proxy's own limits come first; docs/self-host.md says which to set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app.config import Settings
+
+FD_RESERVE = 256
+
+
+def raise_open_files_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit; returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a cap on open connections and deadlines for idle and slow heads."""
+
+    max_connections = 512
+    header_seconds = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_started = time.monotonic()
+        if len(self.connections) > self.max_connections:
+            # Full: make room by closing the connection idle the longest (waiting for a request head,
+            # as a flood of idle connections does), else refuse this one.
+            idle = [c for c in self.connections if c is not self and isinstance(c, BoundedH11Protocol)
+                    and c._waiting_for_head() and not c.transport.is_closing()]
+            if not idle:
+                transport.close()  # connection_lost forgets it
+                return
+            min(idle, key=lambda c: c._head_started).timeout_keep_alive_handler()
+        self._arm_idle_timer()
+
+    def _waiting_for_head(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # cancels the idle timer
+        if not self._waiting_for_head() or self.transport.is_closing():
+            return
+        if time.monotonic() - self._head_started > self.header_seconds:
+            self.timeout_keep_alive_handler()  # a head trickling in for too long: close
+        else:
+            self._arm_idle_timer()
+
+    def on_response_complete(self) -> None:
+        self._head_started = time.monotonic()  # the next request's head starts now
+        super().on_response_complete()
+
+    def _arm_idle_timer(self) -> None:
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.run`` / ``uvicorn.Config`` from the settings."""
+    open_files = raise_open_files_limit()
+    connections = max(16, min(settings.max_connections, open_files - FD_RESERVE))
+    protocol = type(
+        "BoundedH11Protocol",
+        (BoundedH11Protocol,),
+        {"max_connections": connections, "header_seconds": settings.header_seconds},
+    )
+    return {
+        "http": protocol,
+        # uvicorn counts connections too: one more than we keep, so only requests in flight hit it.
+        "limit_concurrency": connections + 1,
+        "timeout_keep_alive": settings.keep_alive_seconds,
+        "h11_max_incomplete_event_size": settings.max_header_bytes,
+        "backlog": settings.backlog,
+    }

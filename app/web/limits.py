@@ -1,0 +1,108 @@
+"""Request bodies are bounded before any route reads them: by size and by the time they take to arrive.
+
+One ASGI middleware for every route, so a new route cannot forget it:
+
+* a ``Content-Length`` above the cap answers 413 at once, before a byte of the body is read;
+* a body sent without a length (chunked) is counted as it streams: past the cap, reading raises a 413;
+* the whole body must arrive within ``body_seconds`` (a client trickling bytes holds a connection and
+  a descriptor; past the deadline, reading raises a 408).
+
+Routes still check their own, smaller bounds (the snippet's bytes) after decoding. The middleware
+also reports the server's budgeted work for the request as ``Server-Timing: work;dur=<ms>``
+(``app.web.work`` records it), so the per-request CPU budget can be observed from outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+WORK_KEY = "explorer.work_seconds"  # scope key: seconds of budgeted server work (app.web.work)
+
+
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"The request body is larger than {limit} bytes.", {"Connection": "close"})
+
+
+class BodyTooSlow(HTTPException):
+    def __init__(self, seconds: float) -> None:
+        message = f"The request body did not arrive within {seconds:g} s."
+        super().__init__(408, message, {"Connection": "close"})
+
+
+class RequestLimits:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, body_seconds: float) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.body_seconds = body_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await _refuse(send, BodyTooLarge(self.max_body_bytes))
+            return
+        started = False
+        limit, seconds = self.max_body_bytes, self.body_seconds
+        deadline = time.monotonic() + seconds
+        received = 0
+        body_done = False
+
+        async def bounded_receive() -> Message:
+            nonlocal received, body_done
+            if body_done:
+                return await receive()  # disconnect polling after the body: no deadline
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise BodyTooSlow(seconds) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+                body_done = not message.get("more_body", False)
+            else:
+                body_done = True
+            return message
+
+        async def send_with_timing(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                work = scope.get(WORK_KEY)
+                if work is not None:
+                    MutableHeaders(scope=message).append("Server-Timing", f"work;dur={work * 1000:.1f}")
+            await send(message)
+
+        try:
+            await self.app(scope, bounded_receive, send_with_timing)
+        except (BodyTooLarge, BodyTooSlow) as error:  # raised where no exception handler saw it
+            if not started:
+                await _refuse(send, error)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() and len(text) < 20 else None
+    return None
+
+
+async def _refuse(send: Send, error: HTTPException) -> None:
+    body = json.dumps({"detail": error.detail}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

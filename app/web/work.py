@@ -1,0 +1,119 @@
+"""The server's own work for one request (diagnostics, layout, templates, SVG) under its ``Budget``.
+
+``budgeted(request, fn, *args)`` runs ``fn`` in a worker thread with ``app.budget.current_budget()``
+set to a fresh ``Budget(EXPLORER_SERVER_SECONDS)``, and watches from the event loop meanwhile:
+
+* the client leaving (``request.is_disconnected()``, polled) cancels the budget, so the next
+  ``check()`` in the work raises ``BudgetExceeded``;
+* work that never calls ``check()`` (a library loop) is stopped anyway once the budget is spent
+  (plus a grace): the watcher raises ``HardStop`` inside the thread, at its next bytecode, through
+  ``PyThreadState_SetAsyncExc``. It is a ``BaseException`` so that no ``except Exception`` in the
+  work swallows it; it reaches the caller as ``BudgetExceeded``. It is only ever aimed at the thread
+  while that thread is inside ``fn`` (a lock guards the hand-over), never at an idle pool thread.
+
+The caller answers a partial result on ``BudgetExceeded`` (``app.web.gates``). Seconds spent are added
+to the request's ``Server-Timing`` (``app.web.limits``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
+
+from app.budget import Budget, BudgetExceeded, use_budget
+from app.web.limits import WORK_KEY
+
+T = TypeVar("T")
+POLL_SECONDS = 0.1
+HARD_STOP_GRACE = 1.0  # cooperative checks get this long to end the work before it is stopped
+
+
+class HardStop(BaseException):  # noqa: N818
+    """Raised into a worker thread whose work overran its budget without checking it."""
+
+
+class _Watched:
+    """One run of ``fn`` in a worker thread, stoppable from another thread while (and only while) it runs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ident: int | None = None
+        self.running = False
+        self.sent = False
+
+    def call(self, budget: Budget, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            try:
+                with self.lock:
+                    self.ident, self.running = threading.get_ident(), True
+                with use_budget(budget):
+                    return fn(*args)
+            finally:
+                with self.lock:
+                    self.running = False  # from here on no HardStop is sent
+        except HardStop:
+            raise BudgetExceeded(budget.reason()) from None
+        finally:
+            if self.sent:
+                _drain()
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.running and not self.sent and self.ident is not None:
+                self.sent = True
+                _set_async_exc(self.ident, HardStop)
+
+
+def _drain() -> None:
+    """Let a HardStop that was sent but not yet raised arrive here, harmlessly. (Withdrawing it with
+    ``PyThreadState_SetAsyncExc(id, NULL)`` is no option: CPython then leaves its eval breaker set for
+    good, and every thread of the process runs slower from then on.)"""
+    try:
+        for _ in range(1000):
+            pass
+    except HardStop:
+        pass
+
+
+def _set_async_exc(ident: int, exc: type[BaseException]) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
+
+
+async def budgeted(request: Request, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread under the request's budget; raises ``BudgetExceeded``."""
+    seconds = float(request.app.state.settings.server_seconds)
+    gone = threading.Event()
+    budget = Budget(seconds, gone.is_set)
+    watched = _Watched()
+    started = time.monotonic()
+    hard_stop_at = started + seconds + HARD_STOP_GRACE
+    task = asyncio.ensure_future(run_in_threadpool(watched.call, budget, fn, args))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=POLL_SECONDS)
+            if done:
+                try:
+                    return task.result()
+                except HardStop:  # arrived on its way out of the thread: the budget ran out all the same
+                    raise BudgetExceeded(budget.reason()) from None
+            now = time.monotonic()
+            if not gone.is_set() and await request.is_disconnected():
+                gone.set()
+                hard_stop_at = min(hard_stop_at, now + HARD_STOP_GRACE)
+            if now >= hard_stop_at:
+                watched.stop()
+    finally:
+        # The slot (app.web.gates) is held until the thread is really done: a cancelled request
+        # (server shutdown) still waits for the work, which the budget now ends quickly.
+        if not task.done():
+            gone.set()
+            watched.stop()
+            await asyncio.shield(asyncio.wait({task}))
+        request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - started

@@ -1,0 +1,273 @@
+// Autograd Explorer: the graph viewer — zoom, pan, fit, full screen, fold modes, node inspector.
+//
+// Gestures (wheel, pinch, drag) are d3-zoom's (served from node_modules like htmx). The drawing's
+// elements are stepped by static/explorer.js through their data-k keys; this file only moves the
+// camera, switches between the drawings of templates/_graph.html and fills the inspector (always
+// with textContent: user strings stay text). The view keeps its zoom and position while stepping.
+(function () {
+  "use strict";
+
+  var AX = (window.AX = window.AX || {});
+  var ZOOM_STEP = 1.5, PAN_STEP = 80, MAX_FIT = 1.0;
+  var lastStep = null;
+
+  document.addEventListener("explorer:step", function (event) {
+    lastStep = event.detail.step;
+    if (AX.graph) AX.graph.stepped(lastStep);
+  });
+
+  function Viewer(section) {
+    var self = this;
+    this.section = section;
+    this.viewport = section.querySelector('[data-role="graph-viewport"]');
+    this.svg = section.querySelector('[data-role="graph-svg"]');
+    this.layer = section.querySelector('[data-role="graph-zoom"]');
+    this.inspector = section.querySelector('[data-role="graph-inspector"]');
+    this.data = JSON.parse(section.querySelector('script[data-role="graph-data"]').textContent);
+    this.mode = section.getAttribute("data-default");
+    this.inspected = null; // [unit element] while the inspector is open
+    this.zoom = window.d3.zoom().scaleExtent([0.02, 6]).on("zoom", function (event) {
+      self.transform = event.transform;
+      self.layer.setAttribute("transform", event.transform.toString());
+    });
+    this.selection = window.d3.select(this.svg);
+    this.selection.call(this.zoom).on("dblclick.zoom", null);
+    this.transform = window.d3.zoomIdentity;
+    this.bind();
+    // The drawing must be laid out by the browser before it can be measured.
+    requestAnimationFrame(function () { self.shrinkToFit(); self.fit(); });
+  }
+
+  Viewer.prototype.drawing = function () {
+    return this.section.querySelector('.drawing[data-mode="' + this.mode + '"]');
+  };
+
+  // The box of what the current step shows, in drawing coordinates (hidden elements do not count).
+  Viewer.prototype.contentBox = function () {
+    var box = this.drawing().getBBox();
+    return box.width || box.height ? box : null;
+  };
+
+  Viewer.prototype.size = function () {
+    return { w: this.svg.clientWidth || 1, h: this.svg.clientHeight || 1 };
+  };
+
+  Viewer.prototype.fit = function (box) {
+    box = box || this.contentBox();
+    if (!box) return;
+    var size = this.size(), pad = 16;
+    var k = Math.min((size.w - 2 * pad) / box.width, (size.h - 2 * pad) / box.height, MAX_FIT);
+    // centred across, from the top down: inputs are at the top
+    var x = size.w / 2 - k * (box.x + box.width / 2), y = pad - k * box.y;
+    this.selection.call(this.zoom.transform, window.d3.zoomIdentity.translate(x, y).scale(k));
+  };
+
+  // A small graph gets a short viewport (its fitted height), a large one the panel's full height.
+  Viewer.prototype.shrinkToFit = function () {
+    var box = this.contentBox(), size = this.size(), pad = 16;
+    if (!box) return;
+    var k = Math.min((size.w - 2 * pad) / box.width, MAX_FIT);
+    var wanted = Math.max(k * box.height + 2 * pad, 180);
+    if (wanted < size.h) this.viewport.style.height = Math.ceil(wanted) + "px";
+  };
+
+  Viewer.prototype.zoomBy = function (factor) {
+    this.selection.call(this.zoom.scaleBy, factor);
+  };
+
+  Viewer.prototype.panBy = function (dx, dy) {
+    var k = this.transform.k;
+    this.selection.call(this.zoom.translateBy, dx / k, dy / k);
+  };
+
+  // Keep the view while stepping; only when nothing the step shows is on screen, show it all.
+  Viewer.prototype.stepped = function (step) {
+    if (this.inspected) this.renderInspector();
+    var box = this.contentBox();
+    if (!box) return;
+    var t = this.transform, size = this.size();
+    var x0 = t.applyX(box.x), y0 = t.applyY(box.y), x1 = t.applyX(box.x + box.width), y1 = t.applyY(box.y + box.height);
+    if (x1 < 0 || y1 < 0 || x0 > size.w || y0 > size.h) this.fit();
+  };
+
+  Viewer.prototype.setMode = function (mode, focusClass) {
+    if (!this.section.querySelector('.drawing[data-mode="' + mode + '"]')) return;
+    this.mode = mode;
+    this.section.querySelectorAll(".drawing").forEach(function (g) {
+      g.toggleAttribute("hidden", g.getAttribute("data-mode") !== mode);
+    });
+    this.section.querySelectorAll("[data-graph-note]").forEach(function (p) {
+      p.toggleAttribute("hidden", p.getAttribute("data-graph-note") !== mode);
+    });
+    this.section.querySelectorAll("[data-graph-mode]").forEach(function (b) {
+      b.setAttribute("aria-pressed", b.getAttribute("data-graph-mode") === mode ? "true" : "false");
+    });
+    this.closeInspector();
+    var box = null;
+    if (focusClass != null) box = this.classBox(focusClass);
+    this.fit(box);
+  };
+
+  // The bounds of the members of one repetition class on screen now (after unfolding it).
+  Viewer.prototype.classBox = function (klass) {
+    var boxes = [];
+    this.drawing().querySelectorAll('.node[data-class="' + klass + '"]:not([hidden])').forEach(function (n) {
+      boxes.push(n.getBBox());
+    });
+    if (!boxes.length) return null;
+    var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    boxes.forEach(function (b) {
+      x0 = Math.min(x0, b.x); y0 = Math.min(y0, b.y); x1 = Math.max(x1, b.x + b.width); y1 = Math.max(y1, b.y + b.height);
+    });
+    return { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
+  };
+
+  Viewer.prototype.toggleWide = function (on) {
+    var wide = on === undefined ? !this.section.classList.contains("graph-wide") : on;
+    var size = this.size(), t = this.transform;
+    var centre = [t.invertX(size.w / 2), t.invertY(size.h / 2)];
+    this.section.classList.toggle("graph-wide", wide);
+    document.body.classList.toggle("graph-wide-open", wide);
+    var button = this.section.querySelector('[data-graph="wide"]');
+    button.setAttribute("aria-pressed", wide ? "true" : "false");
+    button.setAttribute("aria-label", wide ? "Leave full screen" : "Full screen");
+    // the same point stays in the middle of the (resized) view
+    var after = this.size();
+    this.selection.call(this.zoom.translateTo, centre[0], centre[1], [after.w / 2, after.h / 2]);
+  };
+
+  // ---------- the inspector ----------
+
+  Viewer.prototype.nodeId = function (el) {
+    var rep = el.querySelector("desc[data-rep]");
+    return rep ? rep.textContent : el.getAttribute("data-n");
+  };
+
+  Viewer.prototype.inspect = function (el) {
+    this.inspected = el;
+    this.inspector.hidden = false;
+    this.renderInspector();
+  };
+
+  Viewer.prototype.closeInspector = function () {
+    this.inspected = null;
+    this.inspector.hidden = true;
+  };
+
+  function row(list, term, text, cls) {
+    var dt = document.createElement("dt");
+    dt.textContent = term;
+    var dd = document.createElement("dd");
+    dd.textContent = text;
+    if (cls) dd.className = cls;
+    list.push(dt, dd);
+  }
+
+  Viewer.prototype.renderInspector = function () {
+    var el = this.inspected, list = [];
+    var title = this.inspector.querySelector('[data-role="gi-title"]');
+    var facts = this.inspector.querySelector('[data-role="gi-facts"]');
+    var step = lastStep != null ? lastStep : (AX.explorer ? AX.explorer.step : 0);
+    var nid = this.nodeId(el), info = nid ? this.data.nodes[nid] : null;
+    var count = el.querySelector("[data-unfold]");
+    if (!info) {
+      title.textContent = el.querySelector(".label").textContent;
+      row(list, "what", el.querySelector("title").textContent);
+      facts.replaceChildren.apply(facts, list);
+      return;
+    }
+    title.textContent = info[0].split("::").pop();
+    row(list, "name", info[0]);
+    if (info[1]) row(list, "created", "line " + info[1]);
+    if (count && count.textContent) row(list, "folded", count.textContent.replace("×", "") + " alike on screen; this is the latest");
+    var index = AX.at ? AX.at(info[2], step) : undefined;
+    if (index === undefined) {
+      row(list, "now", "does not exist at this step");
+    } else {
+      var entry = this.data.facts[index];
+      var next = entry[0].map(function (n) { return n[1]; });
+      row(list, "next_functions", next.length ? next.join(", ") : "none");
+      if (!entry[1].length) row(list, "saved tensors", "none");
+      entry[1].forEach(function (s) {
+        // [name, tensor, label, saved at version, version now, state, torch's message]
+        var versions = s[3] == null ? "" : "saved at version " + s[3] + (s[4] == null ? "" : ", now " + s[4]);
+        var status = s[5] === "freed" ? "freed (backward released it)" : s[5] === "modified" ? "modified in place since it was saved" : "";
+        var text = s[2] + (versions ? " · " + versions : "") + (status ? " · " + status : "");
+        row(list, "saved " + s[0], text, s[5] ? "gi-" + s[5] : "");
+        if (s[6]) row(list, "", s[6], "gi-message");
+      });
+    }
+    row(list, "metadata keys", "not recorded by the trace");
+    row(list, "hooks", "not recorded by the trace");
+    facts.replaceChildren.apply(facts, list);
+  };
+
+  // ---------- events ----------
+
+  Viewer.prototype.bind = function () {
+    var self = this, section = this.section;
+    section.addEventListener("click", function (event) {
+      var button = event.target.closest("[data-graph], [data-graph-mode], [data-role='gi-close']");
+      if (button) {
+        var what = button.getAttribute("data-graph");
+        if (what === "zoom-in") self.zoomBy(ZOOM_STEP);
+        else if (what === "zoom-out") self.zoomBy(1 / ZOOM_STEP);
+        else if (what === "fit") self.fit();
+        else if (what === "wide") self.toggleWide();
+        else if (button.hasAttribute("data-graph-mode")) self.setMode(button.getAttribute("data-graph-mode"));
+        else self.closeInspector();
+        return;
+      }
+      var unfold = event.target.closest("[data-unfold]");
+      if (unfold) {
+        var klass = unfold.closest(".node").getAttribute("data-class");
+        self.setMode("all", klass);
+        return;
+      }
+      if (event.target.closest(".chip[data-t]")) return; // explorer.js selects the saved tensor
+      var node = event.target.closest(".node");
+      if (node && !node.hasAttribute("data-t")) self.inspect(node);
+    });
+    section.addEventListener("keydown", function (event) {
+      if (event.altKey || event.ctrlKey || event.metaKey) return;
+      var node = event.target.closest && event.target.closest(".node");
+      if (node && (event.key === "Enter" || event.key === " ")) {
+        event.preventDefault();
+        if (node.hasAttribute("data-t")) AX.explorer && AX.explorer.select(node.getAttribute("data-t"));
+        else self.inspect(node);
+        return;
+      }
+      if (event.target !== self.viewport) return;
+      var handled = true;
+      switch (event.key) {
+        case "ArrowLeft": self.panBy(PAN_STEP, 0); break;
+        case "ArrowRight": self.panBy(-PAN_STEP, 0); break;
+        case "ArrowUp": self.panBy(0, PAN_STEP); break;
+        case "ArrowDown": self.panBy(0, -PAN_STEP); break;
+        case "+": case "=": self.zoomBy(ZOOM_STEP); break;
+        case "-": case "_": self.zoomBy(1 / ZOOM_STEP); break;
+        case "0": self.fit(); break;
+        default: handled = false;
+      }
+      if (handled) {
+        event.preventDefault();
+        event.stopPropagation(); // the arrows pan here; elsewhere they step (explorer.js)
+      }
+    });
+    document.addEventListener("keydown", function (event) {
+      if (event.key !== "Escape" || AX.graph !== self) return;
+      if (self.inspected) self.closeInspector();
+      else if (section.classList.contains("graph-wide")) self.toggleWide(false);
+    });
+  };
+
+  function setup(el) {
+    var section = el.matches && el.matches('[data-role="graph"]') ? el : el.querySelector && el.querySelector('[data-role="graph"]');
+    if (!section || section.viewer || !window.d3) return;
+    document.body.classList.remove("graph-wide-open");
+    section.viewer = AX.graph = new Viewer(section);
+  }
+
+  if (window.htmx) window.htmx.onLoad(setup);
+  else document.addEventListener("DOMContentLoaded", function () { setup(document.body); });
+})();

@@ -1,0 +1,36 @@
+// Permalink tokens: raw DEFLATE of the UTF-8 code in unpadded base64url, the format
+// app/web/permalink.py reads and writes, so the page, the embed and the SVG export open the same URLs.
+
+function stream(bytes, transform) {
+  return new Response(new Blob([bytes]).stream().pipeThrough(transform)).arrayBuffer();
+}
+
+export function encode(code) {
+  return stream(new TextEncoder().encode(code), new CompressionStream("deflate-raw")).then(function (buffer) {
+    const bytes = new Uint8Array(buffer);
+    let binary = "";
+    for (let i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]);
+    return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  });
+}
+
+// The code a token carries; rejects what encode() would not have made (the server then explains).
+export function decode(token) {
+  let binary;
+  try {
+    binary = atob(token.replace(/-/g, "+").replace(/_/g, "/"));
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  const bytes = Uint8Array.from(binary, function (c) { return c.charCodeAt(0); });
+  return stream(bytes, new DecompressionStream("deflate-raw")).then(function (buffer) {
+    return new TextDecoder("utf-8", { fatal: true }).decode(buffer);
+  });
+}
+
+// The playground URL that opens `code` (and `step`, counted from 1, when given).
+export function permalink(code, step) {
+  return encode(code).then(function (token) {
+    return location.origin + "/?code=" + token + (step ? "&step=" + step : "");
+  });
+}

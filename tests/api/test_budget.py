@@ -1,0 +1,145 @@
+"""The per-request server budget: ``app.budget`` (pure) and ``app.web.work.budgeted`` in a real uvicorn,
+where a client that leaves ends the work, and work that never checks its budget is stopped anyway."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import anyio
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import PlainTextResponse
+
+from app.budget import UNLIMITED, Budget, BudgetExceeded, current_budget, use_budget
+from app.web.work import HARD_STOP_GRACE, budgeted
+
+
+def test_a_budget_expires_and_says_why() -> None:
+    budget = Budget(0.05)
+    budget.check()
+    assert not budget.expired and 0 < budget.left() <= 0.05
+    time.sleep(0.06)
+    assert budget.expired and budget.left() == 0
+    with pytest.raises(BudgetExceeded, match="0.05 s budget"):
+        budget.check()
+
+
+def test_a_cancelled_budget_ends_at_once() -> None:
+    gone = threading.Event()
+    budget = Budget(60, gone.is_set)
+    budget.check()
+    gone.set()
+    assert budget.expired and budget.left() == 0
+    with pytest.raises(BudgetExceeded, match="client closed"):
+        budget.check()
+
+
+def test_the_current_budget_follows_the_block_and_its_threads() -> None:
+    assert current_budget() is UNLIMITED and not UNLIMITED.expired
+    outer, inner = Budget(10), Budget(5)
+    with use_budget(outer):
+        assert current_budget() is outer
+        with use_budget(inner):
+            assert current_budget() is inner
+        assert current_budget() is outer
+
+        async def in_thread() -> Budget:
+            return await run_in_threadpool(current_budget)
+
+        assert anyio.run(in_thread) is outer  # run_in_threadpool copies the context
+    assert current_budget() is UNLIMITED
+
+
+# -- budgeted() in a real server ---------------------------------------------------------------------
+
+STOPPED: dict[str, float] = {}
+
+
+def _spin(name: str, checks: bool) -> str:
+    try:
+        while True:
+            if checks:
+                current_budget().check()
+            sum(range(1000))
+    finally:
+        STOPPED[name] = time.monotonic()
+
+
+def _app(seconds: float) -> FastAPI:
+    app = FastAPI()
+    app.state.settings = SimpleNamespace(server_seconds=seconds)
+
+    @app.get("/spin/{name}")
+    async def spin(name: str, request: Request, checks: int = 1) -> PlainTextResponse:
+        try:
+            return PlainTextResponse(await budgeted(request, _spin, name, bool(checks)))
+        except BudgetExceeded as error:
+            return PlainTextResponse(f"partial: {error}")
+
+    return app
+
+
+def _serve(seconds: float) -> Iterator[int]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(_app(seconds), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield port
+    server.should_exit = True
+    thread.join(10)
+
+
+SHORT = 0.5
+
+
+@pytest.fixture(scope="module")
+def short_budget() -> Iterator[int]:
+    yield from _serve(SHORT)
+
+
+@pytest.fixture(scope="module")
+def long_budget() -> Iterator[int]:
+    yield from _serve(60.0)
+
+
+def _get(port: int, path: str) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+        return data.decode()
+
+
+@pytest.mark.parametrize("checks", [1, 0], ids=["checks", "never-checks"])
+def test_work_past_its_budget_answers_partially(short_budget: int, checks: int) -> None:
+    start = time.monotonic()
+    answer = _get(short_budget, f"/spin/over{checks}?checks={checks}")
+    assert "partial: the server's 0.5 s budget" in answer
+    assert time.monotonic() - start < SHORT + HARD_STOP_GRACE + 2
+
+
+@pytest.mark.parametrize("checks", [1, 0], ids=["checks", "never-checks"])
+def test_a_client_that_leaves_ends_the_work(long_budget: int, checks: int) -> None:
+    name = f"left{checks}"
+    sock = socket.create_connection(("127.0.0.1", long_budget))
+    sock.sendall(f"GET /spin/{name}?checks={checks} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    time.sleep(0.5)
+    sock.close()
+    left = time.monotonic()
+    deadline = left + 10
+    while name not in STOPPED and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert name in STOPPED, "the work went on after the client left"
+    assert STOPPED[name] - left < HARD_STOP_GRACE + 1.0

@@ -1,0 +1,90 @@
+"""Descriptor exhaustion never wedges the pool: a ``ready`` whose pipes the kernel dropped is a failed
+spawn, a stalled spawn is asked for again, ``/healthz`` says when no child can be had, and runs work
+again as soon as descriptors are back. The server here is a bare uvicorn (no connection limits of its
+own, ``app.serving``), with a low open-files limit, so idle connections really exhaust it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sandbox_support import BENIGN, Server, assert_benign, benign_expected, fork_server_pid, start_server
+
+OPEN_FILES = 96
+
+
+@pytest.fixture(scope="module")
+def starved_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    limit = ["prlimit", f"--nofile={OPEN_FILES}:{OPEN_FILES}", "--"]
+    server = start_server(tmp_path_factory.mktemp("starved"), {}, prefix=limit)
+    yield server
+    server.stop()
+
+
+def _flood(port: int, count: int) -> list[socket.socket]:
+    """Idle connections that never send a byte (the kernel completes them even when the server
+    cannot accept them any more: they wait in the backlog, then take a descriptor each)."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sockets.append(sock)
+    return sockets
+
+
+def _wait_until(predicate, seconds: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_runs_come_back_after_descriptor_exhaustion(starved_server: Server) -> None:
+    benign_expected()
+    assert_benign(starved_server)
+    # One keep-alive connection opened before the flood keeps a way in while the server cannot accept.
+    keeper = httpx.Client(base_url=f"http://127.0.0.1:{starved_server.port}", timeout=60)
+    try:
+        assert keeper.get("/healthz").status_code == 200
+        flood = _flood(starved_server.port, OPEN_FILES * 2)
+        time.sleep(1.5)  # the server accepts what it can, then EMFILE
+        # Every run takes a pre-forked child and asks for its replacement, whose pipes the kernel
+        # cannot hand over now: the run still answers (no 45 s wait), and the pool counts the loss.
+        for _ in range(4):
+            answer = keeper.post("/api/run", json={"code": BENIGN})
+            assert answer.status_code in (200, 503), answer.status_code
+        for sock in flood:
+            sock.close()
+        assert _wait_until(lambda: keeper.get("/healthz").status_code == 200, 20), keeper.get("/healthz").text
+    finally:
+        keeper.close()
+    # Descriptors are back: runs work at once (no restart, no wedge), and nothing is left waiting.
+    assert_benign(starved_server)
+    assert_benign(starved_server)
+    assert starved_server.health().json()["pool"]["spawns_pending"] <= 2
+    assert "arrived without its pipes" in Path(starved_server.log).read_text()
+
+
+def test_health_fails_while_no_child_can_be_had(starved_server: Server) -> None:
+    forker = fork_server_pid(starved_server)
+    os.kill(forker, signal.SIGSTOP)  # a fork server that answers nothing: spawns stall
+    try:
+        # The pre-forked children are used up; then no child can be had, and health says so.
+        for _ in range(3):
+            starved_server.client.post("/api/run", json={"code": BENIGN}, timeout=60)
+        assert _wait_until(lambda: starved_server.health().status_code == 503, 20)
+        health = starved_server.health().json()
+        assert health["ok"] is False and health["state"] == "no children"
+    finally:
+        os.kill(forker, signal.SIGCONT)
+    # The stalled spawns are asked for again: health and runs recover by themselves.
+    assert _wait_until(lambda: starved_server.health().status_code == 200, 20)
+    assert_benign(starved_server)
+    assert fork_server_pid(starved_server) == forker  # healed, not restarted
