@@ -5,8 +5,9 @@ limit ("stopped at the limit of 10,000 steps"), the time limit ("stopped at the 
 steps"), the size of its trace, its memory, or how much it printed. The sandbox reports these as
 error kinds (``app/sandbox/child.py::_explain`` and ``encode_result``, ``app/sandbox/outcome.py``):
 ``timeout`` (``Timeout``: wall clock, ``CpuTimeout``: CPU), ``output`` (``ResultTooLarge``: the trace's
-size, which also sets ``truncated``; anything else: printed output), ``memory``; a run cut at the step
-limit has ``truncated`` and no error. Those become one ``Notice``; every other error (the snippet's
+size, which also sets ``truncated``; ``OutputLimitReached``: printed output; ``ServerBudget``: the
+server's own budget for drawing, ``app/web/pages.py``), ``memory``; a run cut at the step limit has
+``truncated`` and no error. Those become one ``Notice``; every other error (the snippet's
 own exception, a rejected snippet, our failure) stays an ``ErrorView``.
 """
 
@@ -60,7 +61,8 @@ class ErrorView:
 
 @dataclass(frozen=True)
 class Notice:
-    """Why a run stopped before its end: ``cause`` is steps | time | size | memory | output."""
+    """Why a run stopped before its end: ``cause`` is steps | time | size | memory | output, or
+    server when the server could not show all of it (its budget for drawing ran out)."""
 
     cause: str
     text: str
@@ -97,6 +99,9 @@ def cut_notice(trace: DeltaTrace, limits: RunLimits) -> Notice | None:
         size = fmt.nbytes(limits.max_result_bytes)
         return Notice("size", f"The trace reached the size limit of {size} {_after(count)} and was cut "
                       f"there.{shown}", line)
+    if error.kind == "output" and error.type != "OutputLimitReached":
+        # the server's own limits (its time budget for drawing, its answer size): its own sentence
+        return Notice("server", error.message, None)
     if error.kind == "output":
         printed = fmt.nbytes(limits.max_stdout_bytes)
         return Notice("output", f"The snippet printed more than {printed}, the limit, and was stopped "

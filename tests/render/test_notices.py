@@ -36,6 +36,8 @@ CASES = [
      "reached the size limit of 8.0 MiB after 173 steps"),
     (cut(40, "output", "OutputLimitReached"), "output", "printed more than 64.0 KiB, the limit"),
     (cut(7, "memory", "MemoryError"), "memory", "ran out of memory (a run may use 512 MiB)"),
+    (cut(0, "output", "ServerBudget", message="The server stopped preparing this view: 10 s."), "server",
+     "The server stopped preparing this view: 10 s."),
 ]
 
 
@@ -49,6 +51,7 @@ def test_one_notice_with_the_figure_and_no_error_box(trace: DeltaTrace, cause: s
     assert view.notice is not None and view.notice.cause == cause
     assert sentence in view.notice.text
     assert "The sandbox's own words." not in view.notice.text
+    assert cause == "output" or "printed" not in view.notice.text
 
 
 def test_the_snippet_s_own_error_is_a_red_box_and_no_notice() -> None:
