@@ -9,6 +9,7 @@ the tensor reads as an entry. Only the "id" row shows internal ids.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from app.render import fmt
@@ -21,12 +22,13 @@ from app.render.names import (
     holders_text,
     id_order,
     label,
+    roles_text,
     short_node_name,
 )
 from app.render.steps import StepInput
 from app.render.tracks import Run, change, close_runs
 from app.schema import TensorFact
-from app.trace.holding import Holding
+from app.trace.holding import Holding, node_holds
 from app.trace.replay import State
 
 
@@ -56,9 +58,9 @@ def values_text(fact: TensorFact) -> str | None:
 
 
 def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
-                 values: str | None = None) -> list[tuple[str, str]]:
+                 values: str | None = None, held: str | None = None) -> list[tuple[str, str]]:
     """The rows of one live tensor now. The first row is what the views call it (the panel's title).
-    ``values``: its values row when the caller has it already (``values_text``)."""
+    ``values`` and ``held`` (its "held by" row): when the caller has them already."""
     fact = state.tensors[tid]
     named = holding.is_named(tid)
     rows: list[tuple[str, str]] = [
@@ -66,9 +68,11 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
         ("names", fold_names(holding.names(tid)) if named else "no variable reaches it"),
         ("id", f"{tid} · storage {fact.storage}" if fact.storage else tid),
     ]
-    holders = holders_of(holding, tid)
-    if holders:
-        rows.append(("held by", holders_text(holders)))
+    if held is None:
+        holders = holders_of(holding, tid)
+        held = holders_text(holders) if holders else None
+    if held:
+        rows.append(("held by", held))
     storage = state.storages.get(fact.storage) if fact.storage else None
     layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset)
     rows += [
@@ -117,6 +121,9 @@ class FactsBuilder:
         self.born: dict[str, int] = {}
         self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
         self._values: dict[str, tuple[TensorFact, str | None]] = {}  # tensor -> (fact, values row)
+        # tensor -> how many graph nodes hold it in each role, kept from the node changes: a leaf that
+        # 1,000 iterations' nodes saved reads "MulBackward0.self ×1000" without listing them each time
+        self.roles: dict[str, Counter[str]] = {}
 
     def add_step(self, step: StepInput) -> None:
         state, changes, holding, held = step.state, step.changes, step.holding, step.held
@@ -130,8 +137,16 @@ class FactsBuilder:
                 self.by_grad_fn.get(old.grad_fn, set()).discard(tid)
             if new is not None and new.grad_fn is not None:
                 self.by_grad_fn.setdefault(new.grad_fn, set()).add(tid)
-        for nid in changes.old_nodes:
+        for nid, old_node in changes.old_nodes.items():
             dirty.update(self.by_grad_fn.get(nid, ()))
+            new_node = state.nodes.get(nid)
+            for node, delta in ((old_node, -1), (new_node, 1)):
+                for tid, role in node_holds(node) if node is not None else ():
+                    counts = self.roles.setdefault(tid, Counter())
+                    counts[role] += delta
+                    if counts[role] <= 0:
+                        del counts[role]
+                    dirty.add(tid)
         for sid in changes.old_storages:
             dirty.update(step.users.get(sid))
         for tid in list(dirty):  # the .grad / ._base rows of others name this one
@@ -146,9 +161,18 @@ class FactsBuilder:
             cached = self._values.get(tid)
             if cached is None or cached[0] is not fact:  # values are formatted once per fact
                 cached = self._values[tid] = (fact, values_text(fact))
-            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1])
+            held_by = self._held(tid, holding)
+            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by)
             entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
             change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
+
+    def _held(self, tid: str, holding: Holding) -> str:
+        """The "held by" row: the roles that hold ``tid``, or what holds a view of it (``…._base``)."""
+        counts = self.roles.get(tid)
+        if counts:
+            return roles_text(counts)
+        holders = holding.holders(tid)
+        return holders_text(holders) if holders else ""
 
     def finish(self, count: int) -> Facts:
         for runs in self.details.values():

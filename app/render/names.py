@@ -91,6 +91,11 @@ def holders_text(roles: Iterable[str]) -> str:
     counts: dict[str, int] = {}
     for role in roles:
         counts[role] = counts.get(role, 0) + 1
+    return roles_text(counts)
+
+
+def roles_text(counts: Mapping[str, int]) -> str:
+    """``holders_text`` of roles already counted."""
     parts = [role if n == 1 else f"{role} ×{n}" for role, n in counts.items()]
     if len(parts) > MAX_HOLDERS:
         parts = [*parts[:MAX_HOLDERS], f"+{len(parts) - MAX_HOLDERS} more"]
@@ -181,5 +186,5 @@ def clip(text: str, limit: int) -> str:
 __all__ = [
     "ACCUMULATE_GRAD", "UNNAMED", "HoldersOf", "NamesOf", "clip", "display_name", "family", "family_label",
     "fold_names", "holder_phrase", "holders_of", "holders_text", "id_order", "is_accumulate", "label",
-    "short_node_name", "subscript", "tensor_kind",
+    "roles_text", "short_node_name", "subscript", "tensor_kind",
 ]
