@@ -156,6 +156,7 @@ def _browser(url: str, scenarios: list[Scenario]) -> dict[str, dict[str, float]]
                 "longest_after": max(after, default=0.0),
                 "longest_drawing": max(during, default=0.0),
                 "count": page.evaluate("AX.explorer.count"),
+                "setup": page.evaluate("AX.setupMs"),
                 "dom": page.evaluate("document.querySelectorAll('#run *').length"),
             }
             if scenario.stepping:
@@ -217,6 +218,7 @@ def run() -> list[Row]:
             rows += [
                 Row("scale", name, "click → drawn (Chromium)", b["drawn"], "ms", s.drawn_ms),
                 Row("scale", name, "answer → drawn (the page's part)", b["page"], "ms"),
+                Row("scale", name, "explorer.js set-up (parse, index, first step)", b["setup"], "ms"),
                 Row("scale", name, "longest task after the draw", b["longest_after"], "ms", 200),
                 Row("scale", name, "longest task while drawing", b["longest_drawing"], "ms"),
                 Row("scale", name, "elements in #run", b["dom"], ""),
