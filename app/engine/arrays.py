@@ -22,7 +22,8 @@ array on a tensor's memory whose storage was since resized (freed) is not read.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+import weakref
+from bisect import bisect_right, insort
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ _size = _ND["size"].__get__
 _nbytes = _ND["nbytes"].__get__
 _flags = _ND["flags"].__get__
 _interface = _ND["__array_interface__"].__get__
+_tobytes = np.ndarray.tobytes
 
 # numpy dtype kind -> a torch dtype ValueWriter converts the same way (floats: NaN as "NaN" …)
 _READABLE = {"b": torch.bool, "i": torch.int64, "u": torch.int64}
@@ -74,48 +76,111 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
 
 
 class ArrayReader:
-    """The array facts of a run, step after step (one per ``SnapshotTaker``)."""
+    """The array facts of a run, step after step (one per ``SnapshotTaker``).
+
+    Kept incremental: an array's fact is read again only when its names changed, a storage over its
+    bytes appeared, changed or went, or its *signature* changed — shape, strides and, for arrays
+    small enough to show values, their raw bytes (one C call): what a write through numpy changes.
+    The signature check is the one cost per array per step."""
 
     def __init__(self, values: ValueWriter) -> None:
         self.values = values
         self.facts: dict[str, dict[str, Any]] = {}
-        self._index: list[tuple[int, int, str]] | None = None  # (start, nbytes, storage id), sorted
+        self._names: dict[str, list[str]] = {}  # array id -> its names, walk order
+        self._refs: dict[str, weakref.ref[Any]] = {}
+        self._signature: dict[str, tuple] = {}
+        self._span: dict[str, tuple[int, int]] = {}  # array id -> [low, high) bytes it occupies
+        self._on: dict[str, set[str]] = {}  # storage id -> arrays matched to it
+        self._ranges: dict[str, tuple[int, int]] = {}  # storage id -> (start, nbytes)
+        self._index: list[tuple[int, int, str]] = []  # the same, sorted by start
+        self._indexed = False
 
     def step(self, taker: Any, delta: dict[str, Any]) -> None:
         """Add to ``delta`` the arrays that appeared or changed and those gone."""
         walker = taker.walker
         if not walker.arrays and not self.facts:
             return
-        if self._index is None or delta.get("storages") or delta.get("dropped", {}).get("storages"):
-            self._index = None  # the storages moved: match against them again
-        names: dict[str, list[str]] = {}
-        for name in sorted(walker.arrays, key=walker.position):
-            names.setdefault(walker.arrays[name], []).append(name)
+        stale = self._storages_changed(taker, delta)
+        if walker.arrays_changed or not self._names and walker.arrays:
+            names: dict[str, list[str]] = {}
+            for name in sorted(walker.arrays, key=walker.position):
+                names.setdefault(walker.arrays[name], []).append(name)
+            for aid, found in names.items():
+                if self._names.get(aid) != found:
+                    stale.add(aid)
+            self._names = names
         changed: dict[str, dict[str, Any]] = {}
-        for aid, found in names.items():
-            array = walker.array_ids.object(aid)
+        gone = []
+        for aid, found in self._names.items():
+            ref = self._refs.get(aid)
+            array = ref() if ref is not None else walker.array_ids.object(aid)
             if array is None:
                 continue
-            fact = self._fact(taker, array, found)
+            signature = _signature(array, self.facts.get(aid))
+            if aid not in stale and self._signature.get(aid) == signature:
+                continue
+            self._signature[aid] = signature
+            self._refs[aid] = weakref.ref(array)
+            fact = self._fact(taker, array, found, aid)
             if self.facts.get(aid) != fact:
                 changed[aid] = self.facts[aid] = fact
-        gone = [aid for aid in self.facts if aid not in changed and aid not in names]
-        for aid in gone:
-            del self.facts[aid]
+        for aid in [a for a in self.facts if a not in self._names or self._refs[a]() is None]:
+            gone.append(aid)
+            self._forget(aid)
         if changed:
             delta["arrays"] = changed
         if gone:
             delta.setdefault("dropped", {})["arrays"] = gone
 
-    def _storages(self, taker: Any) -> list[tuple[int, int, str]]:
-        if self._index is None:
-            index = []
-            for sid, fact in taker.storages.items():
-                start = taker.storage_ids.pointer_of(sid) or self._tensor_start(taker, sid)
-                if start and fact["nbytes"]:
-                    index.append((start, fact["nbytes"], sid))
-            self._index = sorted(index)
-        return self._index
+    def _forget(self, aid: str) -> None:
+        fact = self.facts.pop(aid)
+        self._names.pop(aid, None)
+        for table in (self._refs, self._signature, self._span):
+            table.pop(aid, None)
+        self._unmatch(aid, fact["storage"])
+
+    def _unmatch(self, aid: str, sid: str | None) -> None:
+        on = self._on.get(sid) if sid is not None else None
+        if on is not None:
+            on.discard(aid)
+            if not on:
+                del self._on[sid]
+
+    # ---- the storages, by memory range -----------------------------------------------------------
+    def _storages_changed(self, taker: Any, delta: dict[str, Any]) -> set[str]:
+        """Update the index from the step's storage changes; the arrays whose match may differ."""
+        if not self._indexed:
+            self._indexed = True
+            for sid in taker.storages:
+                self._place(taker, sid)
+            return set(self._names)
+        touched = [*delta.get("storages", ()), *delta.get("dropped", {}).get("storages", ())]
+        stale: set[str] = set()
+        for sid in touched:
+            before = self._ranges.get(sid)
+            now = self._place(taker, sid)
+            if before == now:
+                continue
+            stale |= self._on.get(sid, set())
+            if now is not None:
+                start, end = now[0], now[0] + now[1]
+                stale.update(aid for aid, (low, high) in self._span.items() if start <= low and high <= end)
+        return stale
+
+    def _place(self, taker: Any, sid: str) -> tuple[int, int] | None:
+        """File storage ``sid`` where its bytes are now (or nowhere, once it left the trace)."""
+        old = self._ranges.pop(sid, None)
+        if old is not None:
+            self._index.remove((old[0], old[1], sid))
+        fact = taker.storages.get(sid)
+        if fact is None or not fact["nbytes"]:
+            return None
+        start = taker.storage_ids.pointer_of(sid) or self._tensor_start(taker, sid)
+        if not start:
+            return None
+        self._ranges[sid] = (start, fact["nbytes"])
+        insort(self._index, (start, fact["nbytes"], sid))
+        return self._ranges[sid]
 
     @staticmethod
     def _tensor_start(taker: Any, sid: str) -> int:
@@ -125,7 +190,7 @@ class ArrayReader:
                 return tensor_pointer(tensor)
         return 0
 
-    def _fact(self, taker: Any, array: np.ndarray, names: list[str]) -> dict[str, Any]:
+    def _fact(self, taker: Any, array: np.ndarray, names: list[str], aid: str) -> dict[str, Any]:
         dtype = _dtype(array)
         pointer = _pointer(array)
         fact: dict[str, Any] = {
@@ -138,13 +203,16 @@ class ArrayReader:
         if isinstance(base, np.ndarray):  # isinstance on a type numpy made: no snippet code runs
             fact["base"] = taker.walker.array_ids.known(base)
         safe = True
+        old = self.facts.get(aid)
+        self._unmatch(aid, old["storage"] if old is not None else None)
         if _size(array):
-            low, high = _extent(array, pointer)
-            found = self._storage_of(taker, low, high)
+            low, high = self._span[aid] = _extent(array, pointer)
+            found = self._storage_of(low, high)
             safe = self._own_buffer(array, fact, pointer, low, high)
             if found is not None:  # on a storage the trace holds: its bytes are alive
                 start, nbytes, sid = found
                 fact.update(storage=sid, offset=pointer - start, buffer_nbytes=nbytes)
+                self._on.setdefault(sid, set()).add(aid)
                 taker.volatile.add(sid)  # written through the array: re-read its tensors at every step
                 safe = True
         if safe:
@@ -153,8 +221,8 @@ class ArrayReader:
             fact["unavailable"]["values"] = NOT_READ
         return fact
 
-    def _storage_of(self, taker: Any, low: int, high: int) -> tuple[int, int, str] | None:
-        index = self._storages(taker)
+    def _storage_of(self, low: int, high: int) -> tuple[int, int, str] | None:
+        index = self._index
         i = bisect_right(index, (low, math.inf, "")) - 1
         if i >= 0:
             start, nbytes, sid = index[i]
@@ -200,6 +268,13 @@ class ArrayReader:
             return
         flat = self.values.flat(plain.reshape(-1).tolist(), target)
         fact["values"] = nest(flat, fact["shape"])
+
+
+def _signature(array: np.ndarray, fact: dict[str, Any] | None) -> tuple:
+    """What a write through numpy (or a reshape in place) changes: shape, strides, and the raw bytes
+    of an array small enough to show values (only when its bytes were known to be alive)."""
+    small = _size(array) <= MAX_VALUES and fact is not None and "values" not in fact["unavailable"]
+    return _shape(array), _strides(array), _tobytes(array) if small else None
 
 
 def _extent_of_tensor(tensor: torch.Tensor) -> tuple[int, int]:
