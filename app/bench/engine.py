@@ -1,8 +1,9 @@
 """The trace engine's own time, in process (no sandbox, no HTTP), producing the delta trace the worker
 sends: the small snippet and loop issue 2 set targets for, the real-size runs of issue 9 (leak ×100
 and ×1000, Adam ×100), the backward pass of issue 13 and the numpy bridge (issue 11: 300 kept
-arrays, each checked at every step; its 500 ms target is the leak ×100 one's). Wall time counts waiting for a core on a
-shared machine; CPU time is the engine's own work — compare CPU figures across runs."""
+arrays, each checked at every step; its 500 ms target is the leak ×100 one's). Wall time counts
+waiting for a core on a shared machine; CPU time is the engine's own work — compare CPU figures
+across runs."""
 
 from __future__ import annotations
 
