@@ -143,3 +143,43 @@ s = np.arange(3.0).view(Sub)
 def test_a_snippet_without_numpy_has_no_arrays() -> None:
     steps = trace("x = torch.ones(2)\ny = x.detach()\n")["steps"]
     assert all(step["arrays"] == {} for step in steps)
+
+
+KEPT = """\
+import numpy as np
+t = torch.arange(4.)
+a = t.numpy()
+del t
+b = np.array(a)
+f = torch.from_numpy(b)
+f.add_(1)
+del f
+preds = []
+for i in range(3):
+    out = torch.randn(2)
+    preds.append(out.numpy())
+preds[0][0] = 9
+"""
+
+
+def test_incremental_array_facts_equal_the_whole_snapshots_at_every_step() -> None:
+    incremental, whole = (trace(KEPT, full_snapshots=full)["steps"] for full in (False, True))
+    assert len(incremental) == len(whole)
+    for index, (a, b) in enumerate(zip(incremental, whole, strict=True)):
+        assert a["arrays"] == b["arrays"], index
+
+
+def test_an_array_outliving_its_tensors_name_reads_as_that_tensors_memory() -> None:
+    steps = trace(KEPT)["steps"]
+    plain = run_plain(KEPT).namespace
+    _, after_del = _array_named(steps[3], "a")  # del t: nobody names the tensor, the array keeps it
+    assert after_del["storage"] is None and after_del["owner"] == "torch"
+    assert isinstance(plain["a"].base, torch.Tensor) and after_del["values"] == [0.0, 1.0, 2.0, 3.0]
+    _, b = _array_named(steps[6], "b")  # f.add_(1) on torch.from_numpy(b): numpy's bytes, torch's write
+    assert b["owner"] == "numpy" and b["storage"] is not None and b["values"] == [1.0, 2.0, 3.0, 4.0]
+    _, b = _array_named(steps[7], "b")  # del f: its own buffer again
+    assert b["storage"] is None and b["buffer_nbytes"] == plain["b"].nbytes
+    last = steps[-1]
+    shown = np.array(_array_named(last, "preds[0]")[1]["values"], dtype=np.float32)  # shortest float32 text
+    assert np.array_equal(shown, plain["preds"][0])
+    assert plain["preds"][0][0] == 9
