@@ -129,6 +129,8 @@ class BufferBuilder:
         self.tracks.change_text(self.slots[slot], index, buffer_text(new))
 
     def end_step(self, index: int) -> None:
+        if not self.slots and not self.waiting:
+            return  # never an own-buffer array: no track at all (the page draws no group)
         self.tracks.change_vis(self.k, index, bool(self.slot_of or self.waiting))
         more = _("+{count} more arrays on buffers of their own").format(count=len(self.waiting)) \
             if self.waiting else None

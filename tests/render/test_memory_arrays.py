@@ -59,5 +59,7 @@ def test_an_array_view_starts_at_numpys_byte_offset() -> None:
 def test_without_numpy_the_view_has_no_array_tracks() -> None:
     view = explore("x = torch.ones(2)\ny = x.detach()\n")
     frame = frame_at(view, 1)
-    assert not view.memory.buffers.slots and not frame.shows(view.memory.buffers.k)
+    buffers = view.memory.buffers
+    assert not buffers.slots  # the page draws no group of own buffers at all
+    assert buffers.k not in frame.tracks.vis and buffers.more_k not in frame.tracks.text
     assert all(not frame.text(s.numpy_k) for _, s in view.memory.strips())
