@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,8 @@ class ArrayReader:
         self._names: dict[str, list[str]] = {}  # array id -> its names, walk order
         self._refs: dict[str, weakref.ref[Any]] = {}
         self._signature: dict[str, tuple] = {}
+        self._small: set[str] = set()  # arrays whose bytes the signature holds (values shown)
+        self._lows: list[tuple[int, str]] = []  # (low, array id), sorted: arrays by where they start
         self._span: dict[str, tuple[int, int]] = {}  # array id -> [low, high) bytes it occupies
         self._on: dict[str, set[str]] = {}  # storage id -> arrays matched to it
         self._ranges: dict[str, tuple[int, int]] = {}  # storage id -> (start, nbytes)
@@ -101,6 +103,7 @@ class ArrayReader:
         if not walker.arrays and not self.facts:
             return
         stale = self._storages_changed(taker, delta)
+        gone = []
         if walker.arrays_changed or not self._names and walker.arrays:
             names: dict[str, list[str]] = {}
             for name in sorted(walker.arrays, key=walker.position):
@@ -109,24 +112,29 @@ class ArrayReader:
                 if self._names.get(aid) != found:
                     stale.add(aid)
             self._names = names
+            # an array that died lost its names first: only a step that changed names drops arrays
+            gone = [aid for aid in self.facts if aid not in names]
+            for aid in gone:
+                self._forget(aid)
         changed: dict[str, dict[str, Any]] = {}
-        gone = []
+        refs, signatures, small = self._refs, self._signature, self._small
         for aid, found in self._names.items():
-            ref = self._refs.get(aid)
+            ref = refs.get(aid)
             array = ref() if ref is not None else walker.array_ids.object(aid)
             if array is None:
                 continue
-            signature = _signature(array, self.facts.get(aid))
-            if aid not in stale and self._signature.get(aid) == signature:
+            signature = (_shape(array), _strides(array), _tobytes(array) if aid in small else None)
+            if aid not in stale and signatures.get(aid) == signature:
                 continue
-            self._signature[aid] = signature
-            self._refs[aid] = weakref.ref(array)
+            refs[aid] = weakref.ref(array)
             fact = self._fact(taker, array, found, aid)
             if self.facts.get(aid) != fact:
                 changed[aid] = self.facts[aid] = fact
-        for aid in [a for a in self.facts if a not in self._names or self._refs[a]() is None]:
-            gone.append(aid)
-            self._forget(aid)
+            if _size(array) <= MAX_VALUES and "values" not in fact["unavailable"]:
+                small.add(aid)  # its bytes are alive: a write through numpy shows in them
+            else:
+                small.discard(aid)
+            signatures[aid] = (_shape(array), _strides(array), _tobytes(array) if aid in small else None)
         if changed:
             delta["arrays"] = changed
         if gone:
@@ -135,8 +143,10 @@ class ArrayReader:
     def _forget(self, aid: str) -> None:
         fact = self.facts.pop(aid)
         self._names.pop(aid, None)
-        for table in (self._refs, self._signature, self._span):
+        for table in (self._refs, self._signature):
             table.pop(aid, None)
+        self._small.discard(aid)
+        self._unspan(aid)
         self._unmatch(aid, fact["storage"])
 
     def _unmatch(self, aid: str, sid: str | None) -> None:
@@ -162,10 +172,20 @@ class ArrayReader:
             if before == now:
                 continue
             stale |= self._on.get(sid, set())
-            if now is not None:
+            if now is not None:  # the arrays that start inside it (bisect: not every array)
                 start, end = now[0], now[0] + now[1]
-                stale.update(aid for aid, (low, high) in self._span.items() if start <= low and high <= end)
+                i = bisect_left(self._lows, (start, ""))
+                while i < len(self._lows) and self._lows[i][0] < end:
+                    aid = self._lows[i][1]
+                    if self._span[aid][1] <= end:
+                        stale.add(aid)
+                    i += 1
         return stale
+
+    def _unspan(self, aid: str) -> None:
+        span = self._span.pop(aid, None)
+        if span is not None:
+            self._lows.remove((span[0], aid))
 
     def _place(self, taker: Any, sid: str) -> tuple[int, int] | None:
         """File storage ``sid`` where its bytes are now (or nowhere, once it left the trace)."""
@@ -205,8 +225,10 @@ class ArrayReader:
         safe = True
         old = self.facts.get(aid)
         self._unmatch(aid, old["storage"] if old is not None else None)
+        self._unspan(aid)
         if _size(array):
             low, high = self._span[aid] = _extent(array, pointer)
+            insort(self._lows, (low, aid))
             found = self._storage_of(low, high)
             safe = self._own_buffer(array, fact, pointer, low, high)
             if found is not None:  # on a storage the trace holds: its bytes are alive
@@ -268,13 +290,6 @@ class ArrayReader:
             return
         flat = self.values.flat(plain.reshape(-1).tolist(), target)
         fact["values"] = nest(flat, fact["shape"])
-
-
-def _signature(array: np.ndarray, fact: dict[str, Any] | None) -> tuple:
-    """What a write through numpy (or a reshape in place) changes: shape, strides, and the raw bytes
-    of an array small enough to show values (only when its bytes were known to be alive)."""
-    small = _size(array) <= MAX_VALUES and fact is not None and "values" not in fact["unavailable"]
-    return _shape(array), _strides(array), _tobytes(array) if small else None
 
 
 def _extent_of_tensor(tensor: torch.Tensor) -> tuple[int, int]:
