@@ -149,18 +149,28 @@ Phase = Literal["forward", "backward"]
 Grads = list[str | None]
 
 
-class BackwardFields(_Fact):
-    """What a step says of the backward pass it is part of (``phase: "backward"``): the autograd
-    node that just ran, the gradients it received (w.r.t. its outputs) and the gradients it sent
-    along each of its ``next`` edges (aligned with ``next``) — tensor ids, or null for none."""
+# A limit that cut what one step traces -> the limit's value: "tensors"/"nodes" (objects read per
+# step), "names" (names kept), "members" (container members read per step), "items" (members read per
+# container), "depth" (container nesting). Reached past it is simply not in the step; the view says so.
+CapName = Literal["tensors", "nodes", "names", "members", "items", "depth"]
+
+
+class StepFields(_Fact):
+    """What both formats' steps carry alike.
+
+    The backward pass a step is part of (``phase: "backward"``): the autograd node that just ran, the
+    gradients it received (w.r.t. its outputs) and the gradients it sent along each of its ``next``
+    edges (aligned with ``next``) — tensor ids, or null for none. And ``capped``: the limits that cut
+    this step (per step, not carried over: a delta step says it again while it holds)."""
 
     phase: Phase = "forward"
     node: str | None = Field(default=None, max_length=MAX_ID)
     received: Grads = Field(default_factory=list, max_length=256)
     sent: Grads = Field(default_factory=list, max_length=256)
+    capped: dict[CapName, int] = Field(default_factory=dict)
 
 
-class Step(BackwardFields):
+class Step(StepFields):
     line: int
     stdout: str = ""
     variables: dict[str, str]
@@ -191,7 +201,7 @@ class Dropped(_Fact):
 NO_DROPS = Dropped()
 
 
-class DeltaStep(BackwardFields):
+class DeltaStep(StepFields):
     """One executed line (or one node of a backward pass) in the delta format: only what changed
     since the previous step."""
 

@@ -1,21 +1,41 @@
 """The names a user can reach tensors by, read step after step with a cache, so that a container that
 did not change costs a comparison of object ids (done in C), not a walk in Python.
 
-A name is ``x``, ``losses[0]``, ``d['k']``, ``model.0.weight`` (parameters and buffers of modules,
-read from their internal dicts, never through overridable methods), ``cfg.scale`` (attributes of
-instances of the snippet's classes), ``f:x`` (a local of function ``f``). ``NameWalker.walk`` returns
-what changed since the previous step — names bound or rebound, names gone — keeps every current name,
-and can say where a name comes in walk order (the order the whole snapshot visits names in).
+A name is what the user would type to get the tensor back:
 
-The cache holds no user object: an entry is found by the container's id and checked against the ids
-of what it holds, and its nested containers are fetched from it again at every step.
+* ``x``; ``f:x`` (a local of function ``f`` while it runs);
+* ``losses[0]``, ``dq[0]`` (lists, tuples, deques), ``p.field`` (named tuples), ``d['k']`` (dicts;
+  a key that is not a plain value is named by its type, ``d[<Key>]``), ``s{0}`` (set elements, in
+  the set's own order);
+* ``model.0.weight`` (parameters and buffers, as ``named_parameters`` names them), ``model.scale``
+  and ``model._hidden`` (other attributes of a module);
+* ``cfg.scale`` (attributes of instances of the snippet's classes, ``__slots__`` too), ``Config.scale``
+  (attributes of the snippet's classes), ``make.<closure>.t`` (what a snippet function closes over);
+* ``opt.state[0]['exp_avg']`` (optimizer state, the index being the parameter's position in
+  ``param_groups`` order, exactly as ``opt.state_dict()`` numbers it).
+
+Observing never runs the snippet's code: containers are read through their built-in types'
+methods (a list subclass's ``__getitem__``, a key's ``__repr__``, a module's overridden
+``named_parameters`` or ``__getattribute__`` are never called), objects through
+``object.__getattribute__(obj, "__dict__")``, kinds by ``type(obj)`` (never ``obj.__class__``).
+
+``NameWalker.walk`` returns what changed since the previous step — names bound or rebound, names gone
+— keeps every current name, and can say where a name comes in walk order (the order the whole
+snapshot visits names in). The cache holds no user object: an entry is found by the container's id
+(and the ids of the containers above it) and checked against the ids of what it holds; its nested
+containers are fetched from it again at every step.
+
+Limits keep a hostile or huge structure from costing more than a budget: ``MAX_CONTAINER_ITEMS``
+per container, ``MAX_CONTAINER_DEPTH`` levels, ``MAX_NAMES`` names per step; a container is not
+entered again below itself (cycles). What a limit cut is said in ``NameWalker.capped``.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,29 +43,237 @@ import torch
 from torch import nn
 
 from app.engine.ids import ObjectIds
+from app.engine.tracer import SNIPPET_FILENAME
 
-MAX_CONTAINER_ITEMS = 256
-MAX_CONTAINER_DEPTH = 3
+MAX_CONTAINER_ITEMS = 10_000  # items read per container (its fingerprint costs this much per step)
+MAX_CONTAINER_DEPTH = 16
+MAX_NAMES = 20_000  # names at one step, over everything
+MAX_VISITS = 50_000  # members read at one step (a container met again unchanged counts once)
 SWEEP_EVERY = 64  # steps between sweeps of cache entries no longer used
+SNIPPET_MODULE = "__main__"
 
 # Names the engine binds for the snippet; they are modules, not user data.
 PRELUDE_NAMES = frozenset({"torch", "nn", "F", "math", "__builtins__", "__name__"})
 
 Item = tuple[str, str]  # (name, tensor id)
-Member = tuple[str, Any, int]  # (name, value, depth)
+Member = tuple[str, Any]  # (name, value)
 Top = tuple[str, str]  # (scope prefix, top-level name)
+Path = tuple[int, ...]  # ids of the containers above a value, outermost first
 
 
-def _user_value(name: str, value: Any) -> bool:
-    if name.startswith("__") or isinstance(value, types.ModuleType | types.FunctionType | type):
-        return False
-    return not isinstance(value, types.BuiltinFunctionType | types.MethodType)
+# ---- what a value is, read from its type -----------------------------------------------------------
+_SEQUENCES: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...] = (
+    (list, list.__iter__), (tuple, tuple.__iter__), (collections.deque, collections.deque.__iter__),
+)
+_SETS: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...] = (
+    (set, set.__iter__), (frozenset, frozenset.__iter__),
+)
+_KINDS: dict[type, str | None] = {}
+_UNKNOWN = "?"
+_MODULE_INTERNALS = frozenset(vars(nn.Module()))  # _parameters, _buffers, _modules, the hook dicts...
+_type_dict = type.__dict__["__dict__"].__get__  # a class's own namespace, without its metaclass
 
 
-def _is_user_instance(value: Any) -> bool:
-    """An instance of a class the snippet defined (its attributes are user data)."""
+def _type_kind(cls: type) -> str | None:
+    """The kind every instance of ``cls`` has (None: depends on the value, or nothing to read)."""
+    if issubclass(cls, torch.Tensor):
+        return "tensor"
+    if issubclass(cls, nn.Module):
+        return "module"
+    if issubclass(cls, torch.optim.Optimizer):
+        return "optimizer"
+    if issubclass(cls, tuple) and any("_fields" in _type_dict(k) for k in cls.__mro__[:-2]):
+        return "namedtuple"
+    if any(issubclass(cls, base) for base, _ in _SEQUENCES):
+        return "sequence"
+    if issubclass(cls, dict):
+        return "dict"
+    if any(issubclass(cls, base) for base, _ in _SETS):
+        return "set"
+    if _type_dict(cls).get("__module__") == SNIPPET_MODULE and not issubclass(cls, type):
+        return "object"  # an instance of a class the snippet defined
+    return None
+
+
+def kind_of(value: Any) -> str | None:
+    """tensor, module, optimizer, sequence, namedtuple, dict, set, object (an instance of a snippet
+    class), class (a snippet class), function (a snippet function), or None (nothing to read)."""
     cls = type(value)
-    return getattr(cls, "__module__", None) == "__main__" and hasattr(value, "__dict__")
+    kind = _KINDS.get(cls, _UNKNOWN)
+    if kind is _UNKNOWN:
+        kind = _type_kind(cls)
+        if _type_dict(cls).get("__module__") != SNIPPET_MODULE:  # the snippet's classes stay uncached:
+            _KINDS[cls] = kind  # the cache must not keep them alive
+    if kind is not None:
+        return kind
+    if issubclass(cls, type):  # type(value) is a metaclass: is it one of the snippet's classes?
+        return "class" if _type_dict(value).get("__module__") == SNIPPET_MODULE else None
+    if cls is types.FunctionType and value.__code__.co_filename == SNIPPET_FILENAME:
+        return "function"
+    return None
+
+
+def _iterate(value: Any, table: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...]) -> Iterator[Any]:
+    """The built-in iteration of the built-in base class: a subclass's overrides do not run."""
+    for base, iterate in table:
+        if issubclass(type(value), base):
+            return itertools.islice(iterate(value), MAX_CONTAINER_ITEMS)
+    return iter(())
+
+
+def iterate_sequence(value: Any) -> Iterator[Any]:
+    """A list's, tuple's or deque's items, read by the built-in type (capped)."""
+    return _iterate(value, _SEQUENCES)
+
+
+def object_dict(value: Any) -> dict[str, Any]:
+    """``vars(value)`` without running an overridden ``__getattribute__``."""
+    try:
+        found = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return {}
+    return found if type(found) is dict else {}
+
+
+def _slots(value: Any) -> list[tuple[str, Any]]:
+    """``__slots__`` values, read by the slots' own (C) descriptors."""
+    found = []
+    for cls in type(value).__mro__[:-1]:
+        for attribute, descriptor in _type_dict(cls).items():
+            if type(descriptor) is types.MemberDescriptorType:
+                try:
+                    found.append((attribute, descriptor.__get__(value, cls)))
+                except AttributeError:  # declared, never set
+                    continue
+    return found
+
+
+def _capped_items(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return list(itertools.islice(items, MAX_CONTAINER_ITEMS))
+
+
+def _attributes(value: Any, kind: str) -> list[tuple[str, Any]]:
+    """Attribute name -> value of an instance of a snippet class, or of a snippet class itself."""
+    if kind == "class":
+        return _capped_items((a, v) for a, v in _type_dict(value).items()
+                             if not a.startswith("__") and type(v) is not types.FunctionType)
+    return _capped_items(itertools.chain(object_dict(value).items(), _slots(value)))
+
+
+def _cells(function: types.FunctionType) -> list[tuple[str, Any]]:
+    found = []
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=False):
+        try:
+            found.append((name, cell.cell_contents))
+        except ValueError:  # not bound yet
+            continue
+    return found
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer) -> list[tuple[int, Any]]:
+    """(index, state dict) per parameter, the index counted over ``param_groups`` as
+    ``state_dict()`` counts it."""
+    attributes = object_dict(optimizer)
+    groups, state = attributes.get("param_groups"), attributes.get("state")
+    if not issubclass(type(groups), list) or not issubclass(type(state), dict):
+        return []
+    by_id = {id(key): entry for key, entry in dict.items(state)}
+    found = []
+    index = 0
+    for group in list.__iter__(groups):
+        params = dict.get(group, "params", ()) if issubclass(type(group), dict) else ()
+        for param in _iterate(params, _SEQUENCES):
+            entry = by_id.get(id(param))
+            if entry is not None:
+                found.append((index, entry))
+            index += 1
+    return found
+
+
+_PLAIN_KEYS = frozenset({str, int, float, bool, bytes, complex, type(None)})
+
+
+def key_text(key: Any) -> str:
+    """How a dict key reads in a name, without running the key's own ``__repr__``."""
+    cls = type(key)
+    if cls in _PLAIN_KEYS:
+        return repr(key)
+    if cls is tuple:
+        inner = ", ".join(key_text(k) for k in tuple.__iter__(key))
+        return f"({inner},)" if len(key) == 1 else f"({inner})"
+    member = object_dict(key).get("_name_")  # an Enum member: Color.RED
+    if type(member) is str:
+        return f"{cls.__name__}.{member}"
+    for base in (str, int, float, bytes):  # a subclass: read as its base
+        if issubclass(cls, base):
+            return base.__repr__(key)
+    return f"<{cls.__name__}>"
+
+
+def _dict_members(name: str, value: dict) -> list[Member]:
+    found = []
+    seen: dict[str, int] = {}
+    for key, item in itertools.islice(dict.items(value), MAX_CONTAINER_ITEMS):
+        text = key_text(key)
+        count = seen[text] = seen.get(text, 0) + 1
+        found.append((f"{name}[{text}]" if count == 1 else f"{name}[{text}#{count}]", item))
+    return found
+
+
+def _grew(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
+    """A sequence's fingerprint that only had items added at its end."""
+    return len(now) > len(before) and now[: len(before)] == before
+
+
+def _ids(values: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(map(id, values))
+
+
+def fingerprint(value: Any, kind: str) -> Any:
+    """What the names under ``value`` depend on, one level down, by object identity (cheap: C loops)."""
+    if kind in ("sequence", "namedtuple"):
+        return _ids(_iterate(value, _SEQUENCES))
+    if kind == "set":
+        return _ids(_iterate(value, _SETS))
+    if kind == "dict":
+        return (_ids(itertools.islice(dict.keys(value), MAX_CONTAINER_ITEMS)),
+                _ids(itertools.islice(dict.values(value), MAX_CONTAINER_ITEMS)))
+    if kind == "module":
+        parts: list[Any] = []
+        for _, child in named_modules(value):
+            attributes = object_dict(child)
+            parts.append((id(child), _ids(attributes.keys()), _ids(attributes.values()),
+                          *(_ids(_dict_of(child, a).values()) for a in ("_parameters", "_buffers"))))
+        return tuple(parts)
+    if kind == "optimizer":
+        return tuple((index, id(entry)) for index, entry in _optimizer_state(value))
+    if kind == "function":
+        return _ids(v for _, v in _cells(value))
+    attributes = _attributes(value, kind)
+    return tuple(a for a, _ in attributes), _ids(v for _, v in attributes)
+
+
+def members(name: str, value: Any, kind: str, start: int = 0) -> list[Member]:
+    """The (name, value) of what is one level below ``value``, as the whole snapshot visits it
+    (``start``: a sequence's members from that index on)."""
+    if kind == "module":
+        return _module_members(name, value)
+    if kind == "sequence":
+        items = itertools.islice(_iterate(value, _SEQUENCES), start, None)
+        return [(f"{name}[{i}]", item) for i, item in enumerate(items, start)]
+    if kind == "namedtuple":
+        fields = next(_type_dict(k)["_fields"] for k in type(value).__mro__ if "_fields" in _type_dict(k))
+        return [(f"{name}.{field}" if type(field) is str else f"{name}[{i}]", item)
+                for i, (field, item) in enumerate(zip(fields, _iterate(value, _SEQUENCES), strict=False))]
+    if kind == "dict":
+        return _dict_members(name, value)
+    if kind == "set":
+        return [(f"{name}{{{i}}}", item) for i, item in enumerate(_iterate(value, _SETS))]
+    if kind == "optimizer":
+        return [(f"{name}.state[{index}]", entry) for index, entry in _optimizer_state(value)]
+    if kind == "function":
+        return [(f"{name}.<closure>.{cell}", item) for cell, item in _cells(value)]
+    return [(f"{name}.{attribute}", item) for attribute, item in _attributes(value, kind)]
 
 
 def named_modules(module: nn.Module) -> Iterator[tuple[str, nn.Module]]:
@@ -59,52 +287,18 @@ def named_modules(module: nn.Module) -> Iterator[tuple[str, nn.Module]]:
         memo.add(id(current))
         yield name, current
         children = [(name + ("." if name else "") + key, child)
-                    for key, child in _dict_of(current, "_modules").items() if child is not None]
+                    for key, child in _dict_of(current, "_modules").items() if kind_of(child) == "module"]
         stack.extend(reversed(children))
 
 
 def _dict_of(module: nn.Module, attribute: str) -> dict[str, Any]:
-    found = vars(module).get(attribute)
-    return found if isinstance(found, dict) else {}
+    found = object_dict(module).get(attribute)
+    return found if type(found) is dict else {}
 
 
-def _capped(iterable: Any) -> tuple[int, ...]:
-    return tuple(map(id, itertools.islice(iterable, MAX_CONTAINER_ITEMS)))
-
-
-def fingerprint(value: Any) -> Any:
-    """What the names under ``value`` depend on, one level down, by object identity (cheap: C loops)."""
-    if isinstance(value, list | tuple):
-        return _capped(value)
-    if isinstance(value, dict):
-        return _capped(value.keys()), _capped(value.values())
-    if isinstance(value, nn.Module):
-        parts: list[Any] = []
-        for _, child in named_modules(value):
-            attributes = vars(child)
-            parts.append((id(child), _capped(attributes.keys()), _capped(attributes.values()),
-                          *(_capped(_dict_of(child, a).values()) for a in ("_parameters", "_buffers"))))
-        return tuple(parts)
-    attributes = vars(value)
-    return _capped(attributes.keys()), _capped(attributes.values())
-
-
-def members(name: str, value: Any, depth: int) -> list[Member]:
-    """The (name, value, depth) of what is one level below ``value``, as the whole snapshot visits it."""
-    if isinstance(value, nn.Module):
-        return _module_members(name, value, depth)
-    if isinstance(value, list | tuple):
-        return [(f"{name}[{i}]", item, depth + 1) for i, item in enumerate(value[:MAX_CONTAINER_ITEMS])]
-    if isinstance(value, dict):
-        return [(f"{name}[{key!r}]", item, depth + 1)
-                for key, item in itertools.islice(value.items(), MAX_CONTAINER_ITEMS)]
-    return [(f"{name}.{attribute}", item, depth + 1)
-            for attribute, item in itertools.islice(vars(value).items(), MAX_CONTAINER_ITEMS)]
-
-
-def _module_members(name: str, module: nn.Module, depth: int) -> list[Member]:
-    """Parameters, then buffers (each once, as ``named_parameters`` does), then plain attributes that
-    hold tensors or containers (``self.scale = torch.tensor(2.)``)."""
+def _module_members(name: str, module: nn.Module) -> list[Member]:
+    """Parameters, then buffers (each once, as ``named_parameters`` does), then the other attributes
+    that hold tensors or containers (``self.scale = torch.tensor(2.)``, ``self._hidden``)."""
     found: list[Member] = []
     modules = list(named_modules(module))
     for attribute in ("_parameters", "_buffers"):
@@ -115,22 +309,25 @@ def _module_members(name: str, module: nn.Module, depth: int) -> list[Member]:
                 if tensor is None or id(tensor) in memo:
                     continue
                 memo.add(id(tensor))
-                found.append((prefix + key, tensor, depth))
-    if depth < MAX_CONTAINER_DEPTH:
-        for sub, child in modules:
-            prefix = f"{name}.{sub}." if sub else f"{name}."
-            for attribute, item in itertools.islice(vars(child).items(), MAX_CONTAINER_ITEMS):
-                if not attribute.startswith("_") and isinstance(item, torch.Tensor | list | tuple | dict):
-                    found.append((prefix + attribute, item, depth + 1))
+                found.append((prefix + key, tensor))
+    for sub, child in modules:
+        prefix = f"{name}.{sub}." if sub else f"{name}."
+        for attribute, item in itertools.islice(object_dict(child).items(), MAX_CONTAINER_ITEMS):
+            if attribute not in _MODULE_INTERNALS and kind_of(item) not in (None, "module"):
+                found.append((prefix + attribute, item))
     return found
 
 
-def _walkable(value: Any, depth: int) -> bool:
-    if isinstance(value, nn.Module):
-        return True
-    if depth >= MAX_CONTAINER_DEPTH:
+def _top_level(name: str, value: Any) -> bool:
+    """A name of the snippet's own (not an import, not a dunder)."""
+    if name.startswith("__"):
         return False
-    return isinstance(value, list | tuple | dict) or _is_user_instance(value)
+    cls = type(value)  # never isinstance(): it may ask the object for its __class__
+    if issubclass(cls, types.ModuleType | types.BuiltinFunctionType | types.MethodType):
+        return False
+    if issubclass(cls, type | types.FunctionType):
+        return kind_of(value) is not None  # the snippet's own classes and functions only
+    return True
 
 
 @dataclass
@@ -139,25 +336,29 @@ class _Entry:
     items: list[Item]  # every name under this value, in walk order
     nested: bool  # some member is a container: fetch members again to check those
     child_items: list[list[Item]]  # per nested member, what it contributed
-    tensor_addresses: tuple[int, ...]
+    tensor_addresses: list[int]
     used: int
 
 
 class NameWalker:
     def __init__(self, tensor_ids: ObjectIds) -> None:
         self.tensor_ids = tensor_ids
-        self._cache: dict[tuple[int, str, int], _Entry] = {}
-        self._by_address: dict[int, set[tuple[int, str, int]]] = {}
+        self._cache: dict[tuple[int, str, Path], _Entry] = {}
+        self._by_address: dict[int, set[tuple[int, str, Path]]] = {}
         self._step = 0
         self._tops: dict[Top, list[Item]] = {}  # what each top-level name contributed last
         self._top_rank: dict[Top, tuple[int, int]] = {}  # (scope index, index in scope) this step
         self._index: dict[Top, tuple[list[Item], dict[str, int]]] = {}
         self.current: dict[str, str] = {}  # every name now -> tensor id
         self._top_of: dict[str, Top] = {}
+        self._left = MAX_VISITS  # members this step may still read
+        self.capped: dict[str, int] = {}  # this step: limit -> its value, for each limit that cut
 
     def walk(self, scopes: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, str], list[str]]:
         """(names bound or rebound -> tensor id, names gone), both in walk order."""
         self._step += 1
+        self._left = MAX_VISITS
+        self.capped = {}
         for address in self.tensor_ids.take_deaths():
             for key in self._by_address.pop(address, ()):
                 self._cache.pop(key, None)  # a tensor it named died: read it again
@@ -166,15 +367,15 @@ class NameWalker:
         seen: set[Top] = set()
         self._top_rank = {}
         for scope_index, (prefix, namespace) in enumerate(scopes):
-            for top_index, (name, value) in enumerate(list(namespace.items())):
-                if (not prefix and name in PRELUDE_NAMES) or not _user_value(name, value):
+            for top_index, (name, value) in enumerate(list(dict.items(namespace))):
+                if (not prefix and name in PRELUDE_NAMES) or not _top_level(name, value):
                     continue
                 top = (prefix, name)
                 if top in seen:  # a recursive call's frame: the innermost one's names win, as in v1
                     gone.extend(self._drop_top(top))
                 seen.add(top)
                 self._top_rank[top] = (scope_index, top_index)
-                items = self._read(prefix + name, value, 0)
+                items = self._read(prefix + name, value, ())
                 previous = self._tops.get(top)
                 if items is not previous:
                     self._tops[top] = items
@@ -200,7 +401,9 @@ class NameWalker:
     def ordered(self) -> Iterator[Item]:
         """Every current name and its tensor, in walk order (for a whole snapshot)."""
         for top in sorted(self._top_rank, key=self._top_rank.__getitem__):
-            yield from self._tops.get(top, ())
+            for name, tid in self._tops.get(top, ()):
+                if self._top_of.get(name) == top:  # not past MAX_NAMES, not another frame's
+                    yield name, tid
 
     def _drop_top(self, top: Top) -> list[str]:
         gone = []
@@ -216,6 +419,11 @@ class NameWalker:
         start = 0
         if len(items) >= len(previous) and items[: len(previous)] == previous:
             start = len(previous)  # appended to: only the tail is new
+            cached = self._index.get(top)
+            if cached is not None and cached[0] is previous:  # extend the index instead of rebuilding it
+                index = cached[1]
+                index.update((n, i) for i, (n, _) in enumerate(items[start:], start))
+                self._index[top] = (items, index)
         else:
             now = {name for name, _ in items}
             for name, _ in previous:
@@ -224,48 +432,87 @@ class NameWalker:
                     del self._top_of[name]
                     gone.append(name)
         for name, tid in itertools.islice(items, start, None):
+            if name not in self._top_of and len(self.current) >= MAX_NAMES:
+                self.capped["names"] = MAX_NAMES
+                continue
             self._top_of[name] = top
             if self.current.get(name) != tid:
                 self.current[name] = tid
                 bound[name] = tid
 
     # ---- one value, cached -----------------------------------------------------------------------
-    def _read(self, name: str, value: Any, depth: int) -> list[Item]:
-        if isinstance(value, torch.Tensor):
+    def _read(self, name: str, value: Any, path: Path) -> list[Item]:
+        kind = kind_of(value)
+        if kind == "tensor":
             return [(name, self.tensor_ids.of(value))]
-        if not _walkable(value, depth):
+        if kind is None or id(value) in path:  # nothing to read, or a container inside itself
             return []
-        key = (id(value), name, depth)
-        print_ = fingerprint(value)
+        if len(path) >= MAX_CONTAINER_DEPTH:
+            self.capped["depth"] = MAX_CONTAINER_DEPTH
+            return []
+        print_ = fingerprint(value, kind)
+        if kind in ("sequence", "set", "dict") and len(print_[0] if kind == "dict" else print_) >= \
+                MAX_CONTAINER_ITEMS:
+            self.capped["items"] = MAX_CONTAINER_ITEMS
+        key = (id(value), name, path)
+        inner = (*path, id(value))
         entry = self._cache.get(key)
         if entry is not None and entry.fingerprint == print_:
             entry.used = self._step
+            self._left -= 1
             if not entry.nested:
                 return entry.items
-            items, parts = self._items(members(name, value, depth))
+            items, parts = self._items(members(name, value, kind), inner)
             if all(a is b for a, b in zip(parts, entry.child_items, strict=True)):
                 return entry.items
             entry.child_items, entry.items = parts, items
             return items
-        found = members(name, value, depth)
-        items, parts = self._items(found)
-        addresses = tuple(id(v) for _, v, _ in found if isinstance(v, torch.Tensor))
-        entry = _Entry(print_, items, len(parts) > 0, parts, addresses, self._step)
-        for address in addresses:
-            self._by_address.setdefault(address, set()).add(key)
-        self._cache[key] = entry
+        if entry is not None and kind == "sequence" and not entry.nested and _grew(entry.fingerprint, print_):
+            # a flat list that grew (losses.append(loss)): read its new members only
+            found = members(name, value, kind, len(entry.fingerprint))
+            tail, parts = self._items(found, inner)
+            if not parts:
+                entry.fingerprint, entry.items, entry.used = print_, entry.items + tail, self._step
+                self._register(key, entry, found)
+                return entry.items
+        found = members(name, value, kind)
+        items, parts = self._items(found, inner)
+        if entry is not None:
+            self._forget(key, entry)
+        entry = self._cache[key] = _Entry(print_, items, bool(parts), parts, [], self._step)
+        self._register(key, entry, found)
         return items
 
-    def _items(self, found: list[Member]) -> tuple[list[Item], list[list[Item]]]:
+    def _register(self, key: tuple[int, str, Path], entry: _Entry, found: list[Member]) -> None:
+        """File the entry under the tensors it names directly: one of them dying invalidates it."""
+        for _, value in found:
+            if kind_of(value) == "tensor":
+                entry.tensor_addresses.append(id(value))
+                self._by_address.setdefault(id(value), set()).add(key)
+
+    def _forget(self, key: tuple[int, str, Path], entry: _Entry) -> None:
+        for address in entry.tensor_addresses:
+            holders = self._by_address.get(address)
+            if holders is not None:
+                holders.discard(key)
+                if not holders:
+                    del self._by_address[address]
+
+    def _items(self, found: list[Member], path: Path) -> tuple[list[Item], list[list[Item]]]:
         """The names under these members, in order (ids are handed out in this order), and what
         each nested container among them contributed."""
         items: list[Item] = []
         parts: list[list[Item]] = []
-        for child_name, child, child_depth in found:
-            if isinstance(child, torch.Tensor):
+        for child_name, child in found:
+            self._left -= 1
+            if self._left < 0:
+                self.capped["members"] = MAX_VISITS
+                break
+            kind = kind_of(child)
+            if kind == "tensor":
                 items.append((child_name, self.tensor_ids.of(child)))
-            elif _walkable(child, child_depth):
-                part = self._read(child_name, child, child_depth)
+            elif kind is not None:
+                part = self._read(child_name, child, path)
                 parts.append(part)
                 items.extend(part)
         return items, parts
@@ -273,10 +520,4 @@ class NameWalker:
     def _sweep(self) -> None:
         stale = [key for key, entry in self._cache.items() if entry.used < self._step - SWEEP_EVERY]
         for key in stale:
-            entry = self._cache.pop(key)
-            for address in entry.tensor_addresses:
-                holders = self._by_address.get(address)
-                if holders is not None:
-                    holders.discard(key)
-                    if not holders:
-                        del self._by_address[address]
+            self._forget(key, self._cache.pop(key))

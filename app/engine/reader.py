@@ -1,8 +1,8 @@
 """Reading the facts of live tensors, storages and graph nodes for one step, breadth first.
 
-The order is the contract's: ids are handed out in the order this reader first meets objects —
-variables in walk order, then (round after round) the tensors queued, the nodes queued, and last the
-saved tensors torch re-creates on every access (matched to a live twin, else given a stable id).
+Ids are handed out in the order this reader first meets objects — variables in walk order, then
+(round after round) the tensors queued, the nodes queued, and last the saved tensors torch re-creates
+on every access (matched to a live twin, else given a stable id).
 A ``Reader`` is told which objects it may skip (``fresh(id)`` is False: known and unchanged, their
 earlier fact stands), so the same code serves the whole snapshot and the incremental one.
 
@@ -11,8 +11,10 @@ It holds user objects only while one step is read; what it returns is strings an
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +22,12 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from app.engine.ids import tensor_pointer
+from app.engine.names import iterate_sequence, kind_of, object_dict
 from app.engine.values import MAX_VALUES, nest
 
 SAVED_PREFIX = "_saved_"
 MAX_CONTAINER_ITEMS = 256
+TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 # Accessing a saved tensor after backward released it raises this, and always will again.
 FREED_PREFIX = "Trying to backward through the graph a second time"
 
@@ -57,9 +61,15 @@ def packed_by_hooks(node: Any, attribute: str) -> Any:
         return None
     several = isinstance(raw, list | tuple)
     items = raw if several else (raw,)
-    if not any(getattr(item, "unpack_hook", None) is not None for item in items):
-        return None
+    hooks = [getattr(item, "unpack_hook", None) for item in items]
+    if all(hook is None or _torch_own(hook) for hook in hooks):
+        return None  # no hook, or torch's own (save_on_cpu): its accessor runs no snippet code
     return [item.data for item in items] if several else raw.data
+
+
+def _torch_own(function: Any) -> bool:
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_filename.startswith(TORCH_DIR)
 
 
 def _grad_of(t: torch.Tensor, is_leaf: bool) -> torch.Tensor | None:
@@ -101,19 +111,15 @@ class Deferred:
     tensor: torch.Tensor
     storage: str | None  # its storage id (None: it has none)
     signature: tuple
-    origin: str
 
 
 class Reader:
     """Reads one step. ``run`` is the engine's state across steps (ids, caches: ``Observer``)."""
 
-    def __init__(self, run: Any, fresh: Callable[[str], bool], cap: Callable[[str, int], bool],
-                 members: Collection[str] | None = None) -> None:
+    def __init__(self, run: Any, fresh: Callable[[str], bool], cap: Callable[[str, int], bool]) -> None:
         self.run = run
         self.fresh = fresh  # must this object be read at this step?
         self.cap = cap  # may one more object of this kind ("tensors"/"nodes") be read?
-        # What was reachable before this step; meeting anything else is noted under ``origin``.
-        self.members = members
         self.tensors: dict[str, dict[str, Any]] = {}
         self.storages: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -125,8 +131,6 @@ class Reader:
         # storage id -> (dtype it was read as, its converted elements): a contiguous tensor's values
         # are a slice of these, which spares reading and converting the same numbers twice.
         self._storage_reads: dict[str, tuple[torch.dtype, list[Any]]] = {}
-        self.origin = "roots"
-        self.origins: set[str] = set()  # origins under which new objects were met
         self.by_storage: dict[str, list[str]] = {}  # storage -> tensors read on it, in order
         # node -> saved name -> how its tensor was found: "direct" (the object torch keeps),
         # "twin" (a fresh copy matched to a live tensor), "keyed" (a fresh copy with its own id)
@@ -134,17 +138,12 @@ class Reader:
         self.keyed_ids: set[str] = set()
 
     # ---- ids, in meeting order -------------------------------------------------------------------
-    def _met(self, ident: str) -> None:
-        if self.members is not None and ident not in self.members:
-            self.origins.add(self.origin)
-
     def tensor_id(self, tensor: torch.Tensor) -> str:
         tid = self.run.tensor_ids.of(tensor)
         self.add_tensor(tid, tensor)
         return tid
 
     def add_tensor(self, tid: str, tensor: torch.Tensor) -> None:
-        self._met(tid)
         if tid not in self.tensors and self.fresh(tid) and self.cap("tensors", len(self.tensors)):
             self.tensors[tid] = {}  # placeholder: filled when dequeued
             self.objects[tid] = tensor
@@ -159,7 +158,6 @@ class Reader:
         return nid
 
     def add_node(self, nid: str, node: Any, key: Any) -> None:
-        self._met(nid)
         self.node_keys.setdefault(nid, key)
         if nid not in self.nodes and self.fresh(nid) and self.cap("nodes", len(self.nodes)):
             self.nodes[nid] = {}
@@ -195,7 +193,6 @@ class Reader:
         while self.deferred:
             pending, self.deferred = self.deferred, []
             for item in pending:
-                self.origin = item.origin
                 twins = [(t, self.tensors[t]) for t in self.by_storage.get(item.storage or "", ())]
                 same = [t for t, fact in twins if fact_signature(fact) == item.signature]
                 own = [t for t in same if self.tensors[t]["grad_fn"] == item.nid]
@@ -207,7 +204,6 @@ class Reader:
         kinds = self.saved_kinds.setdefault(item.nid, {})
         if twin is not None:
             kinds[item.name] = "twin"
-            self._met(twin)
             item.fact["saved"][item.name] = twin
             return twin
         ids = self.run.tensor_ids
@@ -351,6 +347,9 @@ class Reader:
                 self.node_keys[nid] = key
         for attribute in saved_names(node, self.run.saved_names):
             self._read_saved(fact, nid, node, attribute)
+        if isinstance(node, BackwardCFunction):  # a custom Function: what the snippet kept on ctx
+            for attribute, value in object_dict(node).items():
+                self._add_saved(fact, nid, f"ctx.{attribute}", value)
         return fact
 
     def _read_saved(self, fact: dict[str, Any], nid: str, node: Any, attribute: str) -> None:
@@ -364,7 +363,7 @@ class Reader:
         if packed is not None:
             # Unpacking would call the snippet's own unpack hook (and print, count...): show what the
             # graph actually holds, the packed value, instead.
-            if isinstance(packed, torch.Tensor | list | tuple):
+            if kind_of(packed) in ("tensor", "sequence"):
                 self._add_saved(fact, nid, name, packed)
             else:
                 fact["saved"][name] = None
@@ -384,11 +383,12 @@ class Reader:
         self._add_saved(fact, nid, name, value)
 
     def _add_saved(self, fact: dict[str, Any], nid: str, name: str, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
+        kind = kind_of(value)  # (ctx attributes are the snippet's objects: read by their types)
+        if kind == "tensor":
             self._saved(fact, nid, name, value)
-        elif isinstance(value, list | tuple):  # e.g. IndexBackward0's indices, ctx.saved_tensors
-            for index, item in enumerate(value[:MAX_CONTAINER_ITEMS]):
-                if isinstance(item, torch.Tensor):
+        elif kind == "sequence":  # e.g. IndexBackward0's indices, ctx.saved_tensors
+            for index, item in enumerate(itertools.islice(iterate_sequence(value), MAX_CONTAINER_ITEMS)):
+                if kind_of(item) == "tensor":
                     self._saved(fact, nid, f"{name}[{index}]", item)
 
     def _saved(self, fact: dict[str, Any], nid: str, name: str, value: torch.Tensor) -> None:
@@ -398,4 +398,4 @@ class Reader:
             return
         fact["saved"][name] = None
         storage = self.run.storage_ids.known_pointer(tensor_pointer(value))
-        self.deferred.append(Deferred(fact, name, nid, value, storage, signature(value), self.origin))
+        self.deferred.append(Deferred(fact, name, nid, value, storage, signature(value)))

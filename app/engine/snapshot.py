@@ -18,11 +18,12 @@ while one exists, every step is a whole snapshot. A saved tensor torch re-create
 matched to a live twin *after* ``R`` is known (the twin is reached some other way, so the match
 keeps nothing alive), exactly as the whole snapshot does.
 
-A whole snapshot (``_whole``) is also taken when the incremental step cannot promise the whole
-snapshot's numbering of new objects (met from more than one place at once), when a twin match or a
-storage's dtype would depend on reading order, when a line may change tensors behind torch's back
-(``Tensor.set_``), and at every step with ``full=True`` — what the tests hold the incremental
-snapshots to.
+A whole snapshot (``_whole``) is also taken when a twin match or a storage's dtype would depend on
+reading order, while a cap on the objects read holds, when a line may change tensors behind torch's
+back (``Tensor.set_``), and at every step with ``full=True`` — what the tests hold the incremental
+snapshots to. The ids of objects first met in the same step may be numbered in another order than
+a whole snapshot would number them (ids are opaque; the tests compare traces with ids renamed by
+first reach).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from app.engine.reader import Deferred, Reader, fact_signature
 from app.engine.values import ValueWriter
 from app.engine.watch import Touches
 
-MAX_TENSORS = 2000
-MAX_NODES = 2000
+MAX_TENSORS = 20_000
+MAX_NODES = 20_000
 SETTLE_ROUNDS = 8
 
 
@@ -124,6 +125,7 @@ class SnapshotTaker:
         self.parents: dict[str, dict[str, int]] = defaultdict(dict)  # member -> in-edge sources
         self.on_storage: dict[str, set[str]] = defaultdict(set)  # storage -> R tensors on it
         self.saving: dict[str, set[str]] = defaultdict(set)  # storage -> nodes saving a tensor on it
+        self.saves: dict[str, set[str]] = {}  # node -> the storages it is filed under in ``saving``
         self.matched_by: dict[str, set[str]] = defaultdict(set)  # twin -> nodes matched to it
         self.keyed_owner: dict[str, str] = {}  # saved tensor torch re-creates -> its node
         self.volatile: set[str] = set()  # storages whose memory Python code may write
@@ -139,6 +141,8 @@ class SnapshotTaker:
         # what the previous step added: without their names, are they still reached?
         self._extra: list[tuple[str, Any]] = []
         self._extra_before: set[str] = set()
+        self._capped: dict[str, int] = {}  # caps the whole read of this step reached
+        self._capped_last = False
         self.in_backward = False  # reading inside a backward pass: no storage objects (ids.tensor_pointer)
 
     # ---- one step --------------------------------------------------------------------------------
@@ -154,7 +158,8 @@ class SnapshotTaker:
                 self._node_ran(ran, touches)
             self._mark(touches)
             delta = None
-            if not (self.full or self.cyclic or (touches is not None and touches.whole)):
+            # (while a cap holds, which objects get in depends on the whole reading order: read whole)
+            if not (self.full or self.cyclic or self._capped_last or (touches is not None and touches.whole)):
                 delta = self._incremental(bound, gone)
             if delta is None:
                 self.whole_steps += 1
@@ -165,6 +170,10 @@ class SnapshotTaker:
             self._extra = []
             if ran is None:
                 self._meet_bare_storages()
+            capped = {**self.walker.capped, **self._capped}
+            self._capped_last, self._capped = bool(self._capped), {}
+        if capped:
+            delta["capped"] = capped
         delta["line"] = line
         delta["stdout"] = stdout
         return delta
@@ -236,7 +245,7 @@ class SnapshotTaker:
         dirty |= {nid for nid in self._recheck if nid in self.nodes}
         for sid in storages:
             dirty.update(self.on_storage.get(sid, ()))
-            dirty.update(self.saving.get(sid, ()))
+            dirty.update(self.saving.get(sid, ()))  # what it saved may now be "modified in place"
         for tid in [t for t in dirty if t in self.keyed_owner]:
             dirty.add(self.keyed_owner[tid])  # re-created on every access: read through its node
 
@@ -329,7 +338,7 @@ class SnapshotTaker:
                 roots[new] = roots.get(new, 0) + 1
         members = _Members(self.tensors, self.nodes)
         reader = Reader(self, fresh=lambda ident: ident not in members or ident in dirty,
-                        cap=_uncapped, members=members)
+                        cap=_uncapped)
         # Roots first, in walk order: what new or rebound names reach, and named tensors that may
         # have changed — met in the order the whole snapshot meets them; then a backward step's own.
         seeds = set(bound.values()) | {t for t in dirty if roots.get(t)}
@@ -347,13 +356,11 @@ class SnapshotTaker:
             else:
                 reader.add_node(ident, obj, self.node_keys.get(ident))
         reader.drain()
-        # Then what changed deeper in the graph, one at a time (so it is known what met what).
+        # Then what changed deeper in the graph.
         for ident in sorted((t for t in dirty - seeds if t in members), key=_id_order):
             self._read_again(reader, ident)
         plan = _Plan(reader, names, roots)
         self._settle(plan)
-        if len(plan.reader.origins) > 1:
-            raise _Retry  # new objects met from two places: only a whole read numbers them right
         if len(self.tensors) + len(reader.tensors) > MAX_TENSORS or \
                 len(self.nodes) + len(reader.nodes) > MAX_NODES:
             raise _Retry  # near the caps, which objects get in depends on the whole reading order
@@ -365,7 +372,6 @@ class SnapshotTaker:
         obj = self._locate(ident, {})
         if obj is None:
             return
-        reader.origin = ident
         if ident.startswith("t"):
             reader.add_tensor(ident, obj)
         else:
@@ -386,12 +392,12 @@ class SnapshotTaker:
             if not again and not reader.deferred:
                 return
             for nid in sorted(again, key=_id_order):
+                self._dirty.add(nid)  # unchanged itself, but its twin match may have: read it anyway
                 self._read_again(reader, nid)
                 if nid not in reader.nodes:
                     raise _Retry
             pending, reader.deferred = reader.deferred, []
             for item in pending:
-                reader.origin = item.origin
                 reader.resolve(item, self._twin(reader, item, plan))
             reader.drain()
         raise _Retry
@@ -620,11 +626,30 @@ class SnapshotTaker:
                 self.keyed_owner[tid] = nid
 
     def _index_storages(self, nid: str, fact: dict[str, Any]) -> None:
-        """The node saved tensors on these storages: a write to one may break what it saved."""
+        """The node saved tensors on these storages: a write to one may break what it saved. Kept
+        exact (a node whose saved tensors backward freed leaves the index), or every write would
+        read again every old graph that saved from the storage: the Adam loop's quadratic."""
+        now = set()
         for tid in fact["saved"].values():
             tensor = self.tensors.get(tid) if tid is not None else None
             if tensor is not None and tensor["storage"] is not None:
-                self.saving[tensor["storage"]].add(nid)
+                now.add(tensor["storage"])
+        before = self.saves.get(nid, set())
+        for sid in before - now:
+            self._unfile(sid, nid)
+        for sid in now - before:
+            self.saving[sid].add(nid)
+        if now:
+            self.saves[nid] = now
+        else:
+            self.saves.pop(nid, None)
+
+    def _unfile(self, sid: str, nid: str) -> None:
+        holders = self.saving.get(sid)
+        if holders is not None:
+            holders.discard(nid)
+            if not holders:
+                del self.saving[sid]
 
     def _reedge(self, ident: str, new: tuple[str, ...]) -> None:
         for target in self.edges.get(ident, ()):
@@ -658,6 +683,8 @@ class SnapshotTaker:
                 if tid is not None:
                     self.matched_by[tid].discard(ident)
             self.saved_kinds.pop(ident, None)
+            for sid in self.saves.pop(ident, ()):
+                self._unfile(sid, ident)
             self.node_ids.retire(self.node_keys.pop(ident, None))
 
     def _refresh_storage(self, sid: str, reader: Reader, delta: dict[str, Any]) -> None:
@@ -673,7 +700,10 @@ class SnapshotTaker:
             delta["dropped"]["storages"].append(sid)
 
     def _refresh_variables(self, names: set[str], delta: dict[str, Any]) -> None:
-        for name in names:
+        current = self.walker.current
+        gone = (1 << 30,)
+        # in walk order (the order a person reads them in), names gone last, by name
+        for name in sorted(names, key=lambda n: (self.walker.position(n) if n in current else gone, n)):
             tid = self.names.get(name)
             if tid is not None and tid in self.tensors:
                 if self.variables.get(name) != tid:
@@ -687,7 +717,7 @@ class SnapshotTaker:
     def _whole(self) -> dict[str, Any]:
         self._whole_read = True
         try:
-            reader = Reader(self, fresh=_always, cap=_v1_cap)
+            reader = Reader(self, fresh=_always, cap=self._cap)
             variables: dict[str, str] = {}
             for name, tid in self.walker.ordered():
                 obj = self.tensor_ids.object(tid)
@@ -706,6 +736,14 @@ class SnapshotTaker:
         finally:
             self._whole_read = False
         return self._replace(reader, variables)
+
+    def _cap(self, kind: str, count: int) -> bool:
+        """May a whole read take one more object of this kind? (Past the cap, the step says so.)"""
+        limit = MAX_TENSORS if kind == "tensors" else MAX_NODES
+        if count < limit:
+            return True
+        self._capped[kind] = limit
+        return False
 
     def _replace(self, reader: Reader, variables: dict[str, str]) -> dict[str, Any]:
         """Make R the whole snapshot's, and say how it differs from before."""
@@ -734,7 +772,7 @@ class SnapshotTaker:
             self.names_of[tid].add(name)
             self.roots[tid] += 1
         self.edges, self.parents = {}, defaultdict(dict)
-        self.on_storage, self.saving = defaultdict(set), defaultdict(set)
+        self.on_storage, self.saving, self.saves = defaultdict(set), defaultdict(set), {}
         self.matched_by, self.keyed_owner = defaultdict(set), {}
         for nid, fact in self.nodes.items():
             kinds = self.saved_kinds.get(nid, {})
@@ -770,7 +808,3 @@ def _always(_ident: str) -> bool:
 
 def _uncapped(_kind: str, _count: int) -> bool:
     return True
-
-
-def _v1_cap(kind: str, count: int) -> bool:
-    return count < (MAX_TENSORS if kind == "tensors" else MAX_NODES)

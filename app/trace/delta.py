@@ -28,6 +28,7 @@ def expand(trace: DeltaTrace) -> RunResult:
             line=delta.line, stdout=stdout, variables=dict(variables),
             tensors=dict(state["tensors"]), storages=dict(state["storages"]), nodes=dict(state["nodes"]),
             phase=delta.phase, node=delta.node, received=list(delta.received), sent=list(delta.sent),
+            capped=dict(delta.capped),
         ))
     return RunResult.model_construct(ok=trace.ok, truncated=trace.truncated, error=trace.error, steps=steps)
 
@@ -75,6 +76,8 @@ def compress(result: RunResult | dict[str, Any]) -> dict[str, Any]:
         delta: dict[str, Any] = {"line": step["line"], "stdout": step["stdout"][len(previous["stdout"]):]}
         if step.get("phase", "forward") == "backward":
             delta.update(phase="backward", node=step["node"], received=step["received"], sent=step["sent"])
+        if step.get("capped"):
+            delta["capped"] = step["capped"]
         if not step["stdout"].startswith(previous["stdout"]):
             raise ValueError("v1 stdout must only grow")
         dropped: dict[str, list[str]] = {}

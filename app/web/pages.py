@@ -23,6 +23,7 @@ from app.gallery import EXAMPLES, get_example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
+from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaTrace, RunError
 from app.web.gates import Refusal, finish, run_gated, take_token
@@ -75,9 +76,15 @@ def html_response(body: str, status: int = 200) -> Response:
     return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
 
-def run_context(result: DeltaTrace, code: str, step: int | None, max_steps: int) -> dict[str, Any]:
+def run_limits(settings: Any) -> RunLimits:
+    """The limits the notices quote: the server's settings."""
+    return RunLimits(settings.max_steps, settings.wall_seconds, settings.cpu_seconds,
+                     settings.max_result_bytes, settings.max_stdout_bytes, settings.memory_mib)
+
+
+def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimits) -> dict[str, Any]:
     """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
-    view = build_explorer(result, code, step, max_steps)
+    view = build_explorer(result, code, step, limits)
     frame = frame_at(view)
     return {"view": view, "frame": frame, "payload": client_payload(view),
             **diagnostics_context(result, code, frame.step)}
@@ -160,7 +167,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
     step = _parse_step(form.get("step"))
 
     def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **run_context(result, code, step, settings.max_steps))
+        return render("_run.html", **run_context(result, code, step, run_limits(settings)))
 
     return html_response(await run_posted_code(request, form, code, draw))
 

@@ -20,11 +20,13 @@ from fastapi.responses import Response
 from app import i18n
 from app.i18n import gettext as _
 from app.render import build_explorer
+from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
 from app.run_errors import Message
 from app.schema import DeltaTrace
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
 from app.web.gates import Refusal, run_gated
+from app.web.pages import run_limits
 
 router = APIRouter()
 
@@ -72,8 +74,8 @@ def _cache(request: Request) -> OrderedDict[str, str]:
     return state.svg_cache
 
 
-def _draw(result: DeltaTrace, code: str, params: EmbedParams, max_steps: int) -> str:
-    view = build_explorer(result, code, params.step, max_steps)
+def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
+    view = build_explorer(result, code, params.step, limits)
     return render_svg(view, params.step, params.view, params.theme)
 
 
@@ -106,7 +108,7 @@ async def render_image(request: Request) -> Response:
     def draw(result: DeltaTrace) -> tuple[str, bool]:
         # A timeout or a crash may not happen next time: such a picture is not kept.
         stable = result.error is None or result.error.kind in STABLE_ERRORS
-        return _draw(result, code, params, settings.max_steps), stable
+        return _draw(result, code, params, run_limits(settings)), stable
 
     # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox).
     ran = await run_gated(request, code, draw, _too_large(params.theme))

@@ -3,6 +3,7 @@ where a client that leaves ends the work, and work that never checks its budget 
 
 from __future__ import annotations
 
+import contextvars
 import socket
 import threading
 import time
@@ -52,7 +53,14 @@ def test_the_current_budget_follows_the_block_and_its_threads() -> None:
         async def in_thread() -> Budget:
             return await run_in_threadpool(current_budget)
 
-        assert anyio.run(in_thread) is outer  # run_in_threadpool copies the context
+        # A fresh thread for the event loop: a browser test earlier in the session leaves
+        # Playwright's loop running in this one. The loop's thread starts from this context.
+        seen: list[Budget] = []
+        context = contextvars.copy_context()
+        loop_thread = threading.Thread(target=lambda: seen.append(context.run(anyio.run, in_thread)))
+        loop_thread.start()
+        loop_thread.join()
+        assert seen == [outer]  # run_in_threadpool copies the context into its worker thread
     assert current_budget() is UNLIMITED
 
 

@@ -14,7 +14,8 @@ OVERFLOW = """() => {
     const box = el.getBoundingClientRect();
     return box.width > 0 && box.right > width + 1 && getComputedStyle(el).position !== "fixed"
       && !el.closest(".graph-viewport, .code-editor, .lines, .strip, pre, dialog:not([open])");
-  }).map(el => el.tagName.toLowerCase() + "." + [...el.classList].join(".") + " " + Math.round(el.getBoundingClientRect().right));
+  }).map(el => el.tagName.toLowerCase() + "." + [...el.classList].join(".") + " "
+    + Math.round(el.getBoundingClientRect().right));
   return {scroll: document.documentElement.scrollWidth, width, wide: wide.slice(0, 8)};
 }"""
 
