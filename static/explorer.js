@@ -12,6 +12,7 @@
   var current = null;
   var LIST_MAX = 200; // an expanded fold lists this many members, then says how many more
   var TENSOR_ID = /^[a-z]\d+$/;
+  var t = window.AXT.t; // the page's language (static/i18n.js)
 
   // The value a run list holds at `step`: runs are sorted [first, last, value] (value may be absent).
   function at(runs, step) {
@@ -184,7 +185,7 @@
     this.step = step;
     var ui = this.ui, data = this.data;
     if (ui.slider) ui.slider.value = String(step);
-    if (ui.label) ui.label.textContent = "Step " + (step + 1) + " of " + this.count + " · line " + data.lines[step];
+    if (ui.label) ui.label.textContent = t("Step {step} of {count} · line {line}", { step: step + 1, count: this.count, line: data.lines[step] });
     if (ui.stdout) {
       var out = data.stdout.slice(0, this.printed(step));
       if (ui.stdout.textContent !== out) ui.stdout.textContent = out;
@@ -273,7 +274,8 @@
     var rows = [];
     if (index === undefined) {
       ui.detailTitle.textContent = "";
-      rows.push(["", "This tensor does not exist at this step" + (born ? " (it appears at line " + born + ")." : ".")]);
+      rows.push(["", born ? t("This tensor does not exist at this step (it appears at line {line}).", { line: born })
+                          : t("This tensor does not exist at this step.")]);
     } else {
       rows = data.facts[index].map(function (i) { return data.pairs[i]; });
       ui.detailTitle.textContent = rows[0][1];
@@ -285,7 +287,7 @@
       dt.textContent = pair[0];
       var dd = document.createElement("dd");
       dd.textContent = pair[1];
-      if (pair[0] === "values") dd.className = "values";
+      if (pair[0] === t("values")) dd.className = "values"; // the row's label, in the page's language
       nodes.push(dt, dd);
     });
     ui.facts.replaceChildren.apply(ui.facts, nodes);
@@ -321,7 +323,9 @@
     }
     var head = document.createElement("p");
     head.className = "fold-head";
-    head.textContent = total.toLocaleString("en-US") + " at this step" + (total > LIST_MAX ? ", the first " + LIST_MAX + " listed" : "");
+    var shown = total.toLocaleString("en-US");
+    head.textContent = total > LIST_MAX ? t("{total} at this step, the first {max} listed", { total: shown, max: LIST_MAX })
+                                        : t("{total} at this step", { total: shown });
     box.replaceChildren.apply(box, [head].concat(nodes));
     if (this.hovered || this.selected) this.relight();
   };

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from app.i18n import gettext as _
 from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
@@ -37,11 +38,11 @@ def _who(tid: str | None, state: State, holding: Holding) -> str:
     if tid is None:
         return "None"
     if tid not in state.tensors:
-        return "a tensor no longer alive"
+        return _("a tensor no longer alive")
     if holding.is_named(tid):
         return fold_names(holding.names(tid)[:1])
     holders = holders_of(holding, tid)
-    return holder_phrase(holders[0]) if holders else UNNAMED
+    return holder_phrase(holders[0]) if holders else _(UNNAMED)
 
 
 def values_text(fact: TensorFact) -> str | None:
@@ -51,7 +52,7 @@ def values_text(fact: TensorFact) -> str | None:
     if fact.summary is None:
         return None
     summary = fact.summary
-    parts = [f"{summary.numel} elements"]
+    parts = [_("{n} elements").format(n=summary.numel)]
     parts += [f"{name} {fmt.long_scalar(v)}" for name, v in
               (("min", summary.min), ("max", summary.max), ("mean", summary.mean)) if v is not None]
     return " · ".join(parts)
@@ -65,14 +66,15 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     named = holding.is_named(tid)
     rows: list[tuple[str, str]] = [
         ("title", label(holding, tid)),
-        ("names", fold_names(holding.names(tid)) if named else "no variable reaches it"),
-        ("id", f"{tid} · storage {fact.storage}" if fact.storage else tid),
+        # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
+        (_("names"), fold_names(holding.names(tid)) if named else _("no variable reaches it")),
+        ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
     ]
     if held is None:
         holders = holders_of(holding, tid)
         held = holders_text(holders) if holders else None
     if held:
-        rows.append(("held by", held))
+        rows.append((_("held by"), held))
     storage = state.storages.get(fact.storage) if fact.storage else None
     layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset)
     rows += [
@@ -80,7 +82,7 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
         ("dtype", fact.dtype),
         ("stride", fmt.shape(fact.stride)),
         ("storage_offset", str(fact.storage_offset)),
-        ("storage", fmt.nbytes(storage.nbytes) if storage else "none"),
+        (_("storage"), fmt.nbytes(storage.nbytes) if storage else _("none")),
         ("is_contiguous", str(is_contiguous(layout))),
         ("requires_grad", str(fact.requires_grad)),
         ("is_leaf", str(fact.is_leaf)),
@@ -98,10 +100,10 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     if fact.device != "cpu":
         rows.append(("device", fact.device))
     if born is not None:
-        rows.append(("created", f"line {born}"))
+        rows.append((_("created"), _("line {line}").format(line=born)))
     values = values if values is not None else values_text(fact)
     if values is not None:
-        rows.append(("values", values))
+        rows.append((_("values"), values))
     return rows
 
 

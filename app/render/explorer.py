@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.heap import collector_paused
+from app.i18n import gettext as _
 from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
@@ -134,5 +135,6 @@ def client_payload(view: ExplorerView) -> dict[str, Any]:
 
 def step_label(view: ExplorerView, step: int) -> str:
     if not view.lines:
-        return "No steps"
-    return f"Step {step + 1} of {view.step_count} · line {view.lines[step]}"
+        return _("No steps")
+    return _("Step {step} of {count} · line {line}").format(step=step + 1, count=view.step_count,
+                                                          line=view.lines[step])

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.render import fmt
 from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
@@ -42,9 +44,9 @@ ITEMSIZE = {
     "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 
-GROUPS = (
-    ("named", "Reached from your variables", "storages a variable (or its .grad / ._base) reaches"),
-    ("graph", "Held by the graph", "storages only the autograd graph keeps alive: saved tensors"),
+GROUPS = (  # (name, title, hint): marked here, translated when the view is finished
+    ("named", N_("Reached from your variables"), N_("storages a variable (or its .grad / ._base) reaches")),
+    ("graph", N_("Held by the graph"), N_("storages only the autograd graph keeps alive: saved tensors")),
 )
 
 
@@ -123,7 +125,7 @@ def mark_text(indices: list[tuple[int, ...]]) -> Mark:
     first = indices[0]
     title = ", ".join("[" + ", ".join(map(str, i)) + "]" for i in indices[:8])
     if len(indices) > 8:
-        title += f" … ({len(indices)} in all)"
+        title += _(" … ({n} in all)").format(n=len(indices))
     if len(indices) > 1:
         return Mark(f"×{len(indices)}", title, 0, True)
     if not first:
@@ -314,13 +316,13 @@ class MemoryBuilder:
         note = None
         if group == "graph":
             roles = [role for tid in tids for role in holders_of(holding, tid)]
-            note = "held by " + holders_text(roles) if roles else None
+            note = _("held by {holders}").format(holders=holders_text(roles)) if roles else None
         labels = [row.label for row in rows]
         shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled,
                        tuple(layouts))
-        return _Record(shape, family(" · ".join(labels)), family(labels[0]) if labels else "storage", cells,
-                       changed, note, len(tids) - len(drawn), tuple(rows),
-                       self.arrays.text(sid, state.arrays))
+        title = family(labels[0]) if labels else _("storage")
+        return _Record(shape, family(" · ".join(labels)), title, cells, changed, note, len(tids) - len(drawn),
+                       tuple(rows), self.arrays.text(sid, state.arrays))
 
     def _cells(self, sid: str, storage: StorageFact, count: int) -> tuple[str, ...]:
         """Every cell's text, formatted again only when the storage's fact changed."""
@@ -351,7 +353,7 @@ class MemoryBuilder:
             overflow = ("overflow", group)
             fam = self.families.get(overflow)
             if fam is None:
-                fam = self.families[overflow] = _Family(len(self.families), group, "other storages", None,
+                fam = self.families[overflow] = _Family(len(self.families), group, _("other storages"), None,
                                                         1 << 62)  # after every family
             return fam
         self.per_group[group] += 1
@@ -407,7 +409,7 @@ class MemoryBuilder:
         tracks.change_vis(strip.k, index, True)
         tracks.change_ref(strip.k, index, sid)
         tracks.change_text(strip.note_k, index, record.note)
-        more = f"+{record.more} more tensors on this storage" if record.more else None
+        more = _("+{n} more tensors on this storage").format(n=record.more) if record.more else None
         tracks.change_text(strip.more_k, index, more)
         tracks.change_text(strip.numpy_k, index, record.numpy or None)
         if record.cells is not None:
@@ -426,7 +428,7 @@ class MemoryBuilder:
         key = ("strip", fam.index, j)
         k = self.tracks.key
         rows = []
-        for r, (layout, _) in enumerate(shape.rows):
+        for r, (layout, _dtype) in enumerate(shape.rows):
             marks: tuple[Mark | None, ...] = ()
             levels: tuple[int, ...] = ()
             mapped = None if shape.scaled else cell_map(layout, max(shape.element_size, 1))
@@ -447,8 +449,8 @@ class MemoryBuilder:
         return Strip(
             k(key), k((*key, "note")), k((*key, "cells")), k((*key, "more")),
             f"{shape.count} × {shape.dtype} · {fmt.nbytes(shape.nbytes)}",
-            f"scaled: {per_bin} per block" if shape.scaled else "", cells, shape.scaled, per_bin,
-            lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
+            _("scaled: {n} per block").format(n=per_bin) if shape.scaled else "", cells, shape.scaled,
+            per_bin, lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
         )
 
     # ---- the view --------------------------------------------------------------------------------
@@ -464,12 +466,12 @@ class MemoryBuilder:
             strips = [slot.strip for slot in fam.slots]
             by_group[fam.group].append(Family(fam.title, tuple(strips[:FIRST_SLOTS]), fam.fold_k, fam.count_k,
                                               tuple(strips[FIRST_SLOTS:])))
-        groups = tuple(Group(self.group_k[name], name, title, hint, tuple(by_group[name]))
+        groups = tuple(Group(self.group_k[name], name, _(title), _(hint), tuple(by_group[name]))
                        for name, title, hint in GROUPS)
         return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
 
 
 def _member_label(record: _Record) -> str:
     """How a member reads in its family's expanded list: its tensors' names, its size."""
-    names = " · ".join(row.label for row in record.rows[:3]) or "no tensor"
+    names = " · ".join(row.label for row in record.rows[:3]) or _("no tensor")
     return f"{names} — {record.shape.count} × {record.shape.dtype}"
