@@ -192,7 +192,7 @@
     if (this.moved) this.relight();
     for (i = 0; i < this.open.length; i++) this.renderFold(this.open[i]);
     this.renderDetail();
-    emit("explorer:step", { line: data.lines[step], step: step });
+    emit("explorer:step", { line: data.lines[step], step: step, root: this.root });
   };
 
   // Length of the output printed up to `step` (the payload lists where it grew).
@@ -328,6 +328,10 @@
 
   Explorer.prototype.bind = function () {
     var self = this, root = this.root;
+    // With two runs on a page (bug vs fix), the keys and AX.explorer act on the one last used.
+    function use() { current = AX.explorer = self; }
+    root.addEventListener("pointerdown", use);
+    root.addEventListener("focusin", use);
     root.addEventListener("click", function (event) {
       var button = event.target.closest("[data-step]");
       if (button) {
@@ -381,8 +385,12 @@
   });
 
   function setup(el) {
-    var root = el.matches && el.matches('[data-role="run"]') ? el : el.querySelector && el.querySelector('[data-role="run"]');
-    if (!root || root.explorer) return;
+    var roots = el.matches && el.matches('[data-role="run"]') ? [el] : el.querySelectorAll ? el.querySelectorAll('[data-role="run"]') : [];
+    Array.prototype.forEach.call(roots, setupRun); // two in the bug-vs-fix view
+  }
+
+  function setupRun(root) {
+    if (root.explorer) return;
     var started = performance.now();
     root.explorer = current = new Explorer(root);
     AX.setupMs = performance.now() - started; // parse, index and the first step (the benchmark reads it)
