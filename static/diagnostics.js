@@ -13,10 +13,12 @@
 
   var t = window.AXT.t;
 
+  // The server's unit ladder (app/render/fmt.py byte_unit, app/diagnostics/trace.py fmt_bytes).
   function fmt(n) {
     if (n < 10 * 1024) return t("{n} bytes", { n: window.AXT.number(n) });
-    if (n < 10 * 1024 * 1024) return (n / 1024).toFixed(1) + " KiB";
-    return (n / (1024 * 1024)).toFixed(1) + " MiB";
+    var units = ["KiB", "MiB", "GiB"], value = n / 1024, i = 0;
+    while (Math.round(value * 10) / 10 >= 1024 && i < units.length - 1) { value /= 1024; i++; }
+    return value.toFixed(1) + " " + units[i];
   }
 
   function highlight(run, ids) {
