@@ -184,7 +184,7 @@
     this.step = step;
     var ui = this.ui, data = this.data;
     if (ui.slider) ui.slider.value = String(step);
-    if (ui.label) ui.label.textContent = "Step " + (step + 1) + " of " + this.count + " · line " + data.lines[step];
+    if (ui.label) ui.label.textContent = this.label(step);
     if (ui.stdout) {
       var out = data.stdout.slice(0, this.printed(step));
       if (ui.stdout.textContent !== out) ui.stdout.textContent = out;
@@ -193,6 +193,14 @@
     for (i = 0; i < this.open.length; i++) this.renderFold(this.open[i]);
     this.renderDetail();
     emit("explorer:step", { line: data.lines[step], step: step, root: this.root });
+  };
+
+  // What the state shown is (app/render/explorer.py step_label writes the same).
+  Explorer.prototype.label = function (step) {
+    if (!this.backwardSteps) this.backwardSteps = new Set(this.data.backward || []);
+    var t = window.AXT.t, parts = { n: step + 1, count: this.count, line: this.data.lines[step] };
+    return this.backwardSteps.has(step) ? t("Step {n} of {count} · line {line}, inside its backward pass", parts)
+      : t("Step {n} of {count} · after line {line} ran", parts);
   };
 
   // Length of the output printed up to `step` (the payload lists where it grew).

@@ -61,3 +61,20 @@ def test_a_fresh_linear_weight_says_why_it_is_at_v1() -> None:
     # a tensor made at v0 and bumped later is no fresh initialisation either
     assert rows["x"] == ["0", "1"]
     assert not any(re.search("initialised", text) for text in rows["x"])
+
+
+def test_the_step_label_says_after_which_line_ran_or_that_its_backward_pass_is_running() -> None:
+    from app.render.explorer import client_payload, step_label
+    from tests.render.conftest import trace
+
+    code = "x = torch.ones(3, requires_grad=True)\ny = (x * 2).sum()\ny.backward()\n"
+    view = explore(code)
+    phases = [step.phase for step in trace(code).steps]
+    labels = [step_label(view, s) for s in range(view.step_count)]
+    assert labels[0] == f"Step 1 of {view.step_count} · after line 1 ran"
+    assert labels[-1] == f"Step {view.step_count} of {view.step_count} · after line 3 ran"
+    inside = [s for s, phase in enumerate(phases) if phase == "backward"]
+    # one step per autograd node torch ran: SumBackward0, MulBackward0, AccumulateGrad
+    assert len(inside) == 3 and client_payload(view)["backward"] == inside
+    for s in inside:
+        assert labels[s] == f"Step {s + 1} of {view.step_count} · line 3, inside its backward pass"

@@ -21,7 +21,8 @@ def _open(page, path: str) -> None:
 
 
 def _line(page, side: str) -> int:
-    return int(page.locator(f"{side} [data-testid=step-label]").inner_text().rsplit(" ", 1)[1])
+    label = page.locator(f"{side} [data-testid=step-label]").inner_text()
+    return int(re.search(r"line (\d+)", label).group(1))
 
 
 def _step(page, side: str) -> int:
