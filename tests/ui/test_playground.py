@@ -155,4 +155,4 @@ def test_the_editor_indents_with_tab_and_runs_with_ctrl_enter(page) -> None:
     before = runs(page)
     page.keyboard.press("Control+Enter")
     wait_for_run(page, before)
-    assert step_label(page).endswith("line 3")
+    assert step_label(page).endswith("after line 3 ran")
