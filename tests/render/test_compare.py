@@ -137,6 +137,7 @@ def test_a_compare_costs_two_runs_of_the_clients_rate(tmp_path: Path) -> None:
         assert client.get("/render.svg?example=clone-vs-detach").status_code == 200  # the third token
         refused = client.get("/embed?compare=losses-item")
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert "Slow down" in refused.text and "data-role=\"compare-side\"" not in refused.text
         assert len(runner.codes) == 3
 
 
