@@ -364,6 +364,19 @@
       self.nodeHovered = null;
       self.hoverNode(null);
     });
+    // The keyboard's path to a tensor's facts: focus shows them as hovering does, Enter or Space
+    // selects it as a click does (buttons click by themselves).
+    root.addEventListener("focusin", function (event) {
+      var target = event.target.closest && event.target.closest("[data-t]");
+      if (target) self.hover(target.getAttribute("data-t"));
+    });
+    root.addEventListener("keydown", function (event) {
+      if (event.key !== "Enter" && event.key !== " ") return;
+      var target = event.target.closest && event.target.closest("[data-t]");
+      if (!target || target.matches("button, a, input, [role=button]")) return;
+      event.preventDefault();
+      self.select(target.getAttribute("data-t"));
+    });
     if (this.ui.slider) {
       this.ui.slider.addEventListener("input", function () { self.go(+self.ui.slider.value); });
     }
