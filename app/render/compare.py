@@ -162,12 +162,13 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
                  step: int | None = None, limits: RunLimits | None = None) -> CompareView:
     """Both sides of a pair; ``step`` (0-based) is the bug's step shown first, the fix shows its match."""
     bug, fix = localized(bug), localized(fix)
-    views = [build_explorer(trace, example.code, step if role == "bug" else None, limits)
-             for role, example, trace in zip(ROLES, (bug, fix), traces, strict=True)]
-    to_fix = step_map(views[0].lines, views[1].lines, line_map(bug.code, fix.code))
-    to_bug = step_map(views[1].lines, views[0].lines, line_map(fix.code, bug.code))
-    if step is not None and to_fix:  # the fix opens on the bug's step's match
-        views[1] = build_explorer(traces[1], fix.code, to_fix[views[0].initial], limits)
+    # matched on the traces' own lines (what the views' lines are), so each side is built once
+    lines = [step.line for step in traces[0].steps], [step.line for step in traces[1].steps]
+    to_fix = step_map(lines[0], lines[1], line_map(bug.code, fix.code))
+    to_bug = step_map(lines[1], lines[0], line_map(fix.code, bug.code))
+    bug_view = build_explorer(traces[0], bug.code, step, limits)
+    fix_step = to_fix[bug_view.initial] if step is not None and to_fix else None  # the fix opens on the match
+    views = [bug_view, build_explorer(traces[1], fix.code, fix_step, limits)]
     found = [analysis(trace, example.code) for example, trace in zip((bug, fix), traces, strict=True)]
     peak = max((m.total_bytes for _, memory in found for m in memory), default=0)
     sides = []
