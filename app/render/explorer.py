@@ -13,6 +13,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
+from app.heap import collector_paused
 from app.i18n import gettext as _
 from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
@@ -88,8 +89,9 @@ def build_explorer(
     memory = MemoryBuilder(tracks)
     facts = FactsBuilder()
     graph = GraphBuilder(tracks)
-    count = drive(trace, [steps, variables, memory, facts, graph])
-    views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
+    with collector_paused():
+        count = drive(trace, [steps, variables, memory, facts, graph])
+        views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
     tracks.close(count)
     initial = count - 1 if step is None else max(0, min(step, count - 1))
     limits = limits or RunLimits()

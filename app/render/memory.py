@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from app.render import fmt
+from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
 from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
@@ -83,6 +84,7 @@ class Strip:
     per_bin: int
     lines: tuple[tuple[int, int], ...]
     rows: tuple[Row, ...]
+    numpy_k: int = -1  # text: the numpy arrays that are views of this storage (app.render.arrays)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class MemoryView:
     empty_k: int
     groups: tuple[Group, ...]
     folds: dict[int, list[Entry]]  # fold key -> its members over the run
+    buffers: Buffers | None = None  # numpy arrays on buffers of their own
 
     def strips(self) -> Iterator[tuple[Group, Strip]]:
         for group in self.groups:
@@ -171,6 +174,7 @@ class _Record:
     note: str | None
     more: int
     rows: tuple[_RowNow, ...]
+    numpy: str = ""  # the numpy arrays viewing it
 
 
 @dataclass
@@ -218,6 +222,8 @@ class MemoryBuilder:
         self.per_group = dict.fromkeys(self.group_k, 0)
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
         self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
+        self.arrays = ArrayIndex()
+        self.buffers = BufferBuilder(tracks)
 
     # ---- one step --------------------------------------------------------------------------------
     def add_step(self, step: StepInput) -> None:
@@ -228,6 +234,12 @@ class MemoryBuilder:
             new = state.tensors.get(tid)
             dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
         dirty.update(changes.old_storages)
+        for aid, old in changes.old_arrays.items():  # numpy arrays: views of a storage, or own buffers
+            new = state.arrays.get(aid)
+            self.arrays.move(aid, old, new)
+            dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
+            self.buffers.change(aid, new, step.index)
+        self.buffers.end_step(step.index)
         dirty.update(held.storage_flips)
         for tid in held.renamed | held.reheld:
             fact = state.tensors.get(tid)
@@ -307,7 +319,8 @@ class MemoryBuilder:
         shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled,
                        tuple(layouts))
         return _Record(shape, family(" · ".join(labels)), family(labels[0]) if labels else "storage", cells,
-                       changed, note, len(tids) - len(drawn), tuple(rows))
+                       changed, note, len(tids) - len(drawn), tuple(rows),
+                       self.arrays.text(sid, state.arrays))
 
     def _cells(self, sid: str, storage: StorageFact, count: int) -> tuple[str, ...]:
         """Every cell's text, formatted again only when the storage's fact changed."""
@@ -396,6 +409,7 @@ class MemoryBuilder:
         tracks.change_text(strip.note_k, index, record.note)
         more = f"+{record.more} more tensors on this storage" if record.more else None
         tracks.change_text(strip.more_k, index, more)
+        tracks.change_text(strip.numpy_k, index, record.numpy or None)
         if record.cells is not None:
             tracks.change_text(strip.cells_k, index, SEP.join(record.cells))
             tracks.change_state(strip.cells_k, index, record.changed)
@@ -434,7 +448,7 @@ class MemoryBuilder:
             k(key), k((*key, "note")), k((*key, "cells")), k((*key, "more")),
             f"{shape.count} × {shape.dtype} · {fmt.nbytes(shape.nbytes)}",
             f"scaled: {per_bin} per block" if shape.scaled else "", cells, shape.scaled, per_bin,
-            lines or ((0, 0),), tuple(rows),
+            lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
         )
 
     # ---- the view --------------------------------------------------------------------------------
@@ -452,7 +466,7 @@ class MemoryBuilder:
                                               tuple(strips[FIRST_SLOTS:])))
         groups = tuple(Group(self.group_k[name], name, title, hint, tuple(by_group[name]))
                        for name, title, hint in GROUPS)
-        return MemoryView(self.empty_k, groups, folds)
+        return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
 
 
 def _member_label(record: _Record) -> str:

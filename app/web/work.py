@@ -28,6 +28,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
 from app.budget import Budget, use_budget
+from app.heap import collector_paused
 from app.web.limits import WORK_KEY
 
 T = TypeVar("T")
@@ -53,7 +54,7 @@ class _Watched:
             try:
                 with self.lock:
                     self.ident, self.running = threading.get_ident(), True
-                with use_budget(budget):
+                with use_budget(budget), collector_paused():
                     return fn(*args)
             finally:
                 with self.lock:
