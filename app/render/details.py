@@ -59,9 +59,11 @@ def values_text(fact: TensorFact) -> str | None:
 
 
 def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
-                 values: str | None = None, held: str | None = None) -> list[tuple[str, str]]:
+                 values: str | None = None, held: str | None = None,
+                 born_version: int | None = None) -> list[tuple[str, str]]:
     """The rows of one live tensor now. The first row is what the views call it (the panel's title).
-    ``values`` and ``held`` (its "held by" row): when the caller has them already."""
+    ``values`` and ``held`` (its "held by" row): when the caller has them already; ``born_version``:
+    its version counter at the step it appeared."""
     fact = state.tensors[tid]
     named = holding.is_named(tid)
     rows: list[tuple[str, str]] = [
@@ -92,7 +94,7 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     rows.append(("grad", _who(fact.grad, state, holding)))
     if fact.is_view or fact.base:
         rows.append(("_base", _who(fact.base, state, holding)))
-    rows.append(("_version", "—" if fact.version is None else str(fact.version)))
+    rows.append(("_version", _version_text(fact, born, born_version)))
     if fact.retains_grad:
         rows.append(("retains_grad", "True"))
     if fact.is_inference:
@@ -105,6 +107,18 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     if values is not None:
         rows.append((_("values"), values))
     return rows
+
+
+def _version_text(fact: TensorFact, born: int | None, born_version: int | None) -> str:
+    """The counter; a leaf that was already past 0 when it appeared says why (a fresh ``nn.Linear``
+    weight is at v1: its constructor initialised it in place, and every in-place write counts)."""
+    if fact.version is None:
+        return "—"
+    if fact.is_leaf and born is not None and born_version and fact.version == born_version:
+        return _("{version} · initialised in place when line {line} made it (nn.Linear fills a new weight "
+                 "and bias with kaiming_uniform_ / uniform_: each in-place write counts)").format(
+                     version=fact.version, line=born)
+    return str(fact.version)
 
 
 @dataclass(frozen=True)
@@ -121,6 +135,7 @@ class FactsBuilder:
         self.entries: dict[tuple[int, ...], int] = {}
         self.details: dict[str, list[Run]] = {}
         self.born: dict[str, int] = {}
+        self.born_version: dict[str, int | None] = {}  # tensor -> its version counter when it appeared
         self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
         self._values: dict[str, tuple[TensorFact, str | None]] = {}  # tensor -> (fact, values row)
         # tensor -> how many graph nodes hold it in each role, kept from the node changes: a leaf that
@@ -132,6 +147,9 @@ class FactsBuilder:
         for kind in ("tensors", "nodes"):
             for ident in changes.appeared(kind):
                 self.born.setdefault(ident, changes.line)
+        for tid in changes.appeared("tensors"):
+            if tid in state.tensors:
+                self.born_version.setdefault(tid, state.tensors[tid].version)
         dirty = set(changes.old_tensors) | held.renamed | held.reheld
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
@@ -164,7 +182,8 @@ class FactsBuilder:
             if cached is None or cached[0] is not fact:  # values are formatted once per fact
                 cached = self._values[tid] = (fact, values_text(fact))
             held_by = self._held(tid, holding)
-            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by)
+            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by,
+                                self.born_version.get(tid))
             entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
             change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
 

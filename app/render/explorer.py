@@ -34,9 +34,12 @@ class _Steps:
         self.parts: list[str] = []
         self.grew: list[tuple[int, int]] = []  # (step, length of the output after it)
         self.length = 0
+        self.backward: list[int] = []  # steps inside a line's backward pass (one per autograd node)
 
     def add_step(self, step: StepInput) -> None:
         self.lines.append(step.changes.line)
+        if step.changes.delta.phase == "backward":
+            self.backward.append(step.index)
         printed = step.changes.delta.stdout
         if printed:
             self.parts.append(printed)
@@ -60,6 +63,7 @@ class ExplorerView:
     stdout: str  # everything printed
     stdout_grew: tuple[tuple[int, int], ...]  # (step, output length after it) where it grew
     facts: Facts
+    backward: frozenset[int] = frozenset()  # steps inside a line's backward pass: the line has not finished
 
     @property
     def step_count(self) -> int:
@@ -96,7 +100,7 @@ def build_explorer(
         notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
         memory=views[1], graph=views[3],
         variables=views[0], tracks=tracks, stdout="".join(steps.parts),
-        stdout_grew=tuple(steps.grew), facts=views[2],
+        stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
     )
 
 
@@ -130,11 +134,16 @@ def client_payload(view: ExplorerView) -> dict[str, Any]:
         "code": view.code,
         "errorLine": view.error.line if view.error else None,
         "errorText": view.error.text if view.error else None,
+        "backward": sorted(view.backward),
     }
 
 
 def step_label(view: ExplorerView, step: int) -> str:
+    """What the state shown is: after a line ran, or inside its backward pass (static/explorer.js
+    writes the same)."""
     if not view.lines:
         return _("No steps")
-    return _("Step {step} of {count} · line {line}").format(step=step + 1, count=view.step_count,
-                                                          line=view.lines[step])
+    parts = {"n": step + 1, "count": view.step_count, "line": view.lines[step]}
+    if step in view.backward:
+        return _("Step {n} of {count} · line {line}, inside its backward pass").format(**parts)
+    return _("Step {n} of {count} · after line {line} ran").format(**parts)

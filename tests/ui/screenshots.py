@@ -1,4 +1,4 @@
-"""Screenshots of every gallery example, and of a folded leak, to look at:
+"""Screenshots of every gallery example, of each bug-vs-fix pair, and of a folded leak, to look at:
 ``python -m tests.ui.screenshots URL OUT_DIR [WIDTH] [LANG]`` (LANG: en, zh-CN).
 
 Not a test: a person (or a session) views the PNGs to judge the look. Uses Debian's chromium.
@@ -29,6 +29,13 @@ def main(base_url: str, out_dir: str, width: int = 1440, lang: str = "en") -> No
             page.wait_for_function("() => window.AX && AX.runs > 0", timeout=60_000)
             page.screenshot(path=str(out / f"{example.slug}.png"), full_page=True)
             print(out / f"{example.slug}.png")
+        # bug vs fix, side by side: every gallery pair
+        for example in EXAMPLES:
+            if example.fixed_twin:
+                page.goto(f"{base_url}/compare?example={example.slug}&lang={lang}")
+                page.wait_for_function("() => window.AX && AX.runs >= 2", timeout=60_000)
+                page.screenshot(path=str(out / f"compare-{example.slug}.png"), full_page=True)
+                print(out / f"compare-{example.slug}.png")
         # a loop that keeps its losses: one chip and a few strips per family, then both expanded
         runs = page.evaluate("AX.runs")
         page.get_by_test_id("code").fill(LEAK.format(n=LEAK_ITERATIONS))
