@@ -114,7 +114,10 @@ def _version_text(fact: TensorFact, born: int | None, born_version: int | None) 
     weight is at v1: its constructor initialised it in place, and every in-place write counts)."""
     if fact.version is None:
         return "—"
-    if fact.is_leaf and born is not None and born_version and fact.version == born_version:
+    # a parameter (a leaf that requires grad), not a .grad buffer: backward's accumulation into a new
+    # .grad bumps its counter too, and no constructor is to blame for that
+    if (fact.is_leaf and fact.requires_grad and born is not None and born_version
+            and fact.version == born_version):
         return _("{version} · initialised in place when line {line} made it (nn.Linear fills a new weight "
                  "and bias with kaiming_uniform_ / uniform_: each in-place write counts)").format(
                      version=fact.version, line=born)
