@@ -13,6 +13,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
+from app.render.backward import Pass, Passes, phase_label
+from app.render.backward import payload as passes_payload
 from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
@@ -58,6 +60,7 @@ class ExplorerView:
     stdout: str  # everything printed
     stdout_grew: tuple[tuple[int, int], ...]  # (step, output length after it) where it grew
     facts: Facts
+    passes: tuple[Pass, ...] = ()  # the backward passes' node steps (app/render/backward.py)
 
     @property
     def step_count(self) -> int:
@@ -83,7 +86,8 @@ def build_explorer(
     memory = MemoryBuilder(tracks)
     facts = FactsBuilder()
     graph = GraphBuilder(tracks)
-    count = drive(trace, [steps, variables, memory, facts, graph])
+    passes = Passes()
+    count = drive(trace, [steps, variables, memory, facts, graph, passes])
     views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
     tracks.close(count)
     initial = count - 1 if step is None else max(0, min(step, count - 1))
@@ -93,7 +97,7 @@ def build_explorer(
         notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
         memory=views[1], graph=views[3],
         variables=views[0], tracks=tracks, stdout="".join(steps.parts),
-        stdout_grew=tuple(steps.grew), facts=views[2],
+        stdout_grew=tuple(steps.grew), facts=views[2], passes=tuple(passes.finish(count)),
     )
 
 
@@ -127,6 +131,7 @@ def client_payload(view: ExplorerView) -> dict[str, Any]:
         "code": view.code,
         "errorLine": view.error.line if view.error else None,
         "errorText": view.error.text if view.error else None,
+        "passes": passes_payload(list(view.passes)),
     }
 
 
@@ -134,3 +139,8 @@ def step_label(view: ExplorerView, step: int) -> str:
     if not view.lines:
         return "No steps"
     return f"Step {step + 1} of {view.step_count} · line {view.lines[step]}"
+
+
+def phase_text(view: ExplorerView, step: int) -> str:
+    """Where a step sits in a backward pass ("backward · node 3 of 12 · MulBackward0"), else ""."""
+    return phase_label(list(view.passes), step)

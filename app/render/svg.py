@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 
-from app.render.explorer import ExplorerView, step_label
+from app.render.explorer import ExplorerView, phase_text, step_label
 from app.render.graph import GNode
 from app.render.memory import Family, Strip
 from app.render.tracks import Frame
@@ -471,6 +471,8 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
 
     # Header: where we are, and the line that ran.
     label = step_label(view, frame.step) if has_steps else "Nothing ran"
+    if has_steps and (phase := phase_text(view, frame.step)):
+        label = f"{label} · {phase}"
     cv.text(PAD, y + 13, label, 13, c["head"], family=SANS, weight=700)
     cv.text(width - PAD, y + 13, "∂ Autograd Explorer", 11.5, c["muted"], family=SANS, anchor="end")
     y += 22

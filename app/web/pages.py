@@ -22,7 +22,7 @@ from app.diagnostics.view import diagnostics_context
 from app.gallery import EXAMPLES, get_example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
-from app.render.explorer import step_label
+from app.render.explorer import phase_text, step_label
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaTrace, RunError
@@ -55,6 +55,7 @@ templates = Environment(
 # One environment for every language: each gettext call asks the request's locale (app.i18n).
 templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label
+templates.globals["phase_text"] = phase_text
 templates.globals["graph_vendor"] = GRAPH_VENDOR
 templates.globals["lang_tag"] = i18n.current_tag
 templates.globals["lang_switch"] = i18n.switch_links
