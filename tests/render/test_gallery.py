@@ -11,7 +11,8 @@ from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer
 from tests.render.conftest import trace
 
-EXPECTED_ERRORS = {"inplace-on-leaf": 2, "inplace-through-detach": 5, "backward-twice": 4}  # slug -> the line that raises
+# slug -> the line that raises
+EXPECTED_ERRORS = {"inplace-on-leaf": 2, "inplace-through-detach": 5, "backward-twice": 4}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.slug)

@@ -82,7 +82,8 @@ def test_a_backward_step_marks_the_node_that_ran_and_the_gradients_on_the_edges(
     assert "[2.54 1.584 1.01]" in texts
     assert drawing.locator('.node-leaf[data-state~="reached"]:not([hidden])').count() == 1
     page.evaluate("s => AX.go(s)", 9)  # the next line: the marks are gone
-    assert drawing.locator('[data-state~="ran"]:not([hidden]), [data-state~="grad"]:not([hidden])').count() == 0
+    marked = '[data-state~="ran"]:not([hidden]), [data-state~="grad"]:not([hidden])'
+    assert drawing.locator(marked).count() == 0
 
 
 def test_the_graph_dims_what_no_gradient_reached(page) -> None:

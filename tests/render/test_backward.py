@@ -1,0 +1,216 @@
+"""The page's view of a backward pass (issue 13), held against torch itself.
+
+In every backward step the graph view marks the node that ran (named as torch names the node it ran
+then) and writes on each edge the gradient that node sent along it: those are the gradients torch's
+own node hooks see in a plain run. At the end of a pass, what is dimmed is what torch left without a
+gradient. The stepper's passes and the /render.svg and /embed step= addressing come with it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from fastapi.testclient import TestClient
+from torch import nn
+
+from app.config import Settings
+from app.gallery import get_example
+from app.render import build_explorer
+from app.render.backward import pass_at
+from app.render.explorer import client_payload, phase_text
+from app.render.graph_backward import grad_text
+from app.render.names import short_node_name
+from app.render.svg import render_svg
+from app.render.tracks import value_at
+from app.web.main import create_app
+from app.web.permalink import encode_code
+from tests.render.conftest import trace, trace_v1
+
+CASES = {
+    "two paths into one leaf": """
+a = torch.tensor([1., 2., 3.], requires_grad=True)
+b = a * 2
+c = a.sin()
+(b + c).sum().backward()
+""",
+    "an mlp step": """
+model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+x, y = torch.randn(2, 3), torch.randn(2, 1)
+loss = F.mse_loss(model(x), y)
+loss.backward()
+""",
+    "retain_graph, then a second pass": """
+w = torch.tensor([1., -1., 2.], requires_grad=True)
+out = (w.exp() * w).sum()
+out.backward(retain_graph=True)
+out.backward()
+""",
+    "torch.autograd.grad": """
+x = torch.tensor([0.5, 1.5], requires_grad=True)
+y = (x ** 3).sum()
+(g,) = torch.autograd.grad(y, x)
+""",
+    "a square: one edge twice": """
+x = torch.tensor([1., 3.], requires_grad=True)
+h = x * 1
+(h * h).sum().backward()
+""",
+}
+
+
+def _code(source: str) -> str:
+    return source.strip("\n") + "\n"
+
+
+def torch_passes(source: str) -> list[list[tuple[str, list[torch.Tensor | None]]]]:
+    """Plain torch, watched by its own node hooks: per backward pass, (node, gradients it sent) in
+    the order torch ran the nodes."""
+    import torch.autograd as autograd
+
+    passes: list[list[tuple[str, list]]] = []
+    original = autograd._engine_run_backward  # backward() and autograd.grad both go through it
+
+    def watched(t_outputs, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        ran: list[tuple[str, list]] = []
+        handles, seen = [], set()
+        stack = [t.grad_fn if isinstance(t, torch.Tensor) else t.node for t in t_outputs]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            handles.append(node.register_hook(
+                lambda gi, go, n=node: ran.append((type(n).__name__, [_copy(g) for g in gi]))))
+            stack.extend(fn for fn, _ in node.next_functions)
+        try:
+            return original(t_outputs, *args, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+            passes.append(ran)
+
+    autograd._engine_run_backward = watched
+    try:
+        torch.manual_seed(0)
+        namespace = {"torch": torch, "nn": nn, "F": F, "math": math, "__name__": "__main__"}
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            exec(compile(source, "<plain>", "exec"), namespace)  # noqa: S102
+    finally:
+        autograd._engine_run_backward = original
+    return passes
+
+
+def _copy(grad: torch.Tensor | None) -> torch.Tensor | None:
+    return None if grad is None else grad.detach().clone()
+
+
+def _text(grad: torch.Tensor) -> str:
+    return grad_text(grad.tolist(), list(grad.shape))
+
+
+def _edge_texts(view) -> dict[tuple[str, str], int]:  # noqa: ANN001
+    """(src vertex, dst vertex) -> the text key of that edge's gradient in the "all" drawing."""
+    return {ident[2:4]: k for ident, k in view.tracks.keys.items()
+            if isinstance(ident, tuple) and ident[:2] == ("e", "all") and ident[-1] == "grad"}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_each_backward_step_shows_the_node_torch_ran_and_the_gradients_it_sent(name: str) -> None:
+    source = _code(CASES[name])
+    delta, steps = trace(source), trace_v1(source).steps
+    view = build_explorer(delta, source)
+    tracks, drawing, texts = view.tracks, view.graph.drawing("all"), _edge_texts(view)
+    want = torch_passes(source)
+    assert len(view.passes) == len(want)
+    compared = 0
+    for mine, theirs in zip(view.passes, want, strict=True):
+        assert mine.names == [short_node_name(n) for n, _ in theirs]  # the stepper's names, torch's order
+        for offset, (torch_name, sent) in enumerate(theirs):
+            index = mine.first + offset
+            step = steps[index]
+            ran = [n for n in drawing.nodes if "ran" in (value_at(tracks.state.get(n.k, []), index) or "")
+                   and value_at(tracks.vis.get(n.k, []), index)]
+            assert [n.title for n in ran] == [short_node_name(torch_name)]
+            node = step.nodes[step.node]
+            by_edge: dict[tuple[str, str], list[str]] = {}
+            for nxt, grad in zip(node.next, sent, strict=True):
+                if nxt is not None and grad is not None:
+                    by_edge.setdefault((f"n:{nxt}", f"n:{step.node}"), []).append(_text(grad))
+            for pair, parts in by_edge.items():
+                got = value_at(tracks.text[texts[pair]], index)
+                assert got == " + ".join(parts), (name, torch_name, pair, got, parts)
+                compared += 1
+        senders = len(theirs) - sum(n == "AccumulateGrad" for n, _ in theirs)
+        assert compared >= senders  # every node but AccumulateGrad sends something
+        compared = 0
+        assert phase_text(view, mine.first) == f"backward · node 1 of {len(theirs)} · {mine.names[0]}"
+    # the marks end with the line's own step: the step after it shows none (unless another pass starts)
+    for p in view.passes:
+        after = p.own + 1
+        if after < view.step_count and pass_at(list(view.passes), after) is None:
+            states = [value_at(tracks.state.get(e.k, []), after) or "" for e in drawing.edges]
+            assert not any("grad" in state for state in states)
+
+
+def test_the_leaf_edge_carries_what_accumulated_into_grad() -> None:
+    source = _code(CASES["two paths into one leaf"])
+    view = build_explorer(trace(source), source)
+    steps = trace_v1(source).steps
+    last = view.passes[0].last  # AccumulateGrad
+    acc = steps[last].node
+    got = value_at(view.tracks.text[_edge_texts(view)[(f"leaf:{acc}", f"n:{acc}")]], last)
+    a = torch.tensor([1., 2., 3.])
+    assert got == _text(2 + a.cos())
+
+
+def test_what_no_gradient_reached_is_dimmed_at_the_end_of_the_pass() -> None:
+    example = get_example("backward-stopped-by-detach")
+    source = example.code
+    view = build_explorer(trace(source), source)
+    tracks, nodes = view.tracks, view.graph.drawing("all").nodes
+    (p,) = view.passes
+
+    def dimmed(step: int) -> set[str]:
+        return {value_at(tracks.text.get(n.label_k, []), step) or n.title for n in nodes
+                if "unreached" in (value_at(tracks.state.get(n.k, []), step) or "")
+                and value_at(tracks.vis.get(n.k, []), step)}
+
+    namespace: dict = {"torch": torch}
+    with redirect_stdout(io.StringIO()):
+        exec(compile(source, "<plain>", "exec"), namespace)  # noqa: S102
+    missed = {n for n in ("w", "b") if namespace[n].grad is None}
+    assert missed == {"w"}
+    assert dimmed(p.own) == missed and dimmed(p.last) <= missed
+    assert dimmed(p.first) == set()  # only once the pass is over
+    assert dimmed(p.own + 1) == set()
+
+
+def test_the_payload_lists_each_pass_once_linear_in_its_steps() -> None:
+    source = _code(CASES["retain_graph, then a second pass"])
+    view = build_explorer(trace(source), source)
+    payload = client_payload(view)["passes"]
+    steps = trace_v1(source).steps
+    backward = [i for i, s in enumerate(steps) if s.phase == "backward"]
+    assert sum(len(p[3]) for p in payload) == len(backward)
+    for first, last, own, names in payload:
+        assert all(steps[i].phase == "backward" for i in range(first, last + 1))
+        assert steps[own].phase == "forward" and own == last + 1 and len(names) == last - first + 1
+        assert pass_at(list(view.passes), first).first == first and pass_at(list(view.passes), own) is None
+
+
+def test_render_svg_and_embed_address_a_backward_step(tmp_path) -> None:  # noqa: ANN001
+    source = _code(CASES["two paths into one leaf"])
+    view = build_explorer(trace(source), source)
+    svg = render_svg(view, 5)  # step 6, node 3 of 5: SinBackward0
+    assert "backward · node 3 of 5 · SinBackward0" in svg and "[0.5403 -0.416 -0.99]" in svg
+    with TestClient(create_app(Settings(data_dir=tmp_path))) as client:
+        image = client.get(f"/render.svg?code={encode_code(source)}&step=6&view=graph")
+        assert image.status_code == 200 and "backward · node 3 of 5 · SinBackward0" in image.text
+        run = client.post("/embed/run", data={"code": source, "step": "6", "view": "graph"})
+        assert run.status_code == 200
+        assert "backward · node 3 of 5 · SinBackward0" in run.text and 'data-testid="step-out"' in run.text
