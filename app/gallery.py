@@ -298,7 +298,7 @@ b = a * 2        # path 1
 c = a.sin()      # path 2
 loss = (b + c).sum()
 loss.backward()  # step into it: both paths meet at a
-print(a.grad)    # 2 + cos(a)
+print(a.grad)    # equals 2 + cos(a)
 """),
     ),
     Example(
