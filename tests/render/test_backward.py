@@ -214,3 +214,38 @@ def test_render_svg_and_embed_address_a_backward_step(tmp_path) -> None:  # noqa
         run = client.post("/embed/run", data={"code": source, "step": "6", "view": "graph"})
         assert run.status_code == 200
         assert "backward · node 3 of 5 · SinBackward0" in run.text and 'data-testid="step-out"' in run.text
+
+
+def test_the_memory_view_shows_gradient_buffers_as_they_appear_and_grad_filling() -> None:
+    """Nothing new is drawn for backward: its gradients are tensors of its steps, and the memory view
+    shows every tensor of a step. Held against the trace and torch's own .grad."""
+    source = _code(CASES["two paths into one leaf"])
+    view = build_explorer(trace(source), source)
+    steps = trace_v1(source).steps
+    tracks = view.tracks
+
+    def shown(step: int) -> dict[str, str]:
+        """tensor -> the text of its storage's cells, for the rows on screen at ``step``."""
+        found = {}
+        for _, strip in view.memory.strips():
+            if not value_at(tracks.vis.get(strip.k, []), step):
+                continue
+            for row in strip.rows:
+                tid = value_at(tracks.ref.get(row.k, []), step)
+                if tid is not None:
+                    found[tid] = value_at(tracks.text.get(strip.cells_k, []), step) or ""
+        return found
+
+    (p,) = view.passes
+    for index in range(p.first, p.own + 1):
+        step = steps[index]
+        for tid in [*step.received, *step.sent]:
+            if tid is not None and tid in steps[index].tensors:
+                assert tid in shown(index), (index, tid)  # every gradient of the step is drawn
+    a = steps[0].variables["a"]
+    assert all(steps[i].tensors[a].grad is None for i in range(p.first, p.last))  # .grad comes last
+    grad = steps[p.last].tensors[a].grad
+    assert grad is not None and grad in shown(p.last)
+    cells = shown(p.own)[grad].split()
+    want = [grad_text(v, []) for v in (2 + torch.tensor([1., 2., 3.]).cos()).tolist()]
+    assert cells == want  # a.grad's cells, as torch computes them
