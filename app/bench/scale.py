@@ -13,9 +13,9 @@ the engine's.
 Until the incremental engine lands the engine takes minutes on these runs, and builds every step
 whole in memory, so the bench server runs with the wall and CPU limits raised to ``ENGINE_SECONDS``
 and the memory limit to ``ENGINE_MIB`` (everything else at its default): the figures then say what
-the page costs, not where the 5 s limit would cut. ``EXPLORER_BENCH_SCALE``
-picks scenarios (``leak100,leak1000,adam,backward,nobackward``; default: all). Needs the test extras (playwright) and
-Debian's chromium for the browser rows.
+the page costs, not where the 5 s limit would cut. ``EXPLORER_BENCH_SCALE`` picks scenarios
+(``leak100,leak1000,adam,backward,nobackward``; default: all). Needs the test extras (playwright)
+and Debian's chromium for the browser rows.
 """
 
 from __future__ import annotations

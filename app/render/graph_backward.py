@@ -126,8 +126,8 @@ class BackwardMarks:
             self._edge(pair, index, " + ".join(p for p in parts if p) or None)
 
     def _end(self, step: StepInput | None) -> None:
-        """The pass is over: the nodes alive that it never ran are dimmed from its last node step;
-        a leaf outside any graph (no AccumulateGrad: nothing could reach it) from the line's step."""
+        """The pass is over: the nodes alive that it never ran, and the leaves outside any graph that
+        require grad (no AccumulateGrad: nothing could reach them), are dimmed from its last node step."""
         self.in_pass = False
         if step is None or self.last_step < 0:
             return
@@ -149,9 +149,20 @@ class BackwardMarks:
             fact = step.state.tensors.get(tid)
             if key.startswith("free:") and fact is not None and fact.requires_grad:
                 found += 1
-                history = self.events.state.setdefault(key, [])
-                self.restore[key] = history[-1][1] if history else None
-                self._vertex(key, step.index, f"{self.restore[key] or ''} unreached".strip())
+                self._dim_free(key)
+
+    def _dim_free(self, key: str) -> None:
+        """A free leaf's state says what it is ("leaf"), set by the graph itself, which may have set
+        it again at the line's own step already: "unreached" joins it from the pass's last node step."""
+        history = self.events.state.setdefault(key, [])
+        later = []
+        while history and history[-1][0] > self.last_step:
+            later.insert(0, history.pop())
+        base = history[-1][1] if history else None
+        for step, value in [(self.last_step, base), *later]:
+            record(history, step, f"{value or ''} unreached".strip())
+        self.restore[key] = later[-1][1] if later else base
+        self.marked_vertices.add(key)
 
     def _clear(self, index: int) -> None:
         for key in self.marked_vertices:

@@ -101,3 +101,24 @@ def test_the_graph_dims_what_no_gradient_reached(page) -> None:
     assert dimmed.count() >= 1
     assert "u" in dimmed.locator(".label").evaluate_all("els => els.map((e) => e.textContent)")
     assert page.locator(".legend-unreached").is_visible()
+
+
+def test_grad_stays_none_opens_the_backward_step_where_the_flow_stopped(page) -> None:
+    open_page(page)
+    run_code(page, (
+        "w = torch.tensor([1., 2.], requires_grad=True)\n"
+        "b = torch.tensor([0.5, -0.5], requires_grad=True)\n"
+        "h = (w * 3).detach()\n"
+        "loss = (h * b).sum()\n"
+        "loss.backward()\n"
+    ))
+    page.locator("body").press("Home")
+    item = page.locator('[data-testid="diagnostic"][data-rule="grad-stays-none"]')
+    item.locator(".diag-line").click()
+    phase = page.get_by_test_id("step-phase").inner_text()
+    assert phase.startswith("backward · node ") and phase.endswith("AccumulateGrad")  # the pass's last node
+    n, count = phase.split("node ")[1].split(" ·")[0].split(" of ")
+    assert n == count
+    assert page.get_by_test_id("step-out").is_visible()
+    dimmed = _graph(page).locator('.node[data-state~="unreached"]:not([hidden]) .label')
+    assert "w" in dimmed.evaluate_all("els => els.map((e) => e.textContent)")
