@@ -93,6 +93,7 @@ class GEdge:
     mid: tuple[float, float]  # where a "×2" label goes
     box: tuple[float, float, float, float]  # the control points' bounds (the curve lies inside)
     text_k: int | None = None  # text track: the gradient it carried in a backward pass
+    leftward: bool = False  # it ends left of where it starts: its gradient is written to its left
 
 
 @dataclass(frozen=True)
@@ -461,7 +462,7 @@ class _Drawer:
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         mid = points[len(points) // 2]
         self.edges.append(GEdge(k, edge.kind, _path(points), edge.count, (round(mid[0], 1), round(mid[1], 1)),
-                                (min(xs), min(ys), max(xs), max(ys)), text_k))
+                                (min(xs), min(ys), max(xs), max(ys)), text_k, points[-1][0] < points[0][0]))
 
 
 def _path(points: list[tuple[float, float]]) -> str:

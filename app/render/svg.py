@@ -379,8 +379,9 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
         if edge.count > 1:
             cv.text(edge.mid[0] + 6, edge.mid[1], f"×{edge.count}", 11, c["muted"], weight=700)
         if carried and edge.text_k is not None and frame.text(edge.text_k):
-            cv.text(edge.mid[0] + 6, edge.mid[1] + (13 if edge.count > 1 else 4), frame.text(edge.text_k),
-                    10.5, GRAD, weight=600)
+            gx, gy = edge.mid[0] + (-6 if edge.leftward else 6), edge.mid[1] + (13 if edge.count > 1 else 4)
+            cv.text(gx, gy, frame.text(edge.text_k), 10.5, GRAD, weight=600,
+                    anchor="end" if edge.leftward else "start")
     for node in drawing.nodes:
         if frame.shows(node.k):
             _draw_node(cv, node, frame)
