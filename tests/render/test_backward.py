@@ -9,14 +9,11 @@ gradient. The stepper's passes and the /render.svg and /embed step= addressing c
 from __future__ import annotations
 
 import io
-import math
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stdout
 
 import pytest
 import torch
-import torch.nn.functional as F  # noqa: N812
 from fastapi.testclient import TestClient
-from torch import nn
 
 from app.config import Settings
 from app.gallery import get_example
@@ -29,88 +26,29 @@ from app.render.svg import render_svg
 from app.render.tracks import value_at
 from app.web.main import create_app
 from app.web.permalink import encode_code
+from tests.engine.test_engine_backward import CASES as ENGINE_CASES
+from tests.engine.test_engine_backward import hooked_plain
 from tests.render.conftest import trace, trace_v1
 
-CASES = {
-    "two paths into one leaf": """
-a = torch.tensor([1., 2., 3.], requires_grad=True)
-b = a * 2
-c = a.sin()
-(b + c).sum().backward()
-""",
-    "an mlp step": """
-model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
-x, y = torch.randn(2, 3), torch.randn(2, 1)
-loss = F.mse_loss(model(x), y)
-loss.backward()
-""",
-    "retain_graph, then a second pass": """
-w = torch.tensor([1., -1., 2.], requires_grad=True)
-out = (w.exp() * w).sum()
-out.backward(retain_graph=True)
-out.backward()
-""",
-    "torch.autograd.grad": """
-x = torch.tensor([0.5, 1.5], requires_grad=True)
-y = (x ** 3).sum()
-(g,) = torch.autograd.grad(y, x)
-""",
-    "a square: one edge twice": """
+# the engine's own backward cases (held against torch there), and one edge taken twice
+CASES = {**ENGINE_CASES, "a square: one edge twice": """
 x = torch.tensor([1., 3.], requires_grad=True)
 h = x * 1
 (h * h).sum().backward()
-""",
-}
+"""}
 
 
 def _code(source: str) -> str:
     return source.strip("\n") + "\n"
 
 
-def torch_passes(source: str) -> list[list[tuple[str, list[torch.Tensor | None]]]]:
-    """Plain torch, watched by its own node hooks: per backward pass, (node, gradients it sent) in
-    the order torch ran the nodes."""
-    import torch.autograd as autograd
-
-    passes: list[list[tuple[str, list]]] = []
-    original = autograd._engine_run_backward  # backward() and autograd.grad both go through it
-
-    def watched(t_outputs, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        ran: list[tuple[str, list]] = []
-        handles, seen = [], set()
-        stack = [t.grad_fn if isinstance(t, torch.Tensor) else t.node for t in t_outputs]
-        while stack:
-            node = stack.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen.add(id(node))
-            handles.append(node.register_hook(
-                lambda gi, go, n=node: ran.append((type(n).__name__, [_copy(g) for g in gi]))))
-            stack.extend(fn for fn, _ in node.next_functions)
-        try:
-            return original(t_outputs, *args, **kwargs)
-        finally:
-            for handle in handles:
-                handle.remove()
-            passes.append(ran)
-
-    autograd._engine_run_backward = watched
-    try:
-        torch.manual_seed(0)
-        namespace = {"torch": torch, "nn": nn, "F": F, "math": math, "__name__": "__main__"}
-        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-            exec(compile(source, "<plain>", "exec"), namespace)  # noqa: S102
-    finally:
-        autograd._engine_run_backward = original
-    return passes
-
-
-def _copy(grad: torch.Tensor | None) -> torch.Tensor | None:
-    return None if grad is None else grad.detach().clone()
-
-
-def _text(grad: torch.Tensor) -> str:
-    return grad_text(grad.tolist(), list(grad.shape))
+def _text(values: list | float) -> str:
+    """A gradient torch's hooks saw (as nested lists), as the graph view writes it."""
+    dims, inner = [], values
+    while isinstance(inner, list):
+        dims.append(len(inner))
+        inner = inner[0] if inner else None
+    return grad_text(values, dims)
 
 
 def _edge_texts(view) -> dict[tuple[str, str], int]:  # noqa: ANN001
@@ -125,7 +63,7 @@ def test_each_backward_step_shows_the_node_torch_ran_and_the_gradients_it_sent(n
     delta, steps = trace(source), trace_v1(source).steps
     view = build_explorer(delta, source)
     tracks, drawing, texts = view.tracks, view.graph.drawing("all"), _edge_texts(view)
-    want = torch_passes(source)
+    want = hooked_plain(source)  # torch's own node hooks, in a plain run
     assert len(view.passes) == len(want)
     compared = 0
     for mine, theirs in zip(view.passes, want, strict=True):
@@ -165,7 +103,7 @@ def test_the_leaf_edge_carries_what_accumulated_into_grad() -> None:
     acc = steps[last].node
     got = value_at(view.tracks.text[_edge_texts(view)[(f"leaf:{acc}", f"n:{acc}")]], last)
     a = torch.tensor([1., 2., 3.])
-    assert got == _text(2 + a.cos())
+    assert got == _text((2 + a.cos()).tolist())
 
 
 def test_what_no_gradient_reached_is_dimmed_at_the_end_of_the_pass() -> None:
@@ -191,7 +129,7 @@ def test_what_no_gradient_reached_is_dimmed_at_the_end_of_the_pass() -> None:
 
 
 def test_the_payload_lists_each_pass_once_linear_in_its_steps() -> None:
-    source = _code(CASES["retain_graph, then a second pass"])
+    source = _code(CASES["two backward calls with retain_graph"])
     view = build_explorer(trace(source), source)
     payload = client_payload(view)["passes"]
     steps = trace_v1(source).steps
