@@ -341,6 +341,21 @@ x.register_hook(lambda g: print("grad of x:", g))
 y.sum().backward()  # step into it: the hooks print in turn
 """),
     ),
+    Example(
+        "numpy-shares-or-copies",
+        N_(".numpy() shares memory, np.array(t) copies"),
+        N_("t.numpy() and np.asarray(t) are views of t's storage, np.array(t) a buffer of its own: "
+           "a write through a shows in t, one through c does not."),
+        _code("""
+import numpy as np
+t = torch.zeros(3)
+a = t.numpy()        # t's memory, seen by numpy
+s = np.asarray(t)    # shares it too
+c = np.array(t)      # a copy: numpy's own buffer
+a[0] = 5.            # t changes; its version does not
+c[1] = 7.            # only the copy changes
+"""),
+    ),
 )
 
 _BY_SLUG = {example.slug: example for example in EXAMPLES}

@@ -217,10 +217,14 @@ def say(message: Message) -> str:
 
 
 def error_text(error: object) -> str:
-    """A ``RunError``'s message to show: ours translated from its code, torch's as torch wrote it."""
+    """A ``RunError``'s message to show: ours translated from its code, torch's as torch wrote it.
+    In English it is the stored text itself, byte for byte (the sandbox wrote it from the same
+    template, and may have shortened it)."""
     code = getattr(error, "code", None)
     message = getattr(error, "message", "")
-    return message_text(code, getattr(error, "params", None), message) if code else message
+    if not code or _current.get() == DEFAULT:
+        return message
+    return message_text(code, getattr(error, "params", None), message)
 
 
 # -- the strings the page's scripts use ------------------------------------------------------------

@@ -13,10 +13,12 @@
 
   var t = window.AXT.t;
 
+  // The server's unit ladder (app/render/fmt.py byte_unit, app/diagnostics/trace.py fmt_bytes).
   function fmt(n) {
     if (n < 10 * 1024) return t("{n} bytes", { n: window.AXT.number(n) });
-    if (n < 10 * 1024 * 1024) return (n / 1024).toFixed(1) + " KiB";
-    return (n / (1024 * 1024)).toFixed(1) + " MiB";
+    var units = ["KiB", "MiB", "GiB"], value = n / 1024, i = 0;
+    while (Math.round(value * 10) / 10 >= 1024 && i < units.length - 1) { value /= 1024; i++; }
+    return value.toFixed(1) + " " + units[i];
   }
 
   function highlight(run, ids) {
@@ -35,11 +37,11 @@
     var run = item.closest('[data-role="run"]') || document;
     var step = +item.getAttribute("data-goto");
     var ids = (item.getAttribute("data-tensors") || "").split(" ").filter(Boolean);
-    if (ax().go) ax().go(step);
+    var explorer = run.explorer || ax().explorer; // its own run's, when two are shown (bug vs fix)
+    if (explorer) explorer.go(step);
     highlight(run, ids);
     run.querySelectorAll(".diag.active").forEach(function (el) { el.classList.remove("active"); });
     item.classList.add("active");
-    var explorer = ax().explorer;
     if (explorer && ids.length && explorer.selected !== ids[0] && explorer.select) explorer.select(ids[0]);
   }
 
@@ -60,13 +62,15 @@
       return;
     }
     var svg = event.target.closest('[data-role="memory-timeline"] svg');
-    if (svg && ax().go) ax().go(timelineStep(svg, event));
+    var own = svg && svg.closest('[data-role="run"]');
+    if (own && own.explorer) own.explorer.go(timelineStep(svg, event));
+    else if (svg && ax().go) ax().go(timelineStep(svg, event));
   });
 
   // Follow the explorer: move the cursor, say what this step holds, mark findings at this step.
   document.addEventListener("explorer:step", function (event) {
-    var step = event.detail.step;
-    document.querySelectorAll('[data-role="memory-timeline"]').forEach(function (section) {
+    var step = event.detail.step, scope = event.detail.root || document; // the run that stepped
+    scope.querySelectorAll('[data-role="memory-timeline"]').forEach(function (section) {
       var perBar = +section.getAttribute("data-bar-steps") || 1;
       var cursor = section.querySelector('[data-role="timeline-cursor"]');
       var bar = section.querySelector('.tl-bar[data-goto="' + Math.floor(step / perBar) * perBar + '"]');
@@ -83,7 +87,7 @@
           : t("step {step}: {variables} through variables · {graph} held only by the graph", parts);
       }
     });
-    document.querySelectorAll(".diag[data-goto]").forEach(function (item) {
+    scope.querySelectorAll(".diag[data-goto]").forEach(function (item) {
       item.classList.toggle("here", +item.getAttribute("data-goto") === step);
     });
   });

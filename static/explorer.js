@@ -12,6 +12,7 @@
   var current = null;
   var LIST_MAX = 200; // an expanded fold lists this many members, then says how many more
   var TENSOR_ID = /^[a-z]\d+$/;
+  var t = window.AXT.t; // the page's language (static/i18n.js)
 
   // The value a run list holds at `step`: runs are sorted [first, last, value] (value may be absent).
   function at(runs, step) {
@@ -188,7 +189,7 @@
     this.step = step;
     var ui = this.ui, data = this.data;
     if (ui.slider) ui.slider.value = String(step);
-    if (ui.label) ui.label.textContent = "Step " + (step + 1) + " of " + this.count + " · line " + data.lines[step];
+    if (ui.label) ui.label.textContent = this.label(step);
     if (ui.stdout) {
       var out = data.stdout.slice(0, this.printed(step));
       if (ui.stdout.textContent !== out) ui.stdout.textContent = out;
@@ -197,7 +198,15 @@
     if (this.moved) this.relight();
     for (i = 0; i < this.open.length; i++) this.renderFold(this.open[i]);
     this.renderDetail();
-    emit("explorer:step", { line: data.lines[step], step: step });
+    emit("explorer:step", { line: data.lines[step], step: step, root: this.root });
+  };
+
+  // What the state shown is (app/render/explorer.py step_label writes the same).
+  Explorer.prototype.label = function (step) {
+    if (!this.backwardSteps) this.backwardSteps = new Set(this.data.backward || []);
+    var t = window.AXT.t, parts = { n: step + 1, count: this.count, line: this.data.lines[step] };
+    return this.backwardSteps.has(step) ? t("Step {n} of {count} · line {line}, inside its backward pass", parts)
+      : t("Step {n} of {count} · after line {line} ran", parts);
   };
 
   // Length of the output printed up to `step` (the payload lists where it grew).
@@ -278,7 +287,8 @@
     var rows = [];
     if (index === undefined) {
       ui.detailTitle.textContent = "";
-      rows.push(["", "This tensor does not exist at this step" + (born ? " (it appears at line " + born + ")." : ".")]);
+      rows.push(["", born ? t("This tensor does not exist at this step (it appears at line {line}).", { line: born })
+                          : t("This tensor does not exist at this step.")]);
     } else {
       rows = data.facts[index].map(function (i) { return data.pairs[i]; });
       ui.detailTitle.textContent = rows[0][1];
@@ -290,7 +300,7 @@
       dt.textContent = pair[0];
       var dd = document.createElement("dd");
       dd.textContent = pair[1];
-      if (pair[0] === "values") dd.className = "values";
+      if (pair[0] === t("values")) dd.className = "values"; // the row's label, in the page's language
       nodes.push(dt, dd);
     });
     ui.facts.replaceChildren.apply(ui.facts, nodes);
@@ -326,13 +336,19 @@
     }
     var head = document.createElement("p");
     head.className = "fold-head";
-    head.textContent = total.toLocaleString("en-US") + " at this step" + (total > LIST_MAX ? ", the first " + LIST_MAX + " listed" : "");
+    var shown = total.toLocaleString("en-US");
+    head.textContent = total > LIST_MAX ? t("{total} at this step, the first {max} listed", { total: shown, max: LIST_MAX })
+                                        : t("{total} at this step", { total: shown });
     box.replaceChildren.apply(box, [head].concat(nodes));
     if (this.hovered || this.selected) this.relight();
   };
 
   Explorer.prototype.bind = function () {
     var self = this, root = this.root;
+    // With two runs on a page (bug vs fix), the keys and AX.explorer act on the one last used.
+    function use() { current = AX.explorer = self; }
+    root.addEventListener("pointerdown", use);
+    root.addEventListener("focusin", use);
     root.addEventListener("click", function (event) {
       var button = event.target.closest("[data-step]");
       if (button) {
@@ -357,6 +373,19 @@
       self.hover(null);
       self.nodeHovered = null;
       self.hoverNode(null);
+    });
+    // The keyboard's path to a tensor's facts: focus shows them as hovering does, Enter or Space
+    // selects it as a click does (buttons click by themselves).
+    root.addEventListener("focusin", function (event) {
+      var target = event.target.closest && event.target.closest("[data-t]");
+      if (target) self.hover(target.getAttribute("data-t"));
+    });
+    root.addEventListener("keydown", function (event) {
+      if (event.key !== "Enter" && event.key !== " ") return;
+      var target = event.target.closest && event.target.closest("[data-t]");
+      if (!target || target.matches("button, a, input, [role=button]")) return;
+      event.preventDefault();
+      self.select(target.getAttribute("data-t"));
     });
     if (this.ui.slider) {
       this.ui.slider.addEventListener("input", function () { self.go(+self.ui.slider.value); });
@@ -441,8 +470,12 @@
   });
 
   function setup(el) {
-    var root = el.matches && el.matches('[data-role="run"]') ? el : el.querySelector && el.querySelector('[data-role="run"]');
-    if (!root || root.explorer) return;
+    var roots = el.matches && el.matches('[data-role="run"]') ? [el] : el.querySelectorAll ? el.querySelectorAll('[data-role="run"]') : [];
+    Array.prototype.forEach.call(roots, setupRun); // two in the bug-vs-fix view
+  }
+
+  function setupRun(root) {
+    if (root.explorer) return;
     var started = performance.now();
     root.explorer = current = new Explorer(root);
     AX.setupMs = performance.now() - started; // parse, index and the first step (the benchmark reads it)

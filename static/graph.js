@@ -13,7 +13,10 @@
 
   document.addEventListener("explorer:step", function (event) {
     lastStep = event.detail.step;
-    if (AX.graph) AX.graph.stepped(lastStep);
+    // two runs on a page (bug vs fix): the graph of the run that stepped
+    var own = event.detail.root && event.detail.root.querySelector('[data-role="graph"]');
+    var viewer = own ? own.viewer : AX.graph;
+    if (viewer) viewer.stepped(lastStep);
   });
 
   function Viewer(section) {
@@ -168,7 +171,8 @@
     var el = this.inspected, list = [];
     var title = this.inspector.querySelector('[data-role="gi-title"]');
     var facts = this.inspector.querySelector('[data-role="gi-facts"]');
-    var step = lastStep != null ? lastStep : (AX.explorer ? AX.explorer.step : 0);
+    var run = this.section.closest('[data-role="run"]'); // its own run's step when two are shown
+    var step = run && run.explorer ? run.explorer.step : lastStep != null ? lastStep : (AX.explorer ? AX.explorer.step : 0);
     var nid = this.nodeId(el), info = nid ? this.data.nodes[nid] : null;
     var count = el.querySelector("[data-unfold]");
     if (!info) {
@@ -238,7 +242,8 @@
       var node = event.target.closest && event.target.closest(".node");
       if (node && (event.key === "Enter" || event.key === " ")) {
         event.preventDefault();
-        if (node.hasAttribute("data-t")) AX.explorer && AX.explorer.select(node.getAttribute("data-t"));
+        var run = section.closest('[data-role="run"]'), explorer = (run && run.explorer) || AX.explorer;
+        if (node.hasAttribute("data-t")) explorer && explorer.select(node.getAttribute("data-t"));
         else self.inspect(node);
         return;
       }
@@ -267,10 +272,12 @@
   };
 
   function setup(el) {
-    var section = el.matches && el.matches('[data-role="graph"]') ? el : el.querySelector && el.querySelector('[data-role="graph"]');
-    if (!section || section.viewer || !window.d3) return;
-    document.body.classList.remove("graph-wide-open");
-    section.viewer = AX.graph = new Viewer(section);
+    var sections = el.matches && el.matches('[data-role="graph"]') ? [el] : el.querySelectorAll ? el.querySelectorAll('[data-role="graph"]') : [];
+    Array.prototype.forEach.call(sections, function (section) { // two in the bug-vs-fix view
+      if (section.viewer || !window.d3) return;
+      document.body.classList.remove("graph-wide-open");
+      section.viewer = AX.graph = new Viewer(section);
+    });
   }
 
   if (window.htmx) window.htmx.onLoad(setup);

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from app.diagnostics.index import MODIFIED_MARK, At, Index, node_edges, tensor_edges
 from app.i18n import decimal, number
 from app.i18n import gettext as _
+from app.render.fmt import byte_unit
 from app.schema import NodeFact, TensorFact
 from app.trace.holding import ACCUMULATE_GRAD
 
@@ -217,9 +218,9 @@ def node_label(name: str) -> str:
 
 
 def fmt_bytes(n: int) -> str:
-    """``1,234 bytes`` below 10 KiB, else KiB/MiB with one decimal (in the request's language)."""
+    """``1,234 bytes`` below 10 KiB (exact, in a sentence), else the memory view's units
+    (``app.render.fmt.byte_unit``) with one decimal, in the request's language."""
     if n < 10 * 1024:
         return _("{n} bytes").format(n=number(n))
-    if n < 10 * 1024 * 1024:
-        return f"{decimal(n / 1024)} KiB"
-    return f"{decimal(n / (1024 * 1024))} MiB"
+    value, unit = byte_unit(n)
+    return f"{decimal(value)} {unit}"

@@ -73,11 +73,14 @@ def diagnostic_view(d: Diagnostic) -> DiagnosticView:
     )
 
 
-def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int = 0) -> TimelineView:
+def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int = 0,
+                  peak: int | None = None) -> TimelineView:
+    """``peak``: the bytes at the chart's top, when charts side by side share one scale (else its own)."""
     count = len(memory)
     per_bar = max(1, ceil(count / MAX_BARS))
-    peak = max((m.total_bytes for m in memory), default=0)
-    scale = (CHART_HEIGHT - 2) / peak if peak else 0.0
+    own_peak = max((m.total_bytes for m in memory), default=0)
+    top = max(peak or 0, own_peak)
+    scale = (CHART_HEIGHT - 2) / top if top else 0.0
     bars = []
     for index, first in enumerate(range(0, count, per_bar)):
         chunk = memory[first:first + per_bar]
@@ -91,7 +94,7 @@ def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int
         ))
     return TimelineView(
         steps=count, width=max(len(bars), 1) * BAR_WIDTH, height=CHART_HEIGHT, bar_width=BAR_WIDTH,
-        bars=bars, peak=fmt_bytes(peak),
+        bars=bars, peak=fmt_bytes(own_peak),
         peak_graph=fmt_bytes(max((m.graph_bytes for m in memory), default=0)),
         points=[[m.variable_bytes, m.graph_bytes, m.shared_bytes, m.total_bytes] for m in memory],
         cursor_x=(min(current, count - 1) // per_bar) * BAR_WIDTH if count else 0.0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from app.i18n import gettext as _
 from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
@@ -37,11 +38,11 @@ def _who(tid: str | None, state: State, holding: Holding) -> str:
     if tid is None:
         return "None"
     if tid not in state.tensors:
-        return "a tensor no longer alive"
+        return _("a tensor no longer alive")
     if holding.is_named(tid):
         return fold_names(holding.names(tid)[:1])
     holders = holders_of(holding, tid)
-    return holder_phrase(holders[0]) if holders else UNNAMED
+    return holder_phrase(holders[0]) if holders else _(UNNAMED)
 
 
 def values_text(fact: TensorFact) -> str | None:
@@ -51,28 +52,31 @@ def values_text(fact: TensorFact) -> str | None:
     if fact.summary is None:
         return None
     summary = fact.summary
-    parts = [f"{summary.numel} elements"]
+    parts = [_("{n} elements").format(n=summary.numel)]
     parts += [f"{name} {fmt.long_scalar(v)}" for name, v in
               (("min", summary.min), ("max", summary.max), ("mean", summary.mean)) if v is not None]
     return " · ".join(parts)
 
 
 def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
-                 values: str | None = None, held: str | None = None) -> list[tuple[str, str]]:
+                 values: str | None = None, held: str | None = None,
+                 born_version: int | None = None) -> list[tuple[str, str]]:
     """The rows of one live tensor now. The first row is what the views call it (the panel's title).
-    ``values`` and ``held`` (its "held by" row): when the caller has them already."""
+    ``values`` and ``held`` (its "held by" row): when the caller has them already; ``born_version``:
+    its version counter at the step it appeared."""
     fact = state.tensors[tid]
     named = holding.is_named(tid)
     rows: list[tuple[str, str]] = [
         ("title", label(holding, tid)),
-        ("names", fold_names(holding.names(tid)) if named else "no variable reaches it"),
-        ("id", f"{tid} · storage {fact.storage}" if fact.storage else tid),
+        # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
+        (_("names"), fold_names(holding.names(tid)) if named else _("no variable reaches it")),
+        ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
     ]
     if held is None:
         holders = holders_of(holding, tid)
         held = holders_text(holders) if holders else None
     if held:
-        rows.append(("held by", held))
+        rows.append((_("held by"), held))
     storage = state.storages.get(fact.storage) if fact.storage else None
     layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset)
     rows += [
@@ -80,7 +84,7 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
         ("dtype", fact.dtype),
         ("stride", fmt.shape(fact.stride)),
         ("storage_offset", str(fact.storage_offset)),
-        ("storage", fmt.nbytes(storage.nbytes) if storage else "none"),
+        (_("storage"), fmt.nbytes(storage.nbytes) if storage else _("none")),
         ("is_contiguous", str(is_contiguous(layout))),
         ("requires_grad", str(fact.requires_grad)),
         ("is_leaf", str(fact.is_leaf)),
@@ -90,7 +94,7 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     rows.append(("grad", _who(fact.grad, state, holding)))
     if fact.is_view or fact.base:
         rows.append(("_base", _who(fact.base, state, holding)))
-    rows.append(("_version", "—" if fact.version is None else str(fact.version)))
+    rows.append(("_version", _version_text(fact, born, born_version)))
     if fact.retains_grad:
         rows.append(("retains_grad", "True"))
     if fact.is_inference:
@@ -98,11 +102,23 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     if fact.device != "cpu":
         rows.append(("device", fact.device))
     if born is not None:
-        rows.append(("created", f"line {born}"))
+        rows.append((_("created"), _("line {line}").format(line=born)))
     values = values if values is not None else values_text(fact)
     if values is not None:
-        rows.append(("values", values))
+        rows.append((_("values"), values))
     return rows
+
+
+def _version_text(fact: TensorFact, born: int | None, born_version: int | None) -> str:
+    """The counter; a leaf that was already past 0 when it appeared says why (a fresh ``nn.Linear``
+    weight is at v1: its constructor initialised it in place, and every in-place write counts)."""
+    if fact.version is None:
+        return "—"
+    if fact.is_leaf and born is not None and born_version and fact.version == born_version:
+        return _("{version} · initialised in place when line {line} made it (nn.Linear fills a new weight "
+                 "and bias with kaiming_uniform_ / uniform_: each in-place write counts)").format(
+                     version=fact.version, line=born)
+    return str(fact.version)
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,7 @@ class FactsBuilder:
         self.entries: dict[tuple[int, ...], int] = {}
         self.details: dict[str, list[Run]] = {}
         self.born: dict[str, int] = {}
+        self.born_version: dict[str, int | None] = {}  # tensor -> its version counter when it appeared
         self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
         self._values: dict[str, tuple[TensorFact, str | None]] = {}  # tensor -> (fact, values row)
         # tensor -> how many graph nodes hold it in each role, kept from the node changes: a leaf that
@@ -130,6 +147,9 @@ class FactsBuilder:
         for kind in ("tensors", "nodes"):
             for ident in changes.appeared(kind):
                 self.born.setdefault(ident, changes.line)
+        for tid in changes.appeared("tensors"):
+            if tid in state.tensors:
+                self.born_version.setdefault(tid, state.tensors[tid].version)
         dirty = set(changes.old_tensors) | held.renamed | held.reheld
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
@@ -162,7 +182,8 @@ class FactsBuilder:
             if cached is None or cached[0] is not fact:  # values are formatted once per fact
                 cached = self._values[tid] = (fact, values_text(fact))
             held_by = self._held(tid, holding)
-            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by)
+            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by,
+                                self.born_version.get(tid))
             entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
             change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
 

@@ -13,6 +13,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
+from app.heap import collector_paused
+from app.i18n import gettext as _
 from app.render.backward import Pass, Passes, phase_label
 from app.render.backward import payload as passes_payload
 from app.render.details import Facts, FactsBuilder
@@ -34,9 +36,12 @@ class _Steps:
         self.parts: list[str] = []
         self.grew: list[tuple[int, int]] = []  # (step, length of the output after it)
         self.length = 0
+        self.backward: list[int] = []  # steps inside a line's backward pass (one per autograd node)
 
     def add_step(self, step: StepInput) -> None:
         self.lines.append(step.changes.line)
+        if step.changes.delta.phase == "backward":
+            self.backward.append(step.index)
         printed = step.changes.delta.stdout
         if printed:
             self.parts.append(printed)
@@ -61,6 +66,7 @@ class ExplorerView:
     stdout_grew: tuple[tuple[int, int], ...]  # (step, output length after it) where it grew
     facts: Facts
     passes: tuple[Pass, ...] = ()  # the backward passes' node steps (app/render/backward.py)
+    backward: frozenset[int] = frozenset()  # steps inside a line's backward pass: the line has not finished
 
     @property
     def step_count(self) -> int:
@@ -87,8 +93,9 @@ def build_explorer(
     facts = FactsBuilder()
     graph = GraphBuilder(tracks)
     passes = Passes()
-    count = drive(trace, [steps, variables, memory, facts, graph, passes])
-    views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
+    with collector_paused():
+        count = drive(trace, [steps, variables, memory, facts, graph, passes])
+        views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
     tracks.close(count)
     initial = count - 1 if step is None else max(0, min(step, count - 1))
     limits = limits or RunLimits()
@@ -97,7 +104,8 @@ def build_explorer(
         notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
         memory=views[1], graph=views[3],
         variables=views[0], tracks=tracks, stdout="".join(steps.parts),
-        stdout_grew=tuple(steps.grew), facts=views[2], passes=tuple(passes.finish(count)),
+        stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
+        passes=tuple(passes.finish(count)),
     )
 
 
@@ -132,13 +140,19 @@ def client_payload(view: ExplorerView) -> dict[str, Any]:
         "errorLine": view.error.line if view.error else None,
         "errorText": view.error.text if view.error else None,
         "passes": passes_payload(list(view.passes)),
+        "backward": sorted(view.backward),
     }
 
 
 def step_label(view: ExplorerView, step: int) -> str:
+    """What the state shown is: after a line ran, or inside its backward pass (static/explorer.js
+    writes the same)."""
     if not view.lines:
-        return "No steps"
-    return f"Step {step + 1} of {view.step_count} · line {view.lines[step]}"
+        return _("No steps")
+    parts = {"n": step + 1, "count": view.step_count, "line": view.lines[step]}
+    if step in view.backward:
+        return _("Step {n} of {count} · line {line}, inside its backward pass").format(**parts)
+    return _("Step {n} of {count} · after line {line} ran").format(**parts)
 
 
 def phase_text(view: ExplorerView, step: int) -> str:

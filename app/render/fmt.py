@@ -55,14 +55,27 @@ def shape(dims: list[int] | tuple[int, ...]) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ")"
 
 
-def nbytes(count: int) -> str:
+UNITS = ("KiB", "MiB", "GiB")
+
+
+def byte_unit(count: int) -> tuple[float, str]:
+    """The one unit ladder of every byte count the explorer writes (memory strips, notices, the
+    diagnostics, the memory chart): bytes, then KiB below 1 MiB, MiB below 1 GiB, then GiB. Never
+    "3072.0 KiB" in one place and "3.0 MiB" in another."""
     if count < 1024:
-        return f"{count} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        count /= 1024
-        if count < 1024 or unit == "GiB":
-            return f"{count:.1f} {unit}" if count < 100 else f"{count:.0f} {unit}"
-    return f"{count} B"  # pragma: no cover
+        return float(count), "B"
+    value = count / 1024
+    for unit in UNITS[:-1]:
+        if round(value, 1) < 1024:  # as written: 1,048,575 bytes is "1.0 MiB", not "1024.0 KiB"
+            return value, unit
+        value /= 1024
+    return value, UNITS[-1]
+
+
+def nbytes(count: int) -> str:
+    """``24 B``, ``3.9 KiB``, ``3.0 MiB``: one decimal from KiB up."""
+    value, unit = byte_unit(count)
+    return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def nested(values: Any, indent: int = 0) -> str:

@@ -152,6 +152,7 @@ class GraphEvents:
         self._tensor_vertex: dict[str, str] = {}  # tensor -> its out/free vertex now
         self._in_edges: dict[str, dict[str, int]] = {}  # node -> src vertex -> multiplicity
         self._facts_seen: dict[tuple, int] = {}
+        self._labels: dict[str, str] = {}  # tensor -> its label when its holders' chips were drawn
 
     # ---- small helpers -----------------------------------------------------------------------
     def _klass(self, key: tuple) -> int:
@@ -211,17 +212,27 @@ class GraphEvents:
                     self._grad_users.get(old_fn, set()).discard(tid)
                 if new_fn is not None:
                     self._grad_users.setdefault(new_fn, set()).add(tid)
-        renamed = step.held.renamed | step.held.reheld
-        for tid in dirty_tensors | renamed:
+        touched = dirty_tensors | step.held.renamed
+        for tid in touched | step.held.reheld:
             self._draw_tensor(tid, step)
+            label = tensor_label(tid, step.holding)
+            if tid not in touched and self._reads_the_same(tid, label):
+                continue
+            self._labels[tid] = label
             for nid in self._var_nodes.get(tid, ()):
                 if nid in state.nodes and f"leaf:{nid}" in self.events.vertices:
-                    self._label(self.events.vertices[f"leaf:{nid}"], index, tensor_label(tid, step.holding))
+                    self._label(self.events.vertices[f"leaf:{nid}"], index, label)
             for nid in self._saved_by.get(tid, ()):
                 if nid in state.nodes:
                     self._draw_chips(nid, state.nodes[nid], step)
                     self._inspect(nid, step)
         self.events.count = index + 1
+
+    def _reads_the_same(self, tid: str, label: str) -> bool:
+        """Only the tensor's graph holders changed (one more node saved it) and its label reads as
+        before: what its holders show of it is unchanged. Redrawing them all would make a weight that
+        every iteration saves cost O(iterations) per step."""
+        return self._labels.get(tid) == label
 
     def _index_node(self, nid: str, node: NodeFact | None, sign: int, dirty: set[str]) -> None:
         if node is None:

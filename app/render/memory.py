@@ -18,7 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.render import fmt
+from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
 from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
@@ -41,9 +44,9 @@ ITEMSIZE = {
     "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 
-GROUPS = (
-    ("named", "Reached from your variables", "storages a variable (or its .grad / ._base) reaches"),
-    ("graph", "Held by the graph", "storages only the autograd graph keeps alive: saved tensors"),
+GROUPS = (  # (name, title, hint): marked here, translated when the view is finished
+    ("named", N_("Reached from your variables"), N_("storages a variable (or its .grad / ._base) reaches")),
+    ("graph", N_("Held by the graph"), N_("storages only the autograd graph keeps alive: saved tensors")),
 )
 
 
@@ -83,6 +86,7 @@ class Strip:
     per_bin: int
     lines: tuple[tuple[int, int], ...]
     rows: tuple[Row, ...]
+    numpy_k: int = -1  # text: the numpy arrays that are views of this storage (app.render.arrays)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class MemoryView:
     empty_k: int
     groups: tuple[Group, ...]
     folds: dict[int, list[Entry]]  # fold key -> its members over the run
+    buffers: Buffers | None = None  # numpy arrays on buffers of their own
 
     def strips(self) -> Iterator[tuple[Group, Strip]]:
         for group in self.groups:
@@ -120,7 +125,7 @@ def mark_text(indices: list[tuple[int, ...]]) -> Mark:
     first = indices[0]
     title = ", ".join("[" + ", ".join(map(str, i)) + "]" for i in indices[:8])
     if len(indices) > 8:
-        title += f" … ({len(indices)} in all)"
+        title += _(" … ({n} in all)").format(n=len(indices))
     if len(indices) > 1:
         return Mark(f"×{len(indices)}", title, 0, True)
     if not first:
@@ -171,6 +176,7 @@ class _Record:
     note: str | None
     more: int
     rows: tuple[_RowNow, ...]
+    numpy: str = ""  # the numpy arrays viewing it
 
 
 @dataclass
@@ -218,6 +224,8 @@ class MemoryBuilder:
         self.per_group = dict.fromkeys(self.group_k, 0)
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
         self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
+        self.arrays = ArrayIndex()
+        self.buffers = BufferBuilder(tracks)
 
     # ---- one step --------------------------------------------------------------------------------
     def add_step(self, step: StepInput) -> None:
@@ -228,6 +236,12 @@ class MemoryBuilder:
             new = state.tensors.get(tid)
             dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
         dirty.update(changes.old_storages)
+        for aid, old in changes.old_arrays.items():  # numpy arrays: views of a storage, or own buffers
+            new = state.arrays.get(aid)
+            self.arrays.move(aid, old, new)
+            dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
+            self.buffers.change(aid, new, step.index)
+        self.buffers.end_step(step.index)
         dirty.update(held.storage_flips)
         for tid in held.renamed | held.reheld:
             fact = state.tensors.get(tid)
@@ -302,12 +316,13 @@ class MemoryBuilder:
         note = None
         if group == "graph":
             roles = [role for tid in tids for role in holders_of(holding, tid)]
-            note = "held by " + holders_text(roles) if roles else None
+            note = _("held by {holders}").format(holders=holders_text(roles)) if roles else None
         labels = [row.label for row in rows]
         shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled,
                        tuple(layouts))
-        return _Record(shape, family(" · ".join(labels)), family(labels[0]) if labels else "storage", cells,
-                       changed, note, len(tids) - len(drawn), tuple(rows))
+        title = family(labels[0]) if labels else _("storage")
+        return _Record(shape, family(" · ".join(labels)), title, cells, changed, note, len(tids) - len(drawn),
+                       tuple(rows), self.arrays.text(sid, state.arrays))
 
     def _cells(self, sid: str, storage: StorageFact, count: int) -> tuple[str, ...]:
         """Every cell's text, formatted again only when the storage's fact changed."""
@@ -338,7 +353,7 @@ class MemoryBuilder:
             overflow = ("overflow", group)
             fam = self.families.get(overflow)
             if fam is None:
-                fam = self.families[overflow] = _Family(len(self.families), group, "other storages", None,
+                fam = self.families[overflow] = _Family(len(self.families), group, _("other storages"), None,
                                                         1 << 62)  # after every family
             return fam
         self.per_group[group] += 1
@@ -394,8 +409,9 @@ class MemoryBuilder:
         tracks.change_vis(strip.k, index, True)
         tracks.change_ref(strip.k, index, sid)
         tracks.change_text(strip.note_k, index, record.note)
-        more = f"+{record.more} more tensors on this storage" if record.more else None
+        more = _("+{n} more tensors on this storage").format(n=record.more) if record.more else None
         tracks.change_text(strip.more_k, index, more)
+        tracks.change_text(strip.numpy_k, index, record.numpy or None)
         if record.cells is not None:
             tracks.change_text(strip.cells_k, index, SEP.join(record.cells))
             tracks.change_state(strip.cells_k, index, record.changed)
@@ -412,7 +428,7 @@ class MemoryBuilder:
         key = ("strip", fam.index, j)
         k = self.tracks.key
         rows = []
-        for r, (layout, _) in enumerate(shape.rows):
+        for r, (layout, _dtype) in enumerate(shape.rows):
             marks: tuple[Mark | None, ...] = ()
             levels: tuple[int, ...] = ()
             mapped = None if shape.scaled else cell_map(layout, max(shape.element_size, 1))
@@ -433,8 +449,8 @@ class MemoryBuilder:
         return Strip(
             k(key), k((*key, "note")), k((*key, "cells")), k((*key, "more")),
             f"{shape.count} × {shape.dtype} · {fmt.nbytes(shape.nbytes)}",
-            f"scaled: {per_bin} per block" if shape.scaled else "", cells, shape.scaled, per_bin,
-            lines or ((0, 0),), tuple(rows),
+            _("scaled: {n} per block").format(n=per_bin) if shape.scaled else "", cells, shape.scaled,
+            per_bin, lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
         )
 
     # ---- the view --------------------------------------------------------------------------------
@@ -450,12 +466,12 @@ class MemoryBuilder:
             strips = [slot.strip for slot in fam.slots]
             by_group[fam.group].append(Family(fam.title, tuple(strips[:FIRST_SLOTS]), fam.fold_k, fam.count_k,
                                               tuple(strips[FIRST_SLOTS:])))
-        groups = tuple(Group(self.group_k[name], name, title, hint, tuple(by_group[name]))
+        groups = tuple(Group(self.group_k[name], name, _(title), _(hint), tuple(by_group[name]))
                        for name, title, hint in GROUPS)
-        return MemoryView(self.empty_k, groups, folds)
+        return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
 
 
 def _member_label(record: _Record) -> str:
     """How a member reads in its family's expanded list: its tensors' names, its size."""
-    names = " · ".join(row.label for row in record.rows[:3]) or "no tensor"
+    names = " · ".join(row.label for row in record.rows[:3]) or _("no tensor")
     return f"{names} — {record.shape.count} × {record.shape.dtype}"

@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.schema import NodeFact, TensorFact
 from app.trace.holding import ACCUMULATE_GRAD, Holding, short_node_name
 
 _BACKWARD = re.compile(r"Backward\d*$")
 _SUBSCRIPT = re.compile(r"\[[^\[\]]*\]")
-UNNAMED = "unnamed tensor"
+UNNAMED = N_("unnamed tensor")  # translated where it is said
 MAX_FAMILIES = 3  # in one label: more are counted, not listed
 MAX_HOLDERS = 4
 
@@ -73,17 +75,17 @@ def fold_names(names: Iterable[str]) -> str:
         else:
             parts.append(family_label(pattern, min(indices), max(indices)))  # type: ignore[type-var]
     if len(parts) > MAX_FAMILIES:
-        parts = [*parts[:MAX_FAMILIES], f"+{len(parts) - MAX_FAMILIES} more"]
+        parts = [*parts[:MAX_FAMILIES], _("+{n} more").format(n=len(parts) - MAX_FAMILIES)]
     return ", ".join(parts)
 
 
 def holder_phrase(role: str) -> str:
     """``SinBackward0.self`` reads "self of Sin": the chip "self" inside SinBackward0."""
     if "." not in role:  # an AccumulateGrad holds a leaf nobody names
-        return "unnamed leaf"
+        return _("unnamed leaf")
     node, saved = role.split(".", 1)
     op = _BACKWARD.sub("", node) or node
-    return f"{saved} of {op}"
+    return _("{saved} of {node}").format(saved=saved, node=op)
 
 
 def holders_text(roles: Iterable[str]) -> str:
@@ -98,7 +100,7 @@ def roles_text(counts: Mapping[str, int]) -> str:
     """``holders_text`` of roles already counted."""
     parts = [role if n == 1 else f"{role} ×{n}" for role, n in counts.items()]
     if len(parts) > MAX_HOLDERS:
-        parts = [*parts[:MAX_HOLDERS], f"+{len(parts) - MAX_HOLDERS} more"]
+        parts = [*parts[:MAX_HOLDERS], _("+{n} more").format(n=len(parts) - MAX_HOLDERS)]
     return ", ".join(parts)
 
 
@@ -114,7 +116,7 @@ def display_name(tid: str, names: Mapping[str, list[str]], holders: Mapping[str,
         return fold_names(own) if own else names[tid][0]
     if tid in holders:
         return holder_phrase(holders[tid][0])
-    return UNNAMED
+    return _(UNNAMED)
 
 
 class NamesOf(Mapping[str, list[str]]):

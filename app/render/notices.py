@@ -15,24 +15,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.i18n import N_, error_text, ngettext, number
+from app.i18n import gettext as _
 from app.render import fmt
 from app.schema import DeltaTrace, RunError
 
+# Marked here, translated when said (the locale is the request's, known only then).
 ERROR_TITLES = {
-    "rejected": "The snippet was not run.",
-    "runtime": "The snippet raised an error.",
-    "internal": "Something went wrong on our side while running the snippet.",
-    "untraced": "The snippet ran past where the tracer could follow it.",
+    "rejected": N_("The snippet was not run."),
+    "runtime": N_("The snippet raised an error."),
+    "internal": N_("Something went wrong on our side while running the snippet."),
+    "untraced": N_("The snippet ran past where the tracer could follow it."),
 }
 
 # What each engine limit (``StepFields.capped``) leaves out, said with its figure.
 CAP_PHRASES = {
-    "tensors": "at most {:,} tensors are read per step",
-    "nodes": "at most {:,} graph nodes are read per step",
-    "names": "at most {:,} names are kept per step",
-    "members": "at most {:,} container items are read per step",
-    "items": "at most {:,} items are read from one container",
-    "depth": "containers are read {:,} levels deep",
+    "tensors": N_("at most {n} tensors are read per step"),
+    "nodes": N_("at most {n} graph nodes are read per step"),
+    "names": N_("at most {n} names are kept per step"),
+    "members": N_("at most {n} container items are read per step"),
+    "items": N_("at most {n} items are read from one container"),
+    "depth": N_("containers are read {n} levels deep"),
 }
 
 
@@ -59,7 +62,7 @@ class ErrorView:
 
     @property
     def where(self) -> str:
-        return f"Line {self.line}" if self.line else ""
+        return _("Line {line}").format(line=self.line) if self.line else ""
 
     @property
     def shows_type(self) -> bool:
@@ -82,45 +85,50 @@ class Notice:
 
 
 def _steps(count: int) -> str:
-    return f"{count:,} step" + ("" if count == 1 else "s")
+    return ngettext("{n} step", "{n} steps", count).format(n=number(count))
 
 
 def _after(count: int) -> str:
-    return f"after {_steps(count)}" if count else "before its first step"
+    return _("after {steps}").format(steps=_steps(count)) if count else _("before its first step")
 
 
 def _seconds(value: float) -> str:
-    return f"{value:g} s"
+    return _("{seconds} s").format(seconds=f"{value:g}")
 
 
 def cut_notice(trace: DeltaTrace, limits: RunLimits) -> Notice | None:
     """The one limit that stopped this run, said with its figure; None when none did."""
     count, error = len(trace.steps), trace.error
-    shown = " The steps so far are shown." if count else ""
+    shown = _(" The steps so far are shown.") if count else ""
     if error is None:
         if not trace.truncated:
             return None
-        return Notice("steps", f"The snippet was stopped at the limit of {limits.max_steps:,} steps.{shown}",
-                      None)
+        return Notice("steps", _("The snippet was stopped at the limit of {n} steps.{shown}").format(
+            n=number(limits.max_steps), shown=shown), None)
     line = error.line
+    after = _after(count)
     if error.kind == "timeout":
-        limit = (f"{_seconds(limits.cpu_seconds)} CPU-time limit" if error.type == "CpuTimeout"
-                 else f"{_seconds(limits.wall_seconds)} limit")
-        return Notice("time", f"The snippet was stopped at the {limit} {_after(count)}.{shown}", line)
+        limit = (_("{seconds} CPU-time limit").format(seconds=_seconds(limits.cpu_seconds))
+                 if error.type == "CpuTimeout"
+                 else _("{seconds} limit").format(seconds=_seconds(limits.wall_seconds)))
+        return Notice("time", _("The snippet was stopped at the {limit} {after}.{shown}").format(
+            limit=limit, after=after, shown=shown), line)
     if error.kind == "output" and error.type == "ResultTooLarge":
         size = fmt.nbytes(limits.max_result_bytes)
-        return Notice("size", f"The trace reached the size limit of {size} {_after(count)} and was cut "
-                      f"there.{shown}", line)
+        return Notice("size", _("The trace reached the size limit of {size} {after} and was cut "
+                                "there.{shown}").format(size=size, after=after, shown=shown), line)
     if error.kind == "output" and error.type != "OutputLimitReached":
-        # the server's own limits (its time budget for drawing, its answer size): its own sentence
-        return Notice("server", error.message, None)
+        # the server's own limits (its time budget for drawing, its answer size): its own sentence,
+        # said again in the reader's language from its code when our code wrote it
+        return Notice("server", error_text(error), None)
     if error.kind == "output":
         printed = fmt.nbytes(limits.max_stdout_bytes)
-        return Notice("output", f"The snippet printed more than {printed}, the limit, and was stopped "
-                      f"{_after(count)}.{shown}", line)
+        return Notice("output", _("The snippet printed more than {size}, the limit, and was stopped "
+                                  "{after}.{shown}").format(size=printed, after=after, shown=shown), line)
     if error.kind == "memory":
-        return Notice("memory", f"The snippet ran out of memory (a run may use {limits.memory_mib:,} MiB) "
-                      f"and was stopped {_after(count)}.{shown}", line)
+        return Notice("memory", _("The snippet ran out of memory (a run may use {mib} MiB) and was stopped "
+                                  "{after}.{shown}").format(mib=number(limits.memory_mib), after=after,
+                                                            shown=shown), line)
     return None
 
 
@@ -128,12 +136,14 @@ def error_view(error: RunError | None) -> ErrorView | None:
     """The snippet's own error (or why it was not run); None for the limits ``cut_notice`` says."""
     if error is None or error.kind in ("timeout", "output", "memory"):
         return None
-    title = ERROR_TITLES.get(error.kind, ERROR_TITLES["internal"])
+    kind = error.kind if error.kind in ERROR_TITLES else "internal"
+    if error.type in ("Busy", "SandboxUnavailable"):  # refused before it ran: nothing went wrong
+        kind = "rejected"
+    title = _(ERROR_TITLES[kind])
     if error.kind == "rejected" and error.type == "SyntaxError":
-        title = "Python could not read the snippet."
-    elif error.type in ("Busy", "SandboxUnavailable"):  # refused before it ran: nothing went wrong
-        title = ERROR_TITLES["rejected"]
-    return ErrorView(error.kind, title, error.type, error.message, error.line, error.output)
+        title = _("Python could not read the snippet.")
+    # ours (a refusal, a limit) in the reader's language from its code; torch's as torch wrote it
+    return ErrorView(error.kind, title, error.type, error_text(error), error.line, error.output)
 
 
 def cap_notice(trace: DeltaTrace) -> Notice | None:
@@ -149,6 +159,8 @@ def cap_notice(trace: DeltaTrace) -> Notice | None:
             reached.update(step.capped)
     if first is None:
         return None
-    limits = "; ".join(CAP_PHRASES[cap].format(value) for cap, value in sorted(reached.items()))
-    return Notice("capped", f"Not everything the snippet holds is shown from step {first + 1:,} on: "
-                  f"{limits}. The run itself was not changed.", trace.steps[first].line)
+    limits = _("; ").join(_(CAP_PHRASES[cap]).format(n=number(value))
+                          for cap, value in sorted(reached.items()))
+    text = _("Not everything the snippet holds is shown from step {step} on: {limits}. The run itself was "
+             "not changed.").format(step=number(first + 1), limits=limits)
+    return Notice("capped", text, trace.steps[first].line)

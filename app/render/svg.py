@@ -13,9 +13,11 @@ Text cannot be measured in an ``<img>``, so widths are estimated from the monosp
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from html import escape
 
+from app.i18n import gettext as _
 from app.render.explorer import ExplorerView, phase_text, step_label
 from app.render.graph import GNode
 from app.render.memory import Family, Strip
@@ -77,9 +79,24 @@ def clean(text: str) -> str:
     return escape(_NOT_XML.sub("\ufffd", text), quote=True)
 
 
+def width_units(text: str) -> int:
+    """How many monospace advances ``text`` takes: a wide character (Chinese) counts two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _fit(text: str, units: int) -> int:
+    """How many of ``text``'s characters fit in ``units`` advances."""
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        if used > units:
+            return i
+    return len(text)
+
+
 def clip(text: str, chars: int) -> str:
     text = text.replace("\t", "    ")
-    return text if len(text) <= chars else text[: max(chars - 1, 0)] + "…"
+    return text if width_units(text) <= chars else text[: _fit(text, max(chars - 1, 0))] + "…"
 
 
 def mono_chars(width: float, size: float) -> int:
@@ -167,7 +184,8 @@ def _draw_strip(cv: Canvas, strip: Strip, group: str, frame: Frame, x: float, y:
             size = strip.size + (f" · {strip.scale}" if strip.scale else "")
             cv.text(label_r, y0 + 13, clip(size, mono_chars(LABEL_W - 4, 10)), 10, c["muted"], anchor="end")
         else:
-            cv.text(label_r, y0 + 21, f"elements {first}–{last - 1}", 10, c["muted"], anchor="end")
+            cv.text(label_r, y0 + 21, _("elements {first}–{last}").format(first=first, last=last - 1), 10,
+                    c["muted"], anchor="end")
 
     def row_label(y0: float, row) -> None:  # noqa: ANN001 - a memory Row
         ink = _kind_colours(c, frame.state(row.k))[0]
@@ -245,7 +263,7 @@ FOLD_H = 22  # "… 997 more like losses[…]"
 def _fold_text(fam: Family, frame: Frame) -> str | None:
     if fam.fold_k is None or fam.count_k is None or not frame.shows(fam.fold_k):
         return None
-    return f"… {frame.text(fam.count_k)} more like {fam.title}"
+    return _("… {count} more like {title}").format(count=frame.text(fam.count_k), title=fam.title)
 
 
 def memory_height(view: ExplorerView, frame: Frame) -> float:
@@ -265,10 +283,10 @@ def memory_height(view: ExplorerView, frame: Frame) -> float:
 
 def draw_memory(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float, w: float, h: float) -> None:
     c = cv.c
-    _panel(cv, x, y, w, h, "Memory", "a strip per storage · a row per tensor")
+    _panel(cv, x, y, w, h, _("Memory"), _("a strip per storage · a row per tensor"))
     m = view.memory
     if frame.shows(m.empty_k):
-        cv.text(x + PANEL_PAD, y + HEAD_H + 24, "No tensors at this step.", 12.5, c["faint"], family=SANS)
+        cv.text(x + PANEL_PAD, y + HEAD_H + 24, _("No tensors at this step."), 12.5, c["faint"], family=SANS)
         return
     gy = y + HEAD_H + 10
     for group in m.groups:
@@ -349,10 +367,10 @@ def _node_style(c: dict[str, str], node: GNode, state: str) -> tuple[str, str, f
 
 def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float, w: float, h: float) -> None:
     c = cv.c
-    _panel(cv, x, y, w, h, "Autograd graph", "arrows: data flow")
+    _panel(cv, x, y, w, h, _("Autograd graph"), _("arrows: data flow"))
     cam = camera(view, frame)
     if cam is None:
-        cv.text(x + PANEL_PAD, y + HEAD_H + 24, "No tensors yet.", 12.5, c["faint"], family=SANS)
+        cv.text(x + PANEL_PAD, y + HEAD_H + 24, _("No tensors yet."), 12.5, c["faint"], family=SANS)
         return
     note = _graph_note(view, frame)
     top = y + HEAD_H + 10
@@ -360,7 +378,7 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
         shown = clip(note, mono_chars(w - 2 * PANEL_PAD, 11))
         cv.text(x + PANEL_PAD, top + 12, shown, 11, c["saved"], family=SANS)
         top += 20
-    x0, y0, cw, _ = cam
+    x0, y0, cw, _height = cam
     ox = x + (w - cw) / 2 - x0
     oy = top - y0
     drawing = view.graph.drawing()
@@ -440,17 +458,18 @@ def _panel(cv: Canvas, x: float, y: float, w: float, h: float, title: str, hint:
     cv.rect(x, y, w, h, c["panel"], c["line"], 10)
     cv.rect(x, y + HEAD_H, w, 1, c["line"])
     cv.text(x + PANEL_PAD, y + 22, title.upper(), 12, c["head"], family=SANS, weight=700)
-    title_w = len(title) * 8.6 + 12
-    if len(hint) <= int((w - 2 * PANEL_PAD - title_w) / 5.6):  # a hint that does not fit is left out
+    title_w = width_units(title) * 8.6 + 12
+    if width_units(hint) <= int((w - 2 * PANEL_PAD - title_w) / 5.6):  # a hint that does not fit is left out
         cv.text(x + PANEL_PAD + title_w, y + 22, hint, 11, c["muted"], family=SANS)
 
 
 def _wrap(text: str, chars: int, max_lines: int) -> list[str]:
     lines: list[str] = []
     for paragraph in text.replace("\t", "    ").splitlines() or [""]:
-        while len(paragraph) > chars:
-            cut = paragraph.rfind(" ", 0, chars)
-            cut = cut if cut > chars // 2 else chars
+        while width_units(paragraph) > chars:
+            limit = _fit(paragraph, chars)  # ``chars`` itself for text without wide characters
+            cut = paragraph.rfind(" ", 0, limit)
+            cut = cut if cut > limit // 2 else limit
             lines.append(paragraph[:cut])
             paragraph = paragraph[cut:].lstrip(" ")
         lines.append(paragraph)
@@ -464,14 +483,14 @@ def _legend(cv: Canvas, x: float, y: float, right: float) -> float:
     c = cv.c
     left, top = x, y
     items = (
-        ("leaf, requires grad", c["leaf_bg"], c["leaf"], None, 7),
-        ("non-leaf", c["nonleaf_bg"], c["nonleaf"], None, 7),
-        ("saved for backward / held by the graph", c["saved_bg"], c["saved"], None, 7),
-        ("no grad", c["nograd_bg"], c["faint"], "3 2", 7),
+        (_("leaf, requires grad"), c["leaf_bg"], c["leaf"], None, 7),
+        (_("non-leaf"), c["nonleaf_bg"], c["nonleaf"], None, 7),
+        (_("saved for backward / held by the graph"), c["saved_bg"], c["saved"], None, 7),
+        (_("no grad"), c["nograd_bg"], c["faint"], "3 2", 7),
         ("grad_fn", c["fn"], c["fn_line"], None, 3),
     )
     for label, fill, stroke, dash, rx in items:
-        width = 21 + len(label) * 6.6  # monospace: its width is known, so the gaps are even
+        width = 21 + width_units(label) * 6.6  # monospace: its width is known, so the gaps are even
         if x > left and x + width > right:
             x, y = left, y + 20
         cv.rect(x, y - 9, 16, 11, fill, stroke, rx, 1.5, dash)
@@ -496,7 +515,7 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
     y = PAD
 
     # Header: where we are, and the line that ran.
-    label = step_label(view, frame.step) if has_steps else "Nothing ran"
+    label = step_label(view, frame.step) if has_steps else _("Nothing ran")
     if has_steps and (phase := phase_text(view, frame.step)):
         label = f"{label} · {phase}"
     cv.text(PAD, y + 13, label, 13, c["head"], family=SANS, weight=700)
@@ -544,9 +563,10 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
         all_lines = printed.rstrip("\n").split("\n")
         shown = [clip(line, mono_chars(inner - 2 * PANEL_PAD, 12)) for line in all_lines[-OUTPUT_LINES:]]
         out_h = HEAD_H + 12 + 17 * len(shown)
-        hint = "printed so far" + (f" (last {OUTPUT_LINES} of {len(all_lines)} lines)"
-                                   if len(all_lines) > OUTPUT_LINES else "")
-        _panel(cv, PAD, y, inner, out_h, "Output", hint)
+        hint = _("printed so far") + (_(" (last {shown} of {total} lines)").format(shown=OUTPUT_LINES,
+                                                                                  total=len(all_lines))
+                                      if len(all_lines) > OUTPUT_LINES else "")
+        _panel(cv, PAD, y, inner, out_h, _("Output"), hint)
         for i, text in enumerate(shown):
             cv.text(PAD + PANEL_PAD, y + HEAD_H + 20 + 17 * i, text, 12, pre=True)
         y += out_h + GAP

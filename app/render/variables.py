@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.i18n import gettext as _
+from app.i18n import number
 from app.render.folds import Entry, Members
 from app.render.names import family, family_label, subscript, tensor_kind
 from app.render.steps import StepInput
@@ -109,7 +111,8 @@ class VariablesBuilder:
             if fam.chip is not None:
                 self._draw(fam, step)
         self.tracks.change_vis(self.more_k, index, self.more_count > 0)
-        self.tracks.change_text(self.more_k, index, f"+{self.more_count:,} more" if self.more_count else None)
+        more = _("+{n} more").format(n=number(self.more_count)) if self.more_count else None
+        self.tracks.change_text(self.more_k, index, more)
         self.tracks.change_vis(self.empty_k, index, not state.variables)
 
     @staticmethod

@@ -100,8 +100,10 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._buckets: dict[str, _Bucket] = {}
 
-    def take(self, client: str) -> float:
-        """0 when the client may run now, else the seconds until it may."""
+    def take(self, client: str, cost: int = 1) -> float:
+        """0 when the client may run now (``cost`` runs at once: a compare is two), else the seconds
+        until it may. A cost above the burst costs the whole burst: it could never be paid otherwise."""
+        cost = max(1, min(cost, self.burst))
         now = time.monotonic()
         with self._lock:
             bucket = self._buckets.get(client)
@@ -111,10 +113,10 @@ class RateLimiter:
                 bucket = self._buckets[client] = _Bucket(float(self.burst), now)
             bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
             bucket.stamp = now
-            if bucket.tokens >= 1:
-                bucket.tokens -= 1
+            if bucket.tokens >= cost:
+                bucket.tokens -= cost
                 return 0.0
-            return (1 - bucket.tokens) / self.rate if self.rate > 0 else math.inf
+            return (cost - bucket.tokens) / self.rate if self.rate > 0 else math.inf
 
     def _prune(self, now: float) -> None:
         # Forget clients whose bucket has refilled: they are indistinguishable from new ones.

@@ -16,6 +16,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.heap import collector_paused
 from app.run_errors import Param, english
 from app.sandbox.frames import FrameError, decode_frame
 from app.schema import DeltaTrace, RunError
@@ -36,7 +37,8 @@ def failed(kind: str, code: str, params: dict[str, Param] | None = None,
 def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
     try:
         body = decode_frame(data, max_bytes)
-        return DeltaTrace.model_validate_json(body)
+        with collector_paused():  # a large trace is a heap of small models: see app/heap.py
+            return DeltaTrace.model_validate_json(body)
     except FrameError as error:
         return failed("internal", "internal.unusable_frame", {"detail": str(error)}, "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):

@@ -13,11 +13,25 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.diagnostics.trace import fmt_bytes
+from app.gallery import localized
+from app.i18n import gettext as _
+from app.i18n import say
 from app.render import build_explorer, client_payload, frame_at
+from app.render.compare import CompareView, twin_pair
 from app.render.notices import RunLimits
 from app.schema import DeltaTrace
 from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
-from app.web.pages import _parse_step, html_response, posted_form, render, run_limits, run_posted_code
+from app.web.gates import Refusal
+from app.web.pages import (
+    _parse_step,
+    html_response,
+    posted_form,
+    render,
+    run_compare,
+    run_limits,
+    run_posted_code,
+)
 
 router = APIRouter()
 
@@ -49,6 +63,8 @@ async def embed_page(request: Request) -> Response:
         code = await resolve_code(request.app.state, params.source, settings.max_code_bytes)
     except ParamError as error:
         return _error_page(request, error, theme if theme in ("light", "dark") else "light")
+    if params.source.compare is not None:
+        return await _compare(request, params)
     lines = len(code.rstrip("\n").split("\n"))
     body = render(
         "embed.html", p=params, code=code, rows=min(max(lines, 3), MAX_EDITOR_ROWS),
@@ -73,3 +89,24 @@ async def embed_run(request: Request) -> Response:
         return render("_embed_run.html", **embed_run_context(result, code, step, which, run_limits(settings)))
 
     return html_response(await run_posted_code(request, form, code, draw))
+
+
+async def _compare(request: Request, params: EmbedParams) -> Response:
+    """``/embed?compare=<slug>``: bug vs fix, both runs drawn at once (two runs of the client's rate)."""
+    slug = params.source.compare or ""
+    pair = twin_pair(slug)
+    assert pair is not None, "parse_params checked the slug"
+    bug, fix = localized(pair[0]), localized(pair[1])
+
+    def page(view: CompareView | None = None, problem: tuple[str, str] | None = None) -> str:
+        return render("embed_compare.html", p=params, compare=view, which=params.view, problem=problem,
+                      compare_peak=fmt_bytes(view.peak) if view else "", pair=(bug, fix),
+                      open_href=playground_href(params.source, "", params.step))
+
+    ran = await run_compare(request, pair, params.step, page,
+                            lambda note: page(problem=(_("Cannot draw this run"), say(note))))
+    if isinstance(ran, Refusal):
+        refused = html_response(page(problem=(ran.heading, ran.message)), ran.status)
+        refused.headers["Retry-After"] = str(ran.retry_after)
+        return refused
+    return html_response(ran)

@@ -16,6 +16,7 @@ from starlette.datastructures import QueryParams
 from app.gallery import EXAMPLES, get_example, localized
 from app.i18n import DEFAULT, TAGS, current_tag
 from app.i18n import gettext as _
+from app.render.compare import twin_pair
 from app.shortlinks import StoreUnavailable
 from app.shortlinks.ids import is_valid_id
 from app.web.links import playground_url
@@ -39,11 +40,13 @@ class ParamError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """Where the code comes from: exactly one of a permalink token, a short-link id, an example."""
+    """Where the code comes from: exactly one of a permalink token, a short-link id, an example, or
+    a gallery pair to compare (bug vs fix)."""
 
     token: str | None = None
     link_id: str | None = None
     example: str | None = None
+    compare: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,15 @@ def _source(params: QueryParams) -> Source:
     if len(given) > 1:
         raise ParamError(400, _("Give only one of code, s or example (got {given}).").format(
             given=", ".join(given)))
+    if params.get("compare", "").strip():
+        if given:
+            raise ParamError(400, _("compare names its own code: give it without {given}.").format(
+                given=", ".join(given)))
+        slug = params["compare"].strip()
+        if twin_pair(slug) is None:
+            raise ParamError(400, _("compare must name a gallery example that has a fixed twin (got {name}).")
+                             .format(name=_show(slug)))
+        return Source(compare=slug)
     if "code" in given:
         return Source(token=params["code"].strip())
     if "s" in given:
@@ -140,7 +152,9 @@ async def resolve_code(app_state, source: Source, max_bytes: int) -> str:  # noq
 def playground_href(source: Source, code: str, step: int | None) -> str:
     """The playground URL that opens the same code (and step, counted from 1), in the same language
     (English, the default, needs no ``lang=``)."""
-    if source.example is not None:
+    if source.compare is not None:
+        url = "/compare?" + urlencode({"example": source.compare})
+    elif source.example is not None:
         url = "/?" + urlencode({"example": source.example})
     elif source.link_id is not None:
         url = playground_url(source.link_id, code)

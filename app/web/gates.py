@@ -27,6 +27,7 @@ from app.schema import DeltaTrace, RunError
 from app.web.work import budgeted
 
 T = TypeVar("T")
+R = TypeVar("R")  # what the work reads: one run's answer, or a tuple of them
 log = logging.getLogger(__name__)
 UNUSABLE = Message("output.unusable_view")
 RATE_KEY = "explorer.rate_wait"  # scope key: the token this request already took (see take_token)
@@ -60,26 +61,27 @@ class Refusal:
         return DeltaTrace(ok=False, steps=[], error=error)
 
 
-def take_token(request: Request) -> Refusal | None:
-    """The client's rate-limit token, taken once per request: routes that read a body take it first,
-    so a client over its rate never makes the server read (or parse) what it sends."""
+def take_token(request: Request, cost: int = 1) -> Refusal | None:
+    """The client's rate-limit tokens (``cost``: one per run the request makes), taken once per
+    request: routes that read a body take them first, so a client over its rate never makes the
+    server read (or parse) what it sends."""
     if RATE_KEY not in request.scope:
         # The client is the peer address (behind a proxy, uvicorn's --proxy-headers rewrites it).
         client = request.client.host if request.client else "unknown"
-        request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client)
+        request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client, cost)
     wait = request.scope[RATE_KEY]
     if wait > 0:
         return Refusal(429, ceil(wait), N_("Slow down"), "internal.rate", {"seconds": ceil(wait)})
     return None
 
 
-async def finish(request: Request, work: Callable[[DeltaTrace], T],
-                 partial: Callable[[DeltaTrace, Message], T], result: DeltaTrace) -> T:
-    """``work(result)`` under the request's budget; ``partial(result, note)`` when the budget runs out
-    (or the client leaves), or when the work fails on the answer, so the client gets a clear partial
-    view, never a 500."""
+async def finish(request: Request, work: Callable[[R], T], partial: Callable[[R, Message], T],
+                 result: R, runs: int = 1) -> T:
+    """``work(result)`` under the request's budget (``runs`` runs' worth); ``partial(result, note)``
+    when the budget runs out (or the client leaves), or when the work fails on the answer, so the
+    client gets a clear partial view, never a 500."""
     try:
-        return await budgeted(request, work, result)
+        return await budgeted(request, work, result, runs=runs)
     except BudgetExceeded as error:
         note = budget_note(error)
     except Exception:  # noqa: BLE001 - a schema-valid answer whose parts disagree (a forged trace)
@@ -91,7 +93,17 @@ async def finish(request: Request, work: Callable[[DeltaTrace], T],
 async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T],
                     partial: Callable[[DeltaTrace, Message], T]) -> T | Refusal:
     """Run ``code`` in the sandbox and ``work`` on its answer, all inside one admission slot."""
-    refusal = take_token(request)
+    return await run_gated_all(request, (code,), lambda results: work(results[0]),
+                               lambda results, note: partial(results[0], note))
+
+
+async def run_gated_all(request: Request, codes: tuple[str, ...],
+                        work: Callable[[tuple[DeltaTrace, ...]], T],
+                        partial: Callable[[tuple[DeltaTrace, ...], Message], T]) -> T | Refusal:
+    """Several runs counted as that many (a compare is two): one rate token per run, one admission
+    slot held while they run in turn (two slots taken one after the other could deadlock against
+    another compare), and the server work on all the answers under that many runs' budget."""
+    refusal = take_token(request, len(codes))
     if refusal is not None:
         return refusal
     state = request.app.state
@@ -102,10 +114,10 @@ async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T]
         if hasattr(runner, "ready") and not await runner.ready():
             code, params = runner.unavailable()
             return Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable")
-        result = await runner.run(code)
-        answer = await finish(request, work, partial, result)
-        if sum(len(step.tensors) + 1 for step in result.steps) > TRIM_AFTER_FACTS:
-            await run_in_threadpool(_trim)  # still in the slot: the next run starts from a lean heap
+        results = tuple([await runner.run(code) for code in codes])
+        answer = await finish(request, work, partial, results, runs=len(codes))
+        if sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS:
+            await run_in_threadpool(_trim)
         return answer
     finally:
         state.admission.release()

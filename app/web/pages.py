@@ -18,15 +18,17 @@ from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Res
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from app import i18n
+from app.diagnostics.trace import fmt_bytes
 from app.diagnostics.view import diagnostics_context
-from app.gallery import EXAMPLES, get_example, localized
+from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
+from app.render.compare import CompareView, compare_view, partner, twin_pair
 from app.render.explorer import phase_text, step_label
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaTrace, RunError
-from app.web.gates import Refusal, finish, run_gated, take_token
+from app.web.gates import Refusal, finish, run_gated, run_gated_all, take_token
 from app.web.permalink import PermalinkError, decode_code
 
 T = TypeVar("T")
@@ -87,7 +89,7 @@ def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimi
     """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
     view = build_explorer(result, code, step, limits)
     frame = frame_at(view)
-    return {"view": view, "frame": frame, "payload": client_payload(view),
+    return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
             **diagnostics_context(result, code, frame.step)}
 
 
@@ -231,6 +233,42 @@ async def _stored_code(request: Request, link_id: str) -> str | None:
         return await run_in_threadpool(store.get, link_id)  # sqlite / PostgreSQL: blocking
     except Exception:  # noqa: BLE001 - a store that is down is a link that cannot be opened now
         return None
+
+
+async def run_compare(request: Request, pair: tuple[Example, Example], step: int | None,
+                      draw: Callable[[CompareView], T], partial: Callable[[Message], T]) -> T | Refusal:
+    """Run both sides of a gallery pair (counted as two runs: ``run_gated_all``) and ``draw`` them;
+    ``partial(note)`` when the server could not draw them within its budget."""
+    bug, fix = pair
+    limits = run_limits(request.app.state.settings)
+    return await run_gated_all(request, (localized(bug).code, localized(fix).code),
+                               lambda traces: draw(compare_view(bug, fix, traces, step, limits)),
+                               lambda _traces, note: partial(note))
+
+
+@router.get("/compare", response_class=HTMLResponse)
+async def compare_page(request: Request) -> Response:
+    """Bug vs fix: ``?example=<slug>`` (either side of a gallery pair), ``&step=N`` (the bug's)."""
+    slug = request.query_params.get("example", "")
+    pair = twin_pair(slug)
+    if pair is None:
+        return error_page(request, 404, _("There is nothing to compare"),
+                          _("Only a gallery example with a fixed twin can be compared with it; {name} is "
+                            "not one.").format(name=repr(slug[:60])))
+    bug, fix = localized(pair[0]), localized(pair[1])
+    heading = _("Bug vs fix: {bug} / {fix}").format(bug=bug.title, fix=fix.title)
+
+    def page(view: CompareView | None = None, problem: tuple[str, str] | None = None) -> str:
+        return render("compare.html", heading=heading, compare=view, which="both", problem=problem,
+                      pair=(bug, fix), compare_peak=fmt_bytes(view.peak) if view else "")
+
+    ran = await run_compare(request, pair, _parse_step(request.query_params.get("step")), page,
+                            lambda note: page(problem=(_("Cannot draw this run"), i18n.say(note))))
+    if isinstance(ran, Refusal):
+        refused = html_response(page(problem=(ran.heading, ran.message)), ran.status)
+        refused.headers["Retry-After"] = str(ran.retry_after)
+        return refused
+    return html_response(ran)
 
 
 def _example_json(example: Any) -> dict[str, str]:

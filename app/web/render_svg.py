@@ -18,15 +18,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app import i18n
+from app.gallery import Example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer
+from app.render.compare import CompareView, compare_svg, twin_pair
 from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
 from app.run_errors import Message
 from app.schema import DeltaTrace
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
 from app.web.gates import Refusal, run_gated
-from app.web.pages import run_limits
+from app.web.pages import run_compare, run_limits
 
 router = APIRouter()
 
@@ -74,13 +76,18 @@ def _cache(request: Request) -> OrderedDict[str, str]:
     return state.svg_cache
 
 
+def _pair_key(pair: tuple[Example, Example]) -> str:
+    """What a compare picture depends on besides the other parameters: both codes as shown."""
+    return "\0compare\0" + "\0".join(localized(example).code for example in pair)
+
+
 def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
     view = build_explorer(result, code, params.step, limits)
     return render_svg(view, params.step, params.view, params.theme)
 
 
-def _too_large(theme: str) -> Callable[[DeltaTrace, Message], tuple[str, bool]]:
-    def partial(_result: DeltaTrace, note: Message) -> tuple[str, bool]:
+def _too_large(theme: str) -> Callable[[object, Message], tuple[str, bool]]:
+    def partial(_result: object, note: Message) -> tuple[str, bool]:
         return error_svg(_("Cannot draw this run"), i18n.say(note), theme), False
 
     return partial
@@ -93,7 +100,9 @@ async def render_image(request: Request) -> Response:
     theme = theme if theme in ("light", "dark") else "light"
     try:
         params = parse_params(request.query_params)
-        code = await resolve_code(request.app.state, params.source, settings.max_code_bytes)
+        pair = twin_pair(params.source.compare) if params.source.compare else None
+        code = (_pair_key(pair) if pair else
+                await resolve_code(request.app.state, params.source, settings.max_code_bytes))
     except ParamError as error:
         titles = {400: _("Bad image link"), 404: _("Unknown short link"), 503: _("Not available")}
         return _svg(error_svg(titles.get(error.status, _("Error")), error.message, theme), error.status)
@@ -110,8 +119,17 @@ async def render_image(request: Request) -> Response:
         stable = result.error is None or result.error.kind in STABLE_ERRORS
         return _draw(result, code, params, run_limits(settings)), stable
 
-    # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox).
-    ran = await run_gated(request, code, draw, _too_large(params.theme))
+    def draw_pair(view: CompareView) -> tuple[str, bool]:
+        stable = all(s.view.error is None or s.view.error.kind in STABLE_ERRORS for s in view.sides)
+        return compare_svg(view, params.view, params.theme), stable
+
+    # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox); a compare
+    # is two runs (``run_compare``).
+    too_large = _too_large(params.theme)
+    if pair:
+        ran = await run_compare(request, pair, params.step, draw_pair, lambda note: too_large(None, note))
+    else:
+        ran = await run_gated(request, code, draw, too_large)
     if isinstance(ran, Refusal):
         return _svg(error_svg(ran.heading, ran.message, params.theme), ran.status,
                     retry_after=ran.retry_after)

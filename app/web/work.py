@@ -28,6 +28,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
 from app.budget import Budget, use_budget
+from app.heap import collector_paused
 from app.web.limits import WORK_KEY
 
 T = TypeVar("T")
@@ -53,7 +54,7 @@ class _Watched:
             try:
                 with self.lock:
                     self.ident, self.running = threading.get_ident(), True
-                with use_budget(budget):
+                with use_budget(budget), collector_paused():
                     return fn(*args)
             finally:
                 with self.lock:
@@ -86,9 +87,10 @@ def _set_async_exc(ident: int, exc: type[BaseException]) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
 
 
-async def budgeted(request: Request, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a worker thread under the request's budget; raises ``BudgetExceeded``."""
-    seconds = float(request.app.state.settings.server_seconds)
+async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int = 1) -> T:
+    """``fn(*args)`` in a worker thread under the request's budget (``runs`` runs' worth: a compare
+    draws two); raises ``BudgetExceeded``."""
+    seconds = float(request.app.state.settings.server_seconds) * runs
     gone = threading.Event()
     budget = Budget(seconds, gone.is_set)
     watched = _Watched()

@@ -19,7 +19,7 @@ def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:
     assert step_label(page).startswith("Step 1 of")
     item.locator(".diag-line").click()
     goto = int(item.get_attribute("data-goto"))
-    assert step_label(page) == f"Step {goto + 1} of 12 · line 5"
+    assert step_label(page) == f"Step {goto + 1} of 12 · after line 5 ran"
     ids = item.get_attribute("data-tensors").split()
     for tid in ids:  # the kept losses, in the memory view, the graph view and the variables bar
         assert page.locator(f".vars .var.diag-hl[data-t='{tid}']:not([hidden])").count() >= 1
@@ -36,9 +36,9 @@ def test_the_timeline_shows_growth_and_jumps_to_the_clicked_step(page) -> None:
     assert graph_heights == sorted(graph_heights) and graph_heights[-1] > graph_heights[0]
     box = timeline.locator("svg").bounding_box()
     page.mouse.click(box["x"] + 2, box["y"] + 2)  # above the first bar: still its step
-    assert step_label(page) == "Step 1 of 12 · line 1"
+    assert step_label(page) == "Step 1 of 12 · after line 1 ran"
     page.mouse.click(box["x"] + box["width"] * (9.5 / 12), box["y"] + box["height"] - 2)
-    assert step_label(page).startswith("Step 10 of 12 · line ")
+    assert step_label(page).startswith("Step 10 of 12 · after line ")
     readout = timeline.locator("[data-role=timeline-readout]").inner_text()
     assert re.fullmatch(r"step 10: \d+ bytes through variables · \d+ bytes held only by the graph", readout)
     cursor_x = float(timeline.locator("[data-role=timeline-cursor]").get_attribute("x"))

@@ -72,7 +72,7 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     page = context.new_page()
     open_page(page, f"{server}/?example=clone-vs-detach")
     page.get_by_test_id("step-prev").click()
-    assert step_label(page) == "Step 3 of 4 · line 3"
+    assert step_label(page) == "Step 3 of 4 · after line 3 ran"
     page.get_by_test_id("embed-button").click()
     snippet = page.get_by_test_id("embed-snippet")
     page.wait_for_function("() => document.querySelector('[data-role=embed-snippet]').value.includes('src=')")
@@ -88,7 +88,7 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     assert urlsplit(docs.url).port != urlsplit(server).port  # another origin frames the explorer
     frame = docs.frame_locator("iframe")
     frame.get_by_test_id("graph-view").wait_for()
-    assert frame.get_by_test_id("step-label").inner_text() == "Step 3 of 4 · line 3"
+    assert frame.get_by_test_id("step-label").inner_text() == "Step 3 of 4 · after line 3 ran"
     assert frame.get_by_test_id("memory-view").is_visible()
     clone_fn = type(torch.tensor([1.0], requires_grad=True).clone().grad_fn).__name__
     assert frame.locator(".node:not([hidden]) .label", has_text=clone_fn).count() == 1
@@ -112,7 +112,7 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     wait_for_run(playground, 0)
     assert playground.url.startswith(f"{server}/?")
     assert editor_text(playground) == CLONE
-    assert step_label(playground) == "Step 3 of 4 · line 3", playground.url
+    assert step_label(playground) == "Step 3 of 4 · after line 3 ran", playground.url
 
 
 def test_editable_dark_graph_embed_runs_on_demand_and_grows(context, server, docs_site) -> None:
@@ -140,7 +140,7 @@ def test_editable_dark_graph_embed_runs_on_demand_and_grows(context, server, doc
     set_code(docs.frames[1], edited)
     frame.get_by_test_id("run").click()
     frame.locator(".node:not([hidden]) .label", has_text=exp_fn).wait_for()
-    assert frame.get_by_test_id("step-label").inner_text() == "Step 2 of 2 · line 2"
+    assert frame.get_by_test_id("step-label").inner_text() == "Step 2 of 2 · after line 2 ran"
     # the link follows once the edited run is on screen (the code is compressed asynchronously)
     docs.frames[1].wait_for_function(
         "() => /[?&]step=2$/.test(document.querySelector('[data-role=open]').href)")

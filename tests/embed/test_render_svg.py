@@ -82,7 +82,7 @@ def test_clone_vs_detach_matches_torch() -> None:
     c, d = x.clone(), x.detach()
     root = parse(svg_of(CLONE))
     words = texts(root)
-    assert "Step 4 of 4 · line 4" in words
+    assert "Step 4 of 4 · after line 4 ran" in words
     assert type(c.grad_fn).__name__ in words  # CloneBackward0, a node of the graph
     assert "AccumulateGrad" in words
     for name in ("x", "c", "d"):
@@ -96,7 +96,7 @@ def test_clone_vs_detach_matches_torch() -> None:
 
 def test_a_step_draws_that_step_only() -> None:
     first = texts(parse(svg_of(CLONE, step=0)))
-    assert "Step 1 of 4 · line 1" in first
+    assert "Step 1 of 4 · after line 1 ran" in first
     assert "x" in first and "c" not in first and "CloneBackward0" not in first
     second = texts(parse(svg_of(CLONE, step=1)))
     assert "CloneBackward0" in second and "d" not in second
@@ -138,7 +138,7 @@ def test_http_image_of_a_permalink(client: TestClient) -> None:
     root = parse(response.text)
     assert_self_contained(root)
     words = texts(root)
-    assert "Step 2 of 4 · line 2" in words and "CloneBackward0" in words and "d" not in words
+    assert "Step 2 of 4 · after line 2 ran" in words and "CloneBackward0" in words and "d" not in words
     # the same inputs draw the same picture: cacheable, and revalidated without a run
     assert response.headers["cache-control"].startswith("public")
     etag = response.headers["etag"]

@@ -75,14 +75,13 @@ def test_chinese_entries_are_chinese() -> None:
 
 # User-facing text a script sets without t(): textContent/title/placeholder = "Words", an attribute
 # set to words, a dialog's words (checked against the scripts before they were translated: it found
-# every string this catalog now has for them). explorer.js is the render's: checked once it is translated.
+# every string this catalog now has for them).
 UNMARKED = re.compile(
     r"""(?:textContent|title|placeholder|value)\s*=\s*[^;]*?(?<!t\()["'] ?[A-Za-z]+ [A-Za-z]"""
     r"""|setAttribute\(\s*["'](?:aria-label|title)["']\s*,[^;]*?(?<!t\()["'][A-Za-z]+ ?[A-Za-z]"""
     r"""|(?:confirm|alert|status|tell|toast|copy|Error)\([^;]*?(?<!t\()["'][A-Z][a-z]+ """
 )
-SCRIPTS = sorted(p for p in [*ROOT.glob("static/*.js"), *ROOT.glob("static/src/*.js")]
-                 if p.name != "explorer.js")
+SCRIPTS = sorted([*ROOT.glob("static/*.js"), *ROOT.glob("static/src/*.js")])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -98,8 +98,6 @@ def test_the_chinese_page_has_no_english_sentences(client: TestClient) -> None:
     assert block["locale"] == "zh-CN" and block["messages"]["Link copied"] == "已复制链接"  # the scripts'
 
 
-@pytest.mark.xfail(strict=True, reason="phase B: the run's notices (app/render/notices.py, _notices.html) "
-                   "are translated once the render branch lands")
 def test_a_run_error_written_in_english_is_shown_in_chinese(client: TestClient) -> None:
     """The sandbox said it in English (code + params); the page says it in the reader's language."""
     fragment = client.post("/run?lang=zh-CN", data={"code": "x = 1"}).text

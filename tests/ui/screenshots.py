@@ -1,5 +1,5 @@
-"""Screenshots of every gallery example, and of a folded leak, to look at:
-``python -m tests.ui.screenshots URL OUT_DIR [WIDTH]``.
+"""Screenshots of every gallery example, of each bug-vs-fix pair, and of a folded leak, to look at:
+``python -m tests.ui.screenshots URL OUT_DIR [WIDTH] [LANG]`` (LANG: en, zh-CN).
 
 Not a test: a person (or a session) views the PNGs to judge the look. Uses Debian's chromium.
 """
@@ -16,19 +16,26 @@ from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
 LEAK_ITERATIONS = 30  # enough to fold, quick on today's engine
 
 
-def main(base_url: str, out_dir: str, width: int = 1440) -> None:
+def main(base_url: str, out_dir: str, width: int = 1440, lang: str = "en") -> None:
     from playwright.sync_api import sync_playwright
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": width, "height": 900})
+        page = browser.new_page(viewport={"width": width, "height": 900}, locale=lang)  # Accept-Language
         for example in EXAMPLES:
-            page.goto(f"{base_url}/?example={example.slug}")
+            page.goto(f"{base_url}/?example={example.slug}&lang={lang}")
             page.wait_for_function("() => window.AX && AX.runs > 0", timeout=60_000)
             page.screenshot(path=str(out / f"{example.slug}.png"), full_page=True)
             print(out / f"{example.slug}.png")
+        # bug vs fix, side by side: every gallery pair
+        for example in EXAMPLES:
+            if example.fixed_twin:
+                page.goto(f"{base_url}/compare?example={example.slug}&lang={lang}")
+                page.wait_for_function("() => window.AX && AX.runs >= 2", timeout=60_000)
+                page.screenshot(path=str(out / f"compare-{example.slug}.png"), full_page=True)
+                print(out / f"compare-{example.slug}.png")
         # a loop that keeps its losses: one chip and a few strips per family, then both expanded
         runs = page.evaluate("AX.runs")
         page.get_by_test_id("code").fill(LEAK.format(n=LEAK_ITERATIONS))
@@ -43,4 +50,5 @@ def main(base_url: str, out_dir: str, width: int = 1440) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1440)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1440,
+         sys.argv[4] if len(sys.argv) > 4 else "en")

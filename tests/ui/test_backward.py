@@ -26,29 +26,29 @@ def test_step_over_into_and_out_of_a_backward_pass_by_button_and_key(page) -> No
     into, out = page.get_by_test_id("step-into"), page.get_by_test_id("step-out")
     page.get_by_test_id("step-next").click()
     page.get_by_test_id("step-next").click()
-    assert step_label(page) == "Step 3 of 10 · line 3"
+    assert step_label(page) == "Step 3 of 10 · after line 3 ran"
     assert into.is_visible() and out.is_hidden()  # the next line runs backward
     page.get_by_test_id("step-next").click()  # over the five node steps, to the line's own step
-    assert step_label(page) == "Step 9 of 10 · line 4"
+    assert step_label(page) == "Step 9 of 10 · after line 4 ran"
     assert _phase(page) == "" and into.is_visible()
     page.get_by_test_id("step-prev").click()  # back over them too
-    assert step_label(page) == "Step 3 of 10 · line 3"
+    assert step_label(page) == "Step 3 of 10 · after line 3 ran"
     into.click()
-    assert step_label(page).startswith("Step 4 of 10 · line 4")
+    assert step_label(page) == "Step 4 of 10 · line 4, inside its backward pass"
     assert _phase(page) == "backward · node 1 of 5 · SumBackward0"
     assert out.is_visible() and into.is_hidden()
     page.get_by_test_id("step-next").click()  # inside the pass, next walks node by node
     assert _phase(page) == "backward · node 2 of 5 · AddBackward0"
     out.click()
-    assert step_label(page) == "Step 9 of 10 · line 4" and _phase(page) == ""
+    assert step_label(page) == "Step 9 of 10 · after line 4 ran" and _phase(page) == ""
     page.get_by_test_id("step-next").click()
-    assert step_label(page) == "Step 10 of 10 · line 5" and into.is_hidden()
+    assert step_label(page) == "Step 10 of 10 · after line 5 ran" and into.is_hidden()
 
     page.locator("body").press("Home")
     page.locator("body").press("ArrowRight")
     page.locator("body").press("ArrowRight")
     page.locator("body").press("ArrowRight")
-    assert step_label(page) == "Step 9 of 10 · line 4"
+    assert step_label(page) == "Step 9 of 10 · after line 4 ran"
     page.locator("body").press("i")  # from the line's own step: into its pass
     assert _phase(page) == "backward · node 1 of 5 · SumBackward0"
     for _ in range(3):
@@ -57,9 +57,9 @@ def test_step_over_into_and_out_of_a_backward_pass_by_button_and_key(page) -> No
     page.locator("body").press("ArrowLeft")
     assert _phase(page) == "backward · node 3 of 5 · SinBackward0"
     page.locator("body").press("o")
-    assert step_label(page) == "Step 9 of 10 · line 4"
+    assert step_label(page) == "Step 9 of 10 · after line 4 ran"
     page.locator("body").press("o")  # outside a pass "o" does nothing
-    assert step_label(page) == "Step 9 of 10 · line 4"
+    assert step_label(page) == "Step 9 of 10 · after line 4 ran"
 
 
 def _graph(page):
@@ -95,7 +95,7 @@ def test_the_graph_dims_what_no_gradient_reached(page) -> None:
         "loss = (w * h).sum()\n"
         "loss.backward()\n"
     ))
-    assert step_label(page).startswith("Step ") and " · line 5" in step_label(page)
+    assert step_label(page).startswith("Step ") and step_label(page).endswith("after line 5 ran")
     drawing = _graph(page)
     dimmed = drawing.locator('.node[data-state~="unreached"]:not([hidden])')
     assert dimmed.count() >= 1

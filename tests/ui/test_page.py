@@ -73,7 +73,7 @@ def test_share_sends_the_code_in_the_editor_and_a_short_link_that_keeps_the_step
     other = page.context.new_page()
     other.goto(short)  # /s/<id>?step=1 keeps the step
     wait_for_run(other, 0)
-    assert editor_text(other) == edited and step_label(other) == "Step 1 of 2 · line 1"
+    assert editor_text(other) == edited and step_label(other) == "Step 1 of 2 · after line 1 ran"
     other.close()
 
 
@@ -136,7 +136,7 @@ def test_back_and_forward_walk_through_runs_and_examples(page) -> None:
     before = runs(page)
     page.go_back()
     wait_for_run(page, before)
-    assert editor_text(page) == CLONE and step_label(page) == "Step 3 of 4 · line 3"
+    assert editor_text(page) == CLONE and step_label(page) == "Step 3 of 4 · after line 3 ran"
     before = runs(page)
     page.go_forward()
     page.go_forward()

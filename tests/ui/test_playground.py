@@ -24,22 +24,22 @@ def test_run_a_gallery_example_and_step_back_and_forth(page) -> None:
     before = runs(page)
     page.get_by_test_id("gallery").select_option("views-share-storage")
     wait_for_run(page, before)
-    assert step_label(page) == "Step 6 of 6 · line 6"
+    assert step_label(page) == "Step 6 of 6 · after line 6 ran"
     assert "100." in _cell_texts(page)  # row[0] = 100. wrote x's first cell
     page.get_by_test_id("step-prev").click()
-    assert step_label(page) == "Step 5 of 6 · line 5"
+    assert step_label(page) == "Step 5 of 6 · after line 5 ran"
     assert "100." not in _cell_texts(page) and "0." in _cell_texts(page)
     page.get_by_test_id("step-first").click()
-    assert step_label(page) == "Step 1 of 6 · line 1"
+    assert step_label(page) == "Step 1 of 6 · after line 1 ran"
     names = page.locator(".vars .var:not([hidden]) .var-name").all_inner_texts()
     assert names == ["x"]
     page.locator("body").press("ArrowRight")  # keys step too
-    assert step_label(page) == "Step 2 of 6 · line 2"
+    assert step_label(page) == "Step 2 of 6 · after line 2 ran"
     assert page.locator(".vars .var:not([hidden]) .var-name").all_inner_texts() == ["x", "t"]
     page.get_by_test_id("step-slider").fill("3")
-    assert step_label(page) == "Step 4 of 6 · line 4"
+    assert step_label(page) == "Step 4 of 6 · after line 4 ran"
     page.get_by_test_id("step-next").click()
-    assert step_label(page) == "Step 5 of 6 · line 5"
+    assert step_label(page) == "Step 5 of 6 · after line 5 ran"
     # the editor highlights the step's line, and only that one
     lines = get_example("views-share-storage").code.splitlines()
     assert page.locator(".cm-step-line").all_inner_texts() == [lines[4]]
@@ -82,9 +82,9 @@ def test_an_error_shows_at_its_line_and_earlier_steps_stay_navigable(page) -> No
     # the message sits between line 3 and line 4: it pushes line 4 down instead of covering it
     line_4 = page.locator(".cm-line", has_text="d = b + 1").bounding_box()
     assert note.bounding_box()["y"] + note.bounding_box()["height"] <= line_4["y"] + 0.5
-    assert step_label(page) == "Step 2 of 2 · line 2"
+    assert step_label(page) == "Step 2 of 2 · after line 2 ran"
     page.get_by_test_id("step-prev").click()
-    assert step_label(page) == "Step 1 of 2 · line 1"
+    assert step_label(page) == "Step 1 of 2 · after line 1 ran"
 
 
 def test_limits_read_as_plain_sentences(page) -> None:
@@ -106,11 +106,11 @@ def test_a_permalink_reopens_the_code_and_the_step(page, browser, server) -> Non
     other.goto(url)
     wait_for_run(other, 0)
     assert editor_text(other) == code
-    assert step_label(other) == "Step 2 of 3 · line 2"
+    assert step_label(other) == "Step 2 of 3 · after line 2 ran"
     # a link the server made (embed mode, SVG export) opens the same way
     other.goto(f"/?code={encode_code(code)}&step=1")
     wait_for_run(other, 0)
-    assert step_label(other) == "Step 1 of 3 · line 1"
+    assert step_label(other) == "Step 1 of 3 · after line 1 ran"
     other.close()
 
 
@@ -155,4 +155,4 @@ def test_the_editor_indents_with_tab_and_runs_with_ctrl_enter(page) -> None:
     before = runs(page)
     page.keyboard.press("Control+Enter")
     wait_for_run(page, before)
-    assert step_label(page).endswith("line 3")
+    assert step_label(page).endswith("after line 3 ran")
