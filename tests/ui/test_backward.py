@@ -3,7 +3,7 @@ of it by button and by key, and what the graph shows in a backward step."""
 
 from __future__ import annotations
 
-from tests.browser_support import open_page, run_code, step_label
+from tests.browser_support import axe_violations, open_page, run_code, serious, step_label
 
 TWO_PATHS = (
     "a = torch.tensor([1., 2., 3.], requires_grad=True)\n"  # step 1
@@ -122,3 +122,11 @@ def test_grad_stays_none_opens_the_backward_step_where_the_flow_stopped(page) ->
     assert page.get_by_test_id("step-out").is_visible()
     dimmed = _graph(page).locator('.node[data-state~="unreached"]:not([hidden]) .label')
     assert "w" in dimmed.evaluate_all("els => els.map((e) => e.textContent)")
+
+
+def test_a_backward_step_has_no_serious_accessibility_violation(page) -> None:
+    open_page(page)
+    run_code(page, TWO_PATHS)
+    page.evaluate("s => AX.go(s)", 5)  # inside the pass: its label, Step out, the graph's marks
+    assert page.get_by_test_id("step-out").is_visible()
+    assert serious(axe_violations(page, include=("#run",))) == []
