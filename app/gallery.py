@@ -270,6 +270,77 @@ y.backward()
 print(h.grad, x.grad)
 """),
     ),
+
+    # Backward, node by node (issue 13): run one, then "Step into" the line that calls backward().
+    Example(
+        "backward-stopped-by-detach",
+        N_("Backward stops at detach()"),
+        N_("Step into the backward line: the gradient reaches b, but the branch cut by detach() is "
+           "dimmed and w.grad stays None."),
+        _code("""
+w = torch.tensor([1., 2.], requires_grad=True)
+b = torch.tensor([0.5, -0.5], requires_grad=True)
+h = (w * 3).detach()   # the gradient stops here
+loss = (h * b).sum()
+loss.backward()        # step into it: no gradient reaches w
+print(b.grad, w.grad)
+"""),
+        diagnostics=("grad-stays-none",),
+    ),
+    Example(
+        "two-paths-accumulate",
+        N_("Two paths into one leaf"),
+        N_("a is used twice: backward sends a gradient down each path and AccumulateGrad adds them "
+           "into a.grad."),
+        _code("""
+a = torch.tensor([1., 2., 3.], requires_grad=True)
+b = a * 2        # path 1
+c = a.sin()      # path 2
+loss = (b + c).sum()
+loss.backward()  # step into it: both paths meet at a
+print(a.grad)    # equals 2 + cos(a)
+"""),
+    ),
+    Example(
+        "backward-twice",
+        N_("Backward through the graph a second time"),
+        N_("Each node frees its saved tensors as backward passes it: a second backward() over the same "
+           "graph fails."),
+        _code("""
+w = torch.tensor([1., -1., 2.], requires_grad=True)
+out = (w.exp() * w).sum()
+out.backward()  # step into it: each node frees what it saved
+out.backward()  # the saved tensors are gone: error
+"""),
+        diagnostics=("backward-twice",),
+        fixed_twin="retain-graph",
+    ),
+    Example(
+        "retain-graph",
+        N_("… and retain_graph=True"),
+        N_("retain_graph=True keeps the saved tensors for another pass; the second pass frees them and "
+           "the gradients add up in w.grad."),
+        _code("""
+w = torch.tensor([1., -1., 2.], requires_grad=True)
+out = (w.exp() * w).sum()
+out.backward(retain_graph=True)  # the saved tensors stay
+out.backward()                   # a second pass: they are freed now
+print(w.grad)                    # twice the gradient of one pass
+"""),
+    ),
+    Example(
+        "backward-hook-prints",
+        N_("A hook that prints"),
+        N_("register_hook runs while backward passes the tensor: step into the backward line to see "
+           "each hook print as its node runs."),
+        _code("""
+x = torch.tensor([1., 2.], requires_grad=True)
+y = x * x
+y.register_hook(lambda g: print("grad of y:", g))
+x.register_hook(lambda g: print("grad of x:", g))
+y.sum().backward()  # step into it: the hooks print in turn
+"""),
+    ),
     Example(
         "numpy-shares-or-copies",
         N_(".numpy() shares memory, np.array(t) copies"),

@@ -56,7 +56,11 @@
       facts: root.querySelector('[data-role="facts"]'),
       detailTitle: root.querySelector('[data-role="detail-title"]'),
       detailEmpty: root.querySelector('[data-role="detail-empty"]'),
+      phase: root.querySelector('[data-role="step-phase"]'),
+      into: root.querySelector('[data-step="into"]'),
+      out: root.querySelector('[data-step="out"]'),
     };
+    this.indexPasses(data.passes || []);
     this.index();
     this.bind();
     this.prime(data.initial);
@@ -190,6 +194,7 @@
       var out = data.stdout.slice(0, this.printed(step));
       if (ui.stdout.textContent !== out) ui.stdout.textContent = out;
     }
+    this.showPass(step);
     if (this.moved) this.relight();
     for (i = 0; i < this.open.length; i++) this.renderFold(this.open[i]);
     this.renderDetail();
@@ -348,8 +353,9 @@
       var button = event.target.closest("[data-step]");
       if (button) {
         var where = button.getAttribute("data-step");
-        var to = { first: 0, prev: self.step - 1, next: self.step + 1, last: self.count - 1 }[where];
-        self.go(to);
+        var to = { first: 0, prev: self.prevStep(), next: self.nextStep(), last: self.count - 1,
+                   into: self.intoStep(), out: self.outStep() }[where];
+        if (to !== null && to !== undefined) self.go(to);
         return;
       }
       var target = event.target.closest("[data-t]");
@@ -386,6 +392,59 @@
     }
   };
 
+  // Backward passes (issue 13): a line that runs backward is preceded by one step per autograd node
+  // torch ran. Stepping goes over them by default (prev/next skip a pass's node steps); "Step into"
+  // (i) enters them, "Step out" (o) jumps to the line's own step. passes: [first, last, own, names].
+  Explorer.prototype.indexPasses = function (passes) {
+    this.passes = passes;
+    this.passOf = new Int32Array(this.count).fill(-1); // node step -> its pass
+    for (var p = 0; p < passes.length; p++) {
+      for (var s = passes[p][0]; s <= passes[p][1] && s < this.count; s++) this.passOf[s] = p;
+    }
+  };
+
+  Explorer.prototype.inPass = function (step) {
+    var p = step >= 0 && step < this.count ? this.passOf[step] : -1;
+    return p >= 0 ? this.passes[p] : null;
+  };
+
+  Explorer.prototype.nextStep = function () {
+    var s = this.step, ahead = this.inPass(s + 1);
+    if (this.inPass(s) || !ahead) return s + 1;
+    return ahead[2]; // over the nodes, to the line's own step
+  };
+
+  Explorer.prototype.prevStep = function () {
+    var s = this.step, behind = this.inPass(s - 1);
+    if (this.inPass(s) || !behind || behind[2] !== s) return s - 1;
+    return Math.max(0, behind[0] - 1); // back over the nodes, to the step before the line
+  };
+
+  // Into the pass of the line shown now, or of the next line (null: neither runs backward).
+  Explorer.prototype.intoStep = function () {
+    var s = this.step, here = this.inPass(s - 1), ahead = this.inPass(s + 1);
+    if (this.inPass(s)) return null;
+    if (here && here[2] === s) return here[0];
+    return ahead ? ahead[0] : null;
+  };
+
+  Explorer.prototype.outStep = function () {
+    var pass = this.inPass(this.step);
+    return pass ? pass[2] : null;
+  };
+
+  Explorer.prototype.showPass = function (step) {
+    var ui = this.ui, pass = this.inPass(step);
+    if (ui.phase) {
+      var text = pass ? window.AXT.t("backward · node {n} of {count} · {name}",
+        { n: step - pass[0] + 1, count: pass[3].length, name: pass[3][step - pass[0]] }) : "";
+      if (ui.phase.textContent !== text) ui.phase.textContent = text;
+      ui.phase.hidden = !pass;
+    }
+    if (ui.into) ui.into.hidden = this.intoStep() === null;
+    if (ui.out) ui.out.hidden = !pass;
+  };
+
   // The address bar (a permalink to the run's code and step) is kept by static/src/navigation.js,
   // which knows which history entry a run belongs to.
 
@@ -398,8 +457,9 @@
 
   document.addEventListener("keydown", function (event) {
     if (!current || editing(event.target) || event.altKey || event.ctrlKey || event.metaKey) return;
-    var moves = { ArrowLeft: current.step - 1, ArrowRight: current.step + 1, Home: 0, End: current.count - 1 };
-    if (!(event.key in moves)) return;
+    var moves = { ArrowLeft: current.prevStep(), ArrowRight: current.nextStep(), Home: 0, End: current.count - 1,
+                  i: current.intoStep(), o: current.outStep() };
+    if (!(event.key in moves) || moves[event.key] === null) return;
     if (event.target.type === "range") return; // the slider moves itself and fires "input"
     event.preventDefault();
     current.go(moves[event.key]);

@@ -13,9 +13,9 @@ the engine's.
 Until the incremental engine lands the engine takes minutes on these runs, and builds every step
 whole in memory, so the bench server runs with the wall and CPU limits raised to ``ENGINE_SECONDS``
 and the memory limit to ``ENGINE_MIB`` (everything else at its default): the figures then say what
-the page costs, not where the 5 s limit would cut. ``EXPLORER_BENCH_SCALE``
-picks scenarios (``leak100,leak1000,adam``; default: all). Needs the test extras (playwright) and
-Debian's chromium for the browser rows.
+the page costs, not where the 5 s limit would cut. ``EXPLORER_BENCH_SCALE`` picks scenarios
+(``leak100,leak1000,adam,backward,nobackward``; default: all). Needs the test extras (playwright)
+and Debian's chromium for the browser rows.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import httpx
 
 from app.bench import Row
 from app.bench.http import BenchServer
-from app.bench.snippets import ADAM, LEAK
+from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK
 from app.bench.stepping import CHROMIUM, CHROMIUM_ARGS, MEASURE
 
 ENGINE_SECONDS = 1800
@@ -53,6 +53,11 @@ SCENARIOS = [
     Scenario("leak100", "leak ×100", LEAK.format(n=100), 500, 1000, 150, 1000),
     Scenario("leak1000", "leak ×1000", LEAK.format(n=1000), 2000, None, None, 3000, stepping=True),
     Scenario("adam", "Adam ×100", ADAM, 1500, 1500),
+    # issue 13: the page's cost of a 402-node backward pass (one step per node), against the same
+    # 200-iteration chain without it; the page's share is the difference of the in-process rows
+    Scenario("backward", "chain ×200, backward (402 nodes)", DEEP_BACKWARD.format(last="loss.backward()"),
+             stepping=True),
+    Scenario("nobackward", "chain ×200, no backward", DEEP_BACKWARD.format(last="pass")),
 ]
 
 # Installed before the click: when the click happened, when the answer arrived, when the new run

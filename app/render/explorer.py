@@ -15,6 +15,8 @@ from typing import Any
 
 from app.heap import collector_paused
 from app.i18n import gettext as _
+from app.render.backward import Pass, Passes, phase_label
+from app.render.backward import payload as passes_payload
 from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
@@ -63,6 +65,7 @@ class ExplorerView:
     stdout: str  # everything printed
     stdout_grew: tuple[tuple[int, int], ...]  # (step, output length after it) where it grew
     facts: Facts
+    passes: tuple[Pass, ...] = ()  # the backward passes' node steps (app/render/backward.py)
     backward: frozenset[int] = frozenset()  # steps inside a line's backward pass: the line has not finished
 
     @property
@@ -89,8 +92,9 @@ def build_explorer(
     memory = MemoryBuilder(tracks)
     facts = FactsBuilder()
     graph = GraphBuilder(tracks)
+    passes = Passes()
     with collector_paused():
-        count = drive(trace, [steps, variables, memory, facts, graph])
+        count = drive(trace, [steps, variables, memory, facts, graph, passes])
         views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
     tracks.close(count)
     initial = count - 1 if step is None else max(0, min(step, count - 1))
@@ -101,6 +105,7 @@ def build_explorer(
         memory=views[1], graph=views[3],
         variables=views[0], tracks=tracks, stdout="".join(steps.parts),
         stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
+        passes=tuple(passes.finish(count)),
     )
 
 
@@ -134,6 +139,7 @@ def client_payload(view: ExplorerView) -> dict[str, Any]:
         "code": view.code,
         "errorLine": view.error.line if view.error else None,
         "errorText": view.error.text if view.error else None,
+        "passes": passes_payload(list(view.passes)),
         "backward": sorted(view.backward),
     }
 
@@ -147,3 +153,8 @@ def step_label(view: ExplorerView, step: int) -> str:
     if step in view.backward:
         return _("Step {n} of {count} · line {line}, inside its backward pass").format(**parts)
     return _("Step {n} of {count} · after line {line} ran").format(**parts)
+
+
+def phase_text(view: ExplorerView, step: int) -> str:
+    """Where a step sits in a backward pass ("backward · node 3 of 12 · MulBackward0"), else ""."""
+    return phase_label(list(view.passes), step)

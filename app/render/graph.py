@@ -22,6 +22,7 @@ from typing import Any
 from app.heap import collector_paused
 from app.i18n import gettext as _
 from app.i18n import number
+from app.render.graph_backward import BackwardMarks
 from app.render.graph_events import Events, GraphEvents, History, saved_state
 from app.render.graph_fold import MODE_TITLES, MODES, Folding, Unit, fold
 from app.render.layout import Box, LayoutCache, lay_out
@@ -88,6 +89,8 @@ class GEdge:
     count: int
     mid: tuple[float, float]  # where a "×2" label goes
     box: tuple[float, float, float, float]  # the control points' bounds (the curve lies inside)
+    text_k: int | None = None  # text track: the gradient it carried in a backward pass
+    leftward: bool = False  # it ends left of where it starts: its gradient is written to its left
 
 
 @dataclass(frozen=True)
@@ -132,14 +135,18 @@ class GraphBuilder:
     def __init__(self, tracks: Tracks) -> None:
         self.tracks = tracks
         self.observer = GraphEvents()
+        self.backward = BackwardMarks(self.observer.events, self.observer._grad_users,
+                                      self.observer._tensor_vertex)
         self.cache = LayoutCache()
 
     def add_step(self, step: StepInput) -> None:
         with collector_paused():
             self.observer.add_step(step)
+            self.backward.add_step(step)
 
     def finish(self, count: int) -> GraphView:
         with collector_paused():
+            self.backward.finish(count)
             return self._finish(count)
 
     def _finish(self, count: int) -> GraphView:
@@ -419,12 +426,17 @@ class _Drawer:
         edge = self.folding.edges[pair]
         k = self.tracks.key(("e", self.mode, *pair, epoch))
         self._track(k, edge.vis, first, last, "vis")
+        text_k = None
+        if edge.state:  # a backward pass sent a gradient along it
+            self._track(k, edge.state, first, last, "state")
+            text_k = self.tracks.key(("e", self.mode, *pair, epoch, "grad"))
+            self._track(text_k, edge.text, first, last, "text")
         if not points:
             return
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         mid = points[len(points) // 2]
         self.edges.append(GEdge(k, edge.kind, _path(points), edge.count, (round(mid[0], 1), round(mid[1], 1)),
-                                (min(xs), min(ys), max(xs), max(ys))))
+                                (min(xs), min(ys), max(xs), max(ys)), text_k, points[-1][0] < points[0][0]))
 
 
 def _path(points: list[tuple[float, float]]) -> str:

@@ -89,6 +89,10 @@ class Events:
     chip_state: dict[tuple[str, str], History] = field(default_factory=dict)  # "" | freed | modified
     chip_vis: dict[tuple[str, str], History] = field(default_factory=dict)
     edges: dict[tuple[str, str], History] = field(default_factory=dict)  # -> multiplicity
+    # A backward pass's marks on edges (app/render/graph_backward.py): "grad" once a gradient went
+    # along, and that gradient's text.
+    edge_state: dict[tuple[str, str], History] = field(default_factory=dict)
+    edge_text: dict[tuple[str, str], History] = field(default_factory=dict)
     node_facts: dict[str, History] = field(default_factory=dict)  # node -> index into facts
     facts: list[Any] = field(default_factory=list)  # the inspector's entries, each once
     node_lines: dict[str, int] = field(default_factory=dict)  # node -> the line that created it

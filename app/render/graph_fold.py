@@ -55,6 +55,10 @@ class UnitEdge:
     # Joins one iteration to the next (an RNN's h feeding the next step): drawn, but not allowed to
     # push boxes down, so each folded iteration reads top to bottom.
     back: bool = False
+    # A backward pass's marks (graph_backward): "grad" once a gradient went along; its text (the
+    # edge of one member only: a folded edge does not say whose gradient it would be).
+    state: History = field(default_factory=list)
+    text: History = field(default_factory=list)
 
 
 @dataclass
@@ -98,7 +102,26 @@ def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
         streams.setdefault(pair, []).extend((step, n, 1 if c else 0) for step, c in history)
     for pair, stream in streams.items():
         edges[pair].vis = _any_of(stream)
+    _fold_grads(events, of, edges)
     return Folding(mode, units, edges)
+
+
+def _fold_grads(events: Events, of: dict[str, str], edges: dict[tuple[str, str], UnitEdge]) -> None:
+    """Each unit edge's backward marks, from its members' (linear in the marks)."""
+    members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for src, dst in events.edge_state:
+        pair = (of.get(src), of.get(dst))
+        if pair in edges:
+            members.setdefault(pair, []).append((src, dst))  # type: ignore[arg-type]
+    for pair, group in members.items():
+        edge = edges[pair]
+        if len(group) == 1:
+            edge.state = events.edge_state[group[0]]
+            edge.text = events.edge_text.get(group[0], [])
+            continue
+        stream = [(step, n, 1 if value else 0) for n, member in enumerate(group)
+                  for step, value in events.edge_state[member]]
+        edge.state = [(step, "grad" if on else None) for step, on in _any_of(stream)]
 
 
 def _any_of(stream: list[tuple[int, int, int]]) -> History:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from app.i18n import gettext as _
-from app.render.explorer import ExplorerView, step_label
+from app.render.explorer import ExplorerView, phase_text, step_label
 from app.render.graph import GNode
 from app.render.memory import Family, Strip
 from app.render.tracks import Frame
@@ -347,6 +347,9 @@ def _graph_note(view: ExplorerView, frame: Frame) -> str:
     return frame.text(view.graph.drawing().note_k)
 
 
+GRAD = "#d97706"  # what a backward pass marks: the page's graph.css uses the same
+
+
 def _node_style(c: dict[str, str], node: GNode, state: str) -> tuple[str, str, float, str | None, str]:
     """(fill, stroke, stroke width, dash, label ink), as the page's stylesheets draw each kind."""
     if node.kind == "leaf" or (node.kind == "free" and "leaf" in state.split()):
@@ -385,10 +388,18 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
             continue
         colour = {"acc": c["leaf"], "out": c["nonleaf"]}.get(edge.kind, c["edge"])
         dash = ' stroke-dasharray="3 3"' if edge.kind in ("acc", "out") else ""
-        cv.raw(f'<path d="{clean(edge.path)}" fill="none" stroke="{colour}" stroke-width="1.4"{dash} '
+        carried = edge.text_k is not None and "grad" in frame.state(edge.k).split()  # a backward step
+        width = "1.4"
+        if carried:
+            colour, dash, width = GRAD, "", "2.4"
+        cv.raw(f'<path d="{clean(edge.path)}" fill="none" stroke="{colour}" stroke-width="{width}"{dash} '
                'marker-end="url(#ax-arrow)"/>')
         if edge.count > 1:
             cv.text(edge.mid[0] + 6, edge.mid[1], f"×{edge.count}", 11, c["muted"], weight=700)
+        if carried and edge.text_k is not None and frame.text(edge.text_k):
+            gx, gy = edge.mid[0] + (-6 if edge.leftward else 6), edge.mid[1] + (13 if edge.count > 1 else 4)
+            cv.text(gx, gy, frame.text(edge.text_k), 10.5, GRAD, weight=600,
+                    anchor="end" if edge.leftward else "start")
     for node in drawing.nodes:
         if frame.shows(node.k):
             _draw_node(cv, node, frame)
@@ -398,6 +409,21 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
 def _draw_node(cv: Canvas, node: GNode, frame: Frame) -> None:
     c = cv.c
     fill, stroke, width, dash, ink = _node_style(c, node, frame.state(node.k))
+    # A backward step (app/render/graph_backward.py): the node that ran, those it ran after, the dimmed
+    words = frame.state(node.k).split()
+    if "ran" in words or "reached" in words:
+        stroke, width = GRAD, 3.2 if "ran" in words else 1.8
+    dimmed = "unreached" in words
+    if dimmed:
+        cv.raw('<g opacity="0.38">')
+    _draw_node_parts(cv, node, frame, fill, stroke, width, dash, ink)
+    if dimmed:
+        cv.raw("</g>")
+
+
+def _draw_node_parts(cv: Canvas, node: GNode, frame: Frame, fill: str, stroke: str, width: float,
+                     dash: str | None, ink: str) -> None:
+    c = cv.c
     if node.folded:  # the stack behind a folded box
         cv.rect(node.x + 4, node.y + 4, node.w, node.h, c["line"], rx=6)
     tensor_kind = node.kind in ("leaf", "out", "free")
@@ -490,6 +516,8 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
 
     # Header: where we are, and the line that ran.
     label = step_label(view, frame.step) if has_steps else _("Nothing ran")
+    if has_steps and (phase := phase_text(view, frame.step)):
+        label = f"{label} · {phase}"
     cv.text(PAD, y + 13, label, 13, c["head"], family=SANS, weight=700)
     cv.text(width - PAD, y + 13, "∂ Autograd Explorer", 11.5, c["muted"], family=SANS, anchor="end")
     y += 22

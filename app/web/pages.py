@@ -24,7 +24,7 @@ from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
 from app.render.compare import CompareView, compare_view, partner, twin_pair
-from app.render.explorer import step_label
+from app.render.explorer import phase_text, step_label
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaTrace, RunError
@@ -57,6 +57,7 @@ templates = Environment(
 # One environment for every language: each gettext call asks the request's locale (app.i18n).
 templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label
+templates.globals["phase_text"] = phase_text
 templates.globals["graph_vendor"] = GRAPH_VENDOR
 templates.globals["lang_tag"] = i18n.current_tag
 templates.globals["lang_switch"] = i18n.switch_links

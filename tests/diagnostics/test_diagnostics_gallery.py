@@ -18,6 +18,8 @@ EXPECTED_LINES = {
     "requires-grad-after-detach": {"grad-stays-none": 5},
     "freeze-early-layers": {"grad-stays-none": 6},
     "custom-loss-detach": {"graph-cut-by-detach": 9},
+    "backward-stopped-by-detach": {"grad-stays-none": 5},
+    "backward-twice": {"backward-twice": 4},
 }
 
 

@@ -258,6 +258,11 @@ def test_grad_stays_none_explains_each_cause() -> None:
     assert cut.lines == [9] and "`pred.detach()`" in cut.message
     assert no_grad.lines == [8] and "no_grad" in no_grad.message
     assert unused.lines == [] and "does not use" in unused.message
+    # each links to where the flow stopped: the last node step of line 10's backward pass
+    steps = r.result.steps
+    own = max(i for i, s in enumerate(steps) if s.line == 10)
+    assert steps[own].phase == "forward" and steps[own - 1].phase == "backward"
+    assert {d.step for d in r.diagnostics} == {own - 1}
     ns = namespace(r.code)  # torch agrees on who got a gradient
     assert [ns[n].grad is None for n in "wbuv"] == [True, False, True, True]
 

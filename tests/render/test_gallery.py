@@ -11,7 +11,8 @@ from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer
 from tests.render.conftest import trace
 
-EXPECTED_ERRORS = {"inplace-on-leaf": 2, "inplace-through-detach": 5}  # slug -> the line that raises
+# slug -> the line that raises
+EXPECTED_ERRORS = {"inplace-on-leaf": 2, "inplace-through-detach": 5, "backward-twice": 4}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.slug)
@@ -40,7 +41,10 @@ def test_the_seed_article_scenarios_are_all_there() -> None:
                 "inplace-through-detach", "inplace-on-leaf", "clone-then-modify",
                 "requires-grad-after-detach",
                 "freeze-early-layers", "input-gradient", "no-grad-inference", "custom-loss-detach",
-                "gradient-penalty", "views-share-storage", "retain-grad"}
+                "gradient-penalty", "views-share-storage", "retain-grad",
+                # backward, node by node (issue 13)
+                "backward-stopped-by-detach", "two-paths-accumulate", "backward-twice", "retain-graph",
+                "backward-hook-prints"}
     assert required <= {e.slug for e in EXAMPLES}
 
 

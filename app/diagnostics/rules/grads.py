@@ -271,9 +271,18 @@ def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str]
     return Diagnostic(
         rule=NONE_RULE, severity=severity,  # type: ignore[arg-type]
         title=_("{names}: .grad stays None after backward()").format(**fields),
-        message=subject + why, fix=fix, step=index, line=step.line, tensors=tids,
+        message=subject + why, fix=fix, step=_flow_stopped(context, index), line=step.line, tensors=tids,
         lines=[cause.line] if cause.line is not None else [],
     )
+
+
+def _flow_stopped(context: Context, index: int) -> int:
+    """Where the gradient flow stopped: the last node step of the line's backward pass (the page
+    shows there which nodes no gradient reached), else the line's own step (a trace without them)."""
+    before = index - 1
+    if before >= 0 and context.trace.steps[before].phase == "backward":
+        return before
+    return index
 
 
 def hidden_cuts(context: Context) -> Iterator[Diagnostic]:
