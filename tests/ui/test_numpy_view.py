@@ -17,7 +17,7 @@ def _buffers(page) -> list[str]:
 
 def test_numpy_shares_then_copies_as_the_steps_go(page) -> None:
     open_page(page, "/?example=numpy-shares-or-copies")
-    assert step_label(page) == "Step 7 of 7 · line 7"
+    assert step_label(page) == "Step 7 of 7 · after line 7 ran"
     (views,) = _views(page)
     assert "numpy a: (3,) · strides (4,) bytes · float32 · from byte 0" in views and "numpy s:" in views
     (copy,) = _buffers(page)
@@ -27,6 +27,6 @@ def test_numpy_shares_then_copies_as_the_steps_go(page) -> None:
     page.get_by_test_id("step-first").click()
     for _ in range(2):
         page.locator("body").press("ArrowRight")
-    assert step_label(page) == "Step 3 of 7 · line 3"  # a = t.numpy()
+    assert step_label(page) == "Step 3 of 7 · after line 3 ran"  # a = t.numpy()
     assert [v.startswith("numpy a:") and "numpy s" not in v for v in _views(page)] == [True]
     assert _buffers(page) == [] and page.get_by_test_id("numpy-buffers").is_hidden()
