@@ -33,8 +33,9 @@ from app.config import Settings
 from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
-from app.sandbox.runner import failed, parse_result
+from app.sandbox.runner import bounds_for, failed, parse_result
 from app.schema import DeltaTrace
+from app.trace.consistency import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +254,8 @@ class ForkServerPool:
                 continue
             except NoChild:
                 break
-            result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate})
+            result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate},
+                                   bounds_for(code, self.settings))
             if result is not None:
                 return result
         return failed("internal", "The sandbox could not start a process for this run. Please try again.")
@@ -576,7 +578,7 @@ class ForkServerPool:
             return self.settings.unsafe_dev
         return True
 
-    def _execute(self, child: Child, job: dict) -> DeltaTrace | None:
+    def _execute(self, child: Child, job: dict, bounds: Bounds) -> DeltaTrace | None:
         """One run on ``child``; None when the child never got the job (the caller tries another)."""
         server = self._server
         try:
@@ -607,7 +609,7 @@ class ForkServerPool:
             # early and gone on running). Killing an exiting child is harmless.
             killed = True
             if not stopped:
-                answer = parse_result(data, self.settings.max_result_bytes)
+                answer = parse_result(data, self.settings.max_result_bytes, bounds)
                 if answer.error is None or answer.error.kind != "internal":
                     self._kill(child)
                     return answer  # a well-formed answer: the exit status adds nothing
@@ -622,7 +624,8 @@ class ForkServerPool:
                     "internal", "The sandboxed process did not finish. Please run the snippet again."
                 )
             status = child.record.status
-            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed)
+            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed,
+                            bounds=bounds)
         finally:
             child.close()
             if server is not None:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from app.config import Settings
 from app.sandbox.frames import FrameError, decode_frame
 from app.schema import DeltaTrace, RunError
+from app.trace.consistency import Bounds, Problem, problem
 
 
 class Runner(Protocol):
@@ -28,15 +29,37 @@ def failed(kind: str, message: str, error_type: str = "SandboxError") -> DeltaTr
     return DeltaTrace(ok=False, steps=[], error=RunError(kind=kind, type=error_type, message=message))  # type: ignore[arg-type]
 
 
-def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
+def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> DeltaTrace:
+    """The child's frame as a trace: schema-valid, then consistent (``app.trace.consistency``: a
+    snippet that took over its process can write any bytes), or an ``UnusableAnswer`` error."""
     try:
         body = decode_frame(data, max_bytes)
-        return DeltaTrace.model_validate_json(body)
+        trace = DeltaTrace.model_validate_json(body)
     except FrameError as error:
         return failed("internal", f"The sandbox returned an unusable answer ({error}).", "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
         return failed("internal", "The sandbox returned an unusable answer (it does not match the trace "
                       "schema).", "UnusableAnswer")
+    found = problem(trace, bounds or Bounds())
+    return trace if found is None else unusable(trace, found)
+
+
+def unusable(trace: DeltaTrace, found: Problem) -> DeltaTrace:
+    """An inconsistent trace: the steps before the first bad one (each checked, so as safe to show as
+    any trace) and an error that says what was wrong. The answer's own error is not repeated: it came
+    with the bad bytes."""
+    kept = trace.steps[:found.step] if found.step is not None else []
+    message = f"The sandbox returned an unusable answer: {found}."
+    message += f" The {len(kept)} steps before it are shown." if kept else " No step of it is shown."
+    error = RunError(kind="internal", type="UnusableAnswer", message=message[:4000])
+    return DeltaTrace(ok=False, error=error, steps=kept)
+
+
+def bounds_for(code: str, settings: Settings) -> Bounds:
+    """What an honest run of ``code`` stays within. Lines: an upper bound (Python also ends a line
+    at a lone carriage return)."""
+    return Bounds(lines=code.count("\n") + code.count("\r") + 1, max_steps=settings.max_steps,
+                  max_stdout=settings.max_stdout_bytes)
 
 
 class SubprocessRunner:
@@ -80,4 +103,4 @@ class SubprocessRunner:
             )
         if process.returncode != 0 and not stdout:
             return failed("internal", f"The worker crashed (exit status {process.returncode}).")
-        return parse_result(stdout, settings.max_result_bytes)
+        return parse_result(stdout, settings.max_result_bytes, bounds_for(code, settings))
