@@ -141,7 +141,8 @@ def alter_reference(data: dict, rng: random.Random) -> str | None:
     _, nid, fact = picked
     field = rng.choice(["next", "variable", "saved"])
     if field == "next":
-        fact["next"] = [*fact["next"], _some_id(data, rng, "nodes")] if rng.random() < 0.5 or not fact["next"] \
+        grow = rng.random() < 0.5 or not fact["next"]
+        fact["next"] = [*fact["next"], _some_id(data, rng, "nodes")] if grow \
             else [_some_id(data, rng, "nodes") for _ in fact["next"]]
     elif field == "variable":
         fact["variable"] = _some_id(data, rng, "tensors")
@@ -166,7 +167,8 @@ def alter_layout(data: dict, rng: random.Random) -> str | None:
         where = rng.choice(["shape", "stride"])
         fact[where] = [*fact[where], 2] if rng.random() < 0.5 or not fact[where] else fact[where][:-1]
     else:
-        fact[rng.choice(["shape", "stride"])] = [rng.choice([2**40, 2**62, 2**63 + 1])] * max(len(fact["shape"]), 1)
+        huge = rng.choice([2**40, 2**62, 2**63 + 1])
+        fact[rng.choice(["shape", "stride"])] = [huge] * max(len(fact["shape"]), 1)
     return f"{tid}.{field} altered"
 
 
