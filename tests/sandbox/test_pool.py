@@ -71,6 +71,16 @@ def test_the_fork_server_comes_back(gated_server: Server) -> None:
     assert_no_strays(gated_server)
 
 
+def test_a_lost_standby_is_warmed_again_without_touching_runs(gated_server: Server) -> None:
+    assert _standby_warm(gated_server)["standby"]
+    in_use, standby = fork_servers(gated_server)
+    os.kill(standby, signal.SIGKILL)
+    assert_benign(gated_server)  # served by the fork server in use, which stays
+    assert _standby_warm(gated_server)["standby"]
+    assert fork_servers(gated_server)[0] == in_use and standby not in fork_servers(gated_server)
+    assert_no_strays(gated_server)
+
+
 @pytest.fixture(scope="module")
 def tight_server() -> Iterator[Server]:
     workdir = Path(tempfile.mkdtemp(prefix="explorer-tight-"))
