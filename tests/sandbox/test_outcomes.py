@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from sandbox_support import Server, assert_benign
 
-# A frame that is not a trace, then the child lingers: the server must kill it itself.
-UNUSABLE_THEN_LINGER = """\
-import os, struct, time
-body = b'{"ok": "not a bool", "steps": 7}'
+# The child's own answer, forged: ``body`` written as a frame on every pipe it holds (its result pipe
+# is one of them), which is then closed.
+SEND_BODY = """\
 for fd in map(int, os.listdir('/proc/self/fd')):
     try:
         if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):
@@ -16,8 +15,13 @@ for fd in map(int, os.listdir('/proc/self/fd')):
             os.close(fd)
     except OSError:
         pass
-time.sleep(30)
 """
+
+# A frame that is not a trace, then the child lingers: the server must kill it itself.
+UNUSABLE_THEN_LINGER = """\
+import os, struct, time
+body = b'{"ok": "not a bool", "steps": 7}'
+""" + SEND_BODY + "time.sleep(30)\n"
 
 
 def test_an_unusable_answer_is_called_that(ungated_server: Server) -> None:
@@ -39,14 +43,7 @@ good = {"line": 1, "variables": {"x": "t1"}, "tensors": {"t1": tensor},
         "storages": {"s1": {"nbytes": 24, "element_size": 4, "values": [1.0] * 6}}}
 bad = {"line": 2, "tensors": {"t1": {**tensor, "values": [1.0, 2.0]}}, "variables": {"y": "t9"}}
 body = json.dumps({"format": "delta", "ok": True, "steps": [good, bad]}).encode()
-for fd in map(int, os.listdir('/proc/self/fd')):
-    try:
-        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):
-            os.write(fd, struct.pack('>I', len(body)) + body)
-    except OSError:
-        pass
-os._exit(0)
-"""
+""" + SEND_BODY + "os._exit(0)\n"
 
 
 def test_a_forged_trace_from_a_real_child_is_an_unusable_answer(ungated_server: Server) -> None:
