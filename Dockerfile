@@ -57,8 +57,10 @@ FROM ${BASE_IMAGE}
 # libseccomp2 is what the sandbox's seccomp filter is built with (Debian's base images carry it
 # because apt needs it; install it only if a base image lacks it). The server's user is written
 # straight into /etc/passwd: minimal bases have no useradd.
-RUN dpkg -s libseccomp2 >/dev/null 2>&1 \
- || (apt-get update -qq && apt-get install -y -qq --no-install-recommends libseccomp2 >/dev/null \
+# fonts-noto-cjk: CJK glyphs for whatever draws the Chinese pages or /render.svg pictures on this host
+# (a headless browser taking screenshots, an SVG-to-PNG step); the page's font stack names them.
+RUN (dpkg -s libseccomp2 >/dev/null 2>&1 && dpkg -s fonts-noto-cjk >/dev/null 2>&1) \
+ || (apt-get update -qq && apt-get install -y -qq --no-install-recommends libseccomp2 fonts-noto-cjk >/dev/null \
      && rm -rf /var/lib/apt/lists/*) \
  && echo 'explorer:x:10001:10001:Autograd Explorer:/nonexistent:/usr/sbin/nologin' >>/etc/passwd \
  && echo 'explorer:x:10001:' >>/etc/group \

@@ -20,7 +20,12 @@ from contextlib import contextmanager
 
 
 class BudgetExceeded(Exception):  # noqa: N818 - the name says what happened, like TimeoutError
-    """Server work for one request ran out of its time budget or the client left."""
+    """Server work for one request ran out of its time budget (``seconds``) or the client left
+    (``seconds`` is None)."""
+
+    def __init__(self, reason: str, seconds: float | None = None) -> None:
+        super().__init__(reason)
+        self.seconds = seconds
 
 
 class Budget:
@@ -36,7 +41,7 @@ class Budget:
     def check(self) -> None:
         """Raise ``BudgetExceeded`` when the time is up or the client left; cheap enough for loops."""
         if self.expired:
-            raise BudgetExceeded(self.reason())
+            raise self.exceeded()
 
     def left(self) -> float:
         """Seconds left (never negative; 0 once cancelled)."""
@@ -49,6 +54,11 @@ class Budget:
         if self._cancelled is not None and self._cancelled():
             return True
         return time.monotonic() >= self._deadline
+
+    def exceeded(self) -> BudgetExceeded:
+        """The exception that says why this budget is over."""
+        cancelled = self._cancelled is not None and self._cancelled()
+        return BudgetExceeded(self.reason(), None if cancelled else self.seconds)
 
     def reason(self) -> str:
         if self._cancelled is not None and self._cancelled():

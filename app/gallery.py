@@ -3,11 +3,20 @@
 Each example is short (a few steps, well under the step and time limits) and ends in a state worth
 looking at. ``diagnostics`` names the diagnostic rules an example is meant to trigger and
 ``fixed_twin`` the slug of its corrected version; the diagnostics work fills them in.
+
+Titles, summaries and the code's comments are in the catalog (``app.i18n``): ``localized(example)``
+is the example in the request's language. Only comments change, so the code runs the same; each
+comment is one catalog entry (``app/i18n_extract.py`` finds them for Babel).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import io
+import tokenize
+from dataclasses import dataclass, replace
+from functools import cache
+
+from app.i18n import N_, current_locale, gettext
 
 
 @dataclass(frozen=True)
@@ -27,9 +36,9 @@ def _code(text: str) -> str:
 EXAMPLES: tuple[Example, ...] = (
     Example(
         "clone-vs-detach",
-        "clone() vs detach()",
-        "clone() copies the data into new memory and stays in the graph; detach() shares the memory "
-        "and leaves the graph.",
+        N_("clone() vs detach()"),
+        N_("clone() copies the data into new memory and stays in the graph; detach() shares the memory "
+           "and leaves the graph."),
         _code("""
 x = torch.tensor([1., 2., 3.], requires_grad=True)
 c = x.clone()   # new memory, in the graph
@@ -39,9 +48,9 @@ print(c.grad_fn, d.grad_fn)
     ),
     Example(
         "four-combinations",
-        "The four combinations",
-        "clone(), detach(), clone().detach() and detach().clone(): own memory or shared, "
-        "in the graph or not.",
+        N_("The four combinations"),
+        N_("clone(), detach(), clone().detach() and detach().clone(): own memory or shared, "
+           "in the graph or not."),
         _code("""
 x = torch.tensor([1., 2., 3.], requires_grad=True)
 a = x.clone()           # own memory, tracked
@@ -52,8 +61,8 @@ d = x.detach().clone()  # same as c
     ),
     Example(
         "losses-keep-graphs",
-        "A list of losses keeps every graph alive",
-        "Appending the loss tensor keeps its whole graph, and the tensors it saved, in memory.",
+        N_("A list of losses keeps every graph alive"),
+        N_("Appending the loss tensor keeps its whole graph, and the tensors it saved, in memory."),
         _code("""
 w = torch.randn(4, requires_grad=True)
 losses = []
@@ -66,8 +75,8 @@ for i in range(3):
     ),
     Example(
         "losses-item",
-        "… and .item() lets them go",
-        "loss.item() is a Python float: each iteration's graph and saved tensors are freed.",
+        N_("… and .item() lets them go"),
+        N_("loss.item() is a Python float: each iteration's graph and saved tensors are freed."),
         _code("""
 w = torch.randn(4, requires_grad=True)
 losses = []
@@ -78,9 +87,9 @@ for i in range(3):
     ),
     Example(
         "inplace-through-detach",
-        "In-place through a detach() alias",
-        "Writing through a detached alias changes the original's memory and bumps its version; "
-        "backward then fails.",
+        N_("In-place through a detach() alias"),
+        N_("Writing through a detached alias changes the original's memory and bumps its version; "
+           "backward then fails."),
         _code("""
 x = torch.tensor([1., 2., 3.], requires_grad=True)
 y = x.exp()         # ExpBackward0 saves y
@@ -93,8 +102,8 @@ y.sum().backward()  # saved y changed: error
     ),
     Example(
         "inplace-on-a-copy",
-        "… and on a copy, backward works",
-        "detach().clone() gives the alias its own memory: zeroing it leaves y, and the graph, intact.",
+        N_("… and on a copy, backward works"),
+        N_("detach().clone() gives the alias its own memory: zeroing it leaves y, and the graph, intact."),
         _code("""
 x = torch.tensor([1., 2., 3.], requires_grad=True)
 y = x.exp()                  # ExpBackward0 saves its result: y
@@ -106,8 +115,8 @@ print(x.grad)
     ),
     Example(
         "inplace-on-leaf",
-        "In-place on a leaf: the error",
-        "A leaf that requires grad cannot be modified in place; autograd refuses.",
+        N_("In-place on a leaf: the error"),
+        N_("A leaf that requires grad cannot be modified in place; autograd refuses."),
         _code("""
 w = torch.ones(3, requires_grad=True)
 w.add_(1)   # RuntimeError: leaf, in-place
@@ -117,8 +126,8 @@ w.add_(1)   # RuntimeError: leaf, in-place
     ),
     Example(
         "clone-then-modify",
-        "Clone, then modify",
-        "Modify a clone instead: the copy has its own memory and gradients still reach the leaf.",
+        N_("Clone, then modify"),
+        N_("Modify a clone instead: the copy has its own memory and gradients still reach the leaf."),
         _code("""
 w = torch.ones(3, requires_grad=True)
 v = w.clone()   # a copy inside the graph
@@ -129,8 +138,8 @@ print(w.grad)   # flowed back through clone
     ),
     Example(
         "requires-grad-after-detach",
-        "requires_grad_() after detach()",
-        "A detached tensor that requires grad again is a new leaf: gradients stop there, not at x.",
+        N_("requires_grad_() after detach()"),
+        N_("A detached tensor that requires grad again is a new leaf: gradients stop there, not at x."),
         _code("""
 x = torch.tensor([1., 2.], requires_grad=True)
 y = (x * 3).detach()
@@ -143,8 +152,8 @@ print(y.grad, x.grad)  # x.grad is None
     ),
     Example(
         "freeze-early-layers",
-        "Freezing early layers",
-        "detach() on the early layers' output: only the head gets gradients.",
+        N_("Freezing early layers"),
+        N_("detach() on the early layers' output: only the head gets gradients."),
         _code("""
 early = nn.Linear(3, 2)
 head = nn.Linear(2, 1)
@@ -159,8 +168,8 @@ print(head.weight.grad)
     ),
     Example(
         "input-gradient",
-        "Gradient w.r.t. the input, model frozen",
-        "Turn off the parameters' gradients and ask for the input's: only x gets a .grad.",
+        N_("Gradient w.r.t. the input, model frozen"),
+        N_("Turn off the parameters' gradients and ask for the input's: only x gets a .grad."),
         _code("""
 model = nn.Linear(3, 1)
 for p in model.parameters():
@@ -173,8 +182,8 @@ print(x.grad)                 # d score / d x
     ),
     Example(
         "no-grad-inference",
-        "Inference under no_grad",
-        "Inside torch.no_grad() no graph is built: the output has no grad_fn and saves nothing.",
+        N_("Inference under no_grad"),
+        N_("Inside torch.no_grad() no graph is built: the output has no grad_fn and saves nothing."),
         _code("""
 model = nn.Linear(3, 2)
 x = torch.randn(1, 3)
@@ -185,8 +194,8 @@ print(y.requires_grad, y.grad_fn)
     ),
     Example(
         "custom-loss-detach",
-        "A custom loss that accidentally detaches",
-        "One detach() inside the loss cuts the graph: no error, but nothing reaches w.",
+        N_("A custom loss that accidentally detaches"),
+        N_("One detach() inside the loss cuts the graph: no error, but nothing reaches w."),
         _code("""
 w = torch.randn(3, requires_grad=True)
 x = torch.randn(3)
@@ -204,8 +213,8 @@ print(loss.grad_fn)  # None: no graph
     ),
     Example(
         "custom-loss-fixed",
-        "… and without the detach()",
-        "The loss stays in the graph: backward() reaches w.",
+        N_("… and without the detach()"),
+        N_("The loss stays in the graph: backward() reaches w."),
         _code("""
 w = torch.randn(3, requires_grad=True)
 x = torch.randn(3)
@@ -222,8 +231,8 @@ print(w.grad)
     ),
     Example(
         "gradient-penalty",
-        "torch.autograd.grad for a gradient penalty",
-        "autograd.grad with create_graph=True returns a gradient that is itself in a graph.",
+        N_("torch.autograd.grad for a gradient penalty"),
+        N_("autograd.grad with create_graph=True returns a gradient that is itself in a graph."),
         _code("""
 w = torch.randn(3, requires_grad=True)
 x = torch.randn(3, requires_grad=True)
@@ -236,9 +245,9 @@ print(w.grad)
     ),
     Example(
         "views-share-storage",
-        "Views share storage",
-        "A transpose, a row, a strided column and an expand all read x's cells; one write shows "
-        "in all of them.",
+        N_("Views share storage"),
+        N_("A transpose, a row, a strided column and an expand all read x's cells; one write shows "
+           "in all of them."),
         _code("""
 x = torch.arange(6.).reshape(2, 3)
 t = x.t()            # same cells, new strides
@@ -250,8 +259,8 @@ row[0] = 100.        # seen by x, t and row
     ),
     Example(
         "retain-grad",
-        "retain_grad() on a non-leaf",
-        "Non-leaf tensors drop their .grad unless you call retain_grad().",
+        N_("retain_grad() on a non-leaf"),
+        N_("Non-leaf tensors drop their .grad unless you call retain_grad()."),
         _code("""
 x = torch.tensor([1., 2.], requires_grad=True)
 h = x * 3
@@ -261,6 +270,21 @@ y.backward()
 print(h.grad, x.grad)
 """),
     ),
+    Example(
+        "numpy-shares-or-copies",
+        N_(".numpy() shares memory, np.array(t) copies"),
+        N_("t.numpy() and np.asarray(t) are views of t's storage, np.array(t) a buffer of its own: "
+           "a write through a shows in t, one through c does not."),
+        _code("""
+import numpy as np
+t = torch.zeros(3)
+a = t.numpy()        # t's memory, seen by numpy
+s = np.asarray(t)    # shares it too
+c = np.array(t)      # a copy: numpy's own buffer
+a[0] = 5.            # t changes; its version does not
+c[1] = 7.            # only the copy changes
+"""),
+    ),
 )
 
 _BY_SLUG = {example.slug: example for example in EXAMPLES}
@@ -268,3 +292,36 @@ _BY_SLUG = {example.slug: example for example in EXAMPLES}
 
 def get_example(slug: str) -> Example | None:
     return _BY_SLUG.get(slug)
+
+
+def code_comments(code: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of every ``# comment`` in ``code``: the text after ``# ``."""
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.COMMENT:
+            found.append((token.start[0], token.start[1], token.string[1:].strip()))
+    return found
+
+
+def translate_comments(code: str) -> str:
+    """``code`` with every comment in the current language; the code itself unchanged."""
+    lines = code.split("\n")
+    for line, column, text in reversed(code_comments(code)):
+        translated = gettext(text)
+        if translated != text:
+            row = lines[line - 1]
+            lines[line - 1] = row[:column] + "# " + translated  # a comment runs to the end of its line
+    return "\n".join(lines)
+
+
+def localized(example: Example) -> Example:
+    """The example in the request's language: title, summary and comments translated."""
+    return _localized(example, current_locale())
+
+
+@cache
+def _localized(example: Example, locale: str) -> Example:
+    # the locale is the cache's key; gettext reads the same locale from the request's context
+    del locale
+    return replace(example, title=gettext(example.title), summary=gettext(example.summary),
+                   code=translate_comments(example.code))

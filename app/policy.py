@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import re
 import string
 import sys
@@ -21,6 +22,8 @@ import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from app.run_errors import TEMPLATES, Param, english
 
 MAX_NODES = 5000
 MAX_DEPTH = 50
@@ -219,47 +222,36 @@ ALLOWED_DUNDER_METHODS = frozenset(
     }
 )
 
-PLAYGROUND = "is not available in the playground"
-# What to write instead, for the refusals learners meet most.
-REWRITES = {
-    "save": "keep the tensor in a variable",
-    "load": "build the tensor or model in the snippet",
-    "from_file": "build the tensor in the snippet",
-    "hub": "nothing is downloaded here: build the model in the snippet",
-    "open": "there are no files here: put the data in the snippet",
-    "eval": "write the code itself",
-    "exec": "write the code itself",
-    "compile": "call the function directly",
-    "jit": "call the function directly",
-    "os": "snippets have no access to the operating system",
-    "sys": "snippets have no access to the interpreter",
-    "multiprocessing": "use DataLoader(..., num_workers=0)",
-    "set_num_threads": "the playground runs on one thread",
-    "set_num_interop_threads": "the playground runs on one thread",
-    "input": "assign the value in the snippet",
-    "globals": "use the variable's name",
-    "locals": "use the variable's name",
-    "vars": "use the attribute itself, or a dict",
-    "backends": "the playground runs on the CPU backend only",
-}
+# What to write instead, for the refusals learners meet most: "policy.instead.<name>" in
+# app/run_errors.py (each a whole sentence, so that it translates as one).
+REWRITES = frozenset(code.removeprefix("policy.instead.") for code in TEMPLATES
+                     if code.startswith("policy.instead."))
 
 
-def _refused(what: str, name: str) -> str:
-    rewrite = REWRITES.get(name)
-    return f"{what} {PLAYGROUND}" + (f": {rewrite}." if rewrite else ".")
+def _refused(what: str, name: str) -> tuple[str, dict[str, Param]]:
+    return (f"policy.instead.{name}" if name in REWRITES else "policy.unavailable"), {"what": what}
 
 
 @dataclass(frozen=True)
 class Rejection:
+    """The first problem found: its line, the rule, the message (English) and its code and params
+    (``app.run_errors``: the page translates it from these)."""
+
     line: int | None
     rule: str
-    message: str
+    code: str
+    params: dict[str, Param] = dataclasses.field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        return english(self.code, self.params)
 
 
 class _Rejected(Exception):
-    def __init__(self, node: ast.AST | None, rule: str, message: str) -> None:
-        super().__init__(message)
-        self.rejection = Rejection(getattr(node, "lineno", None), rule, message)
+    def __init__(self, node: ast.AST | None, rule: str, code: str, params: dict[str, Param] | None = None,
+                 ) -> None:
+        self.rejection = Rejection(getattr(node, "lineno", None), rule, code, params or {})
+        super().__init__(self.rejection.message)
 
 
 def check(source: str) -> Rejection | None:
@@ -269,14 +261,14 @@ def check(source: str) -> Rejection | None:
     except (SyntaxError, ValueError):
         return None  # the engine reports syntax errors (and null bytes) with Python's own message
     except (RecursionError, MemoryError):
-        return Rejection(None, "size", "The snippet is nested too deeply (or is too large) to read.")
+        return Rejection(None, "size", "policy.too_deep_or_large")
     try:
         _check_shape(tree)
         _Checker(tree).visit(tree)
     except _Rejected as rejected:
         return rejected.rejection
     except RecursionError:
-        return Rejection(None, "size", "The snippet is nested too deeply to read.")
+        return Rejection(None, "size", "policy.too_deep")
     return None
 
 
@@ -288,16 +280,9 @@ def _check_shape(tree: ast.AST) -> None:
         located = node if hasattr(node, "lineno") else located
         count += 1
         if count > MAX_NODES:
-            raise _Rejected(
-                None,
-                "size",
-                f"The snippet is too long for the playground (more than {MAX_NODES:,} "
-                "pieces of syntax). Try a shorter example.",
-            )
+            raise _Rejected(None, "size", "policy.too_long", {"nodes": MAX_NODES})
         if depth > MAX_DEPTH:
-            raise _Rejected(
-                located, "size", f"The snippet is nested too deeply (more than {MAX_DEPTH} levels)."
-            )
+            raise _Rejected(located, "size", "policy.too_deep_levels", {"depth": MAX_DEPTH})
         stack.extend((child, depth + 1, located) for child in ast.iter_child_nodes(node))
 
 
@@ -391,8 +376,8 @@ class _Checker(ast.NodeVisitor):
             return None
         if target not in WALKABLE_MODULES:
             shown = _dotted(node) or f"{module}.{attr}"
-            raise _Rejected(node, "module", f"`{shown}` (the module `{target}`) {PLAYGROUND}: use what "
-                            f"`{module}` offers directly, or import one of the modules the playground has.")
+            raise _Rejected(node, "module", "policy.module_attribute",
+                            {"what": shown, "target": target, "module": module})
         return target
 
     def _is_named_call(self, node: ast.AST, *names: str) -> bool:
@@ -403,25 +388,19 @@ class _Checker(ast.NodeVisitor):
     # -- names ---------------------------------------------------------------------------------
     def _name(self, node: ast.AST, name: str) -> None:
         if name in BLOCKED_BUILTINS:
-            raise _Rejected(node, "builtin", _refused(f"`{name}`", name))
+            raise _Rejected(node, "builtin", *_refused(name, name))
         if name in NAMED_ATTRIBUTE_BUILTINS and id(node) not in self._named_calls:
-            raise _Rejected(node, "builtin", f"`{name}` is only available called with an attribute name "
-                            f"written in the snippet: `{name}(obj, \"name\", ...)`.")
+            raise _Rejected(node, "builtin", "policy.named_call", {"name": name})
         if name == "__slots__" and self._class_depth and isinstance(getattr(node, "ctx", None), ast.Store):
             return
         if name.startswith("_") and name not in ALLOWED_UNDERSCORE_NAMES:
-            raise _Rejected(
-                node,
-                "underscore",
-                f"Names starting with `_` (here `{name}`) are not available in the playground.",
-            )
+            raise _Rejected(node, "underscore", "policy.underscore_name", {"name": name})
 
     def visit_Name(self, node: ast.Name) -> None:  # noqa: N802 - ast.NodeVisitor's naming
         self._name(node, node.id)
         if (isinstance(node.ctx, ast.Load) and node.id in self._modules and id(node) not in self._walk_roots
                 and not self._aliasing(node)):
-            raise _Rejected(node, "module", f"The module `{node.id}` can only be used through its "
-                            f"attributes here (`{node.id}.something`), not passed around or stored.")
+            raise _Rejected(node, "module", "policy.module_passed", {"module": node.id})
 
     def visit_arg(self, node: ast.arg) -> None:
         self._name(node, node.arg)
@@ -448,17 +427,14 @@ class _Checker(ast.NodeVisitor):
         self._attribute(node, node.attr, node.value)
         module = self._walk(node)
         if module is not None and not self._inside_walk(node) and not self._aliasing(node):
-            raise _Rejected(node, "module", f"The module `{module}` can only be used through its "
-                            "attributes here, not passed around or stored.")
+            raise _Rejected(node, "module", "policy.module_stored", {"module": module})
         if isinstance(node.ctx, ast.Store | ast.Del):
             root = node.value
             while isinstance(root, ast.Attribute):
                 root = root.value
             if isinstance(root, ast.Name) and (root.id in self._imported_modules or root.id in self._modules):
                 shown = _dotted(node) or f".{node.attr}"
-                raise _Rejected(
-                    node, "monkeypatch", f"Changing `{shown}` {PLAYGROUND}: it belongs to a module."
-                )
+                raise _Rejected(node, "monkeypatch", "policy.change_module_attribute", {"what": shown})
         self.generic_visit(node)
 
     def _inside_walk(self, node: ast.AST) -> bool:
@@ -473,13 +449,9 @@ class _Checker(ast.NodeVisitor):
         own = isinstance(value, ast.Name) and value.id in ("self", "cls") and not attr.startswith("__")
         if attr.startswith("_") and not own:
             if not (attr in ALLOWED_UNDERSCORE_ATTRIBUTES or attr.startswith(ALLOWED_UNDERSCORE_PREFIXES)):
-                raise _Rejected(
-                    node,
-                    "underscore",
-                    f"Attributes starting with `_` (here `{shown}`) are not available in the playground.",
-                )
+                raise _Rejected(node, "underscore", "policy.underscore_attribute", {"name": shown})
         elif attr in BLOCKED_ATTRIBUTES or attr.startswith(BLOCKED_ATTRIBUTE_PREFIXES):
-            raise _Rejected(node, "attribute", _refused(f"`{shown}`", attr))
+            raise _Rejected(node, "attribute", *_refused(shown, attr))
         elif attr == "format" and isinstance(node, ast.Attribute):
             self._check_format(node)
 
@@ -487,23 +459,14 @@ class _Checker(ast.NodeVisitor):
         # "{0.__class__}".format(x) walks attributes by name; allow only literal templates without that.
         template = node.value
         if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
-            raise _Rejected(
-                node,
-                "format",
-                "`.format` is only available on a string written in the snippet; an f-string works too.",
-            )
+            raise _Rejected(node, "format", "policy.format")
         try:
             fields = list(_format_fields(template.value))
         except ValueError:
             return  # str.format will raise the same error when it runs
         for field in fields:
             if any(part.startswith("_") for part in re.split(r"[.\[\]]", field)):
-                raise _Rejected(
-                    node,
-                    "underscore",
-                    "Format fields that reach attributes starting with `_` are "
-                    "not available in the playground.",
-                )
+                raise _Rejected(node, "underscore", "policy.underscore_format")
 
     # -- imports -------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:  # noqa: N802
@@ -518,36 +481,28 @@ class _Checker(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:  # noqa: N802
         if node.level:
-            raise _Rejected(node, "import", f"Relative imports {PLAYGROUND}.")
+            raise _Rejected(node, "import", "policy.relative_import")
         module = node.module or ""
         self._module(node, module)
         for alias in node.names:
             if alias.name == "*":
-                raise _Rejected(
-                    node, "import", f"`from {module} import *` {PLAYGROUND}; import the names you need."
-                )
+                raise _Rejected(node, "import", "policy.star_import", {"module": module})
             self._name(node, alias.name)
             if alias.name in BLOCKED_ATTRIBUTES:
-                raise _Rejected(node, "attribute", f"`{module}.{alias.name}` {PLAYGROUND}.")
+                raise _Rejected(node, "attribute", "policy.unavailable", {"what": f"{module}.{alias.name}"})
             full = f"{module}.{alias.name}"
             if alias.asname:
                 self._name(node, alias.asname)
             target = _module_attribute(module, alias.name)
             if target is not None and target not in WALKABLE_MODULES:
-                raise _Rejected(node, "module", f"`{full}` (the module `{target}`) {PLAYGROUND}.")
+                raise _Rejected(node, "module", "policy.module_import", {"what": full, "target": target})
             if full in ALLOWED_IMPORTS or target is not None:
                 self._imported_modules.add(alias.asname or alias.name)
                 self._modules[alias.asname or alias.name] = target or full
 
     def _module(self, node: ast.AST, module: str) -> None:
         if module not in ALLOWED_IMPORTS:
-            raise _Rejected(
-                node,
-                "import",
-                f"Importing `{module}` {PLAYGROUND}. You can import torch "
-                "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, torch.utils.data, ...), "
-                "numpy, math, random, itertools, collections, copy, dataclasses, functools and typing.",
-            )
+            raise _Rejected(node, "import", "policy.import", {"module": module})
 
     # -- definitions ---------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # noqa: N802
@@ -575,32 +530,26 @@ class _Checker(ast.NodeVisitor):
             if node.func.id in ("setattr", "delattr"):  # type: ignore[attr-defined]
                 target = node.args[0]
                 if isinstance(target, ast.Name) and target.id in self._modules:
-                    message = f"Changing `{target.id}` {PLAYGROUND}: it is a module."
-                    raise _Rejected(node, "monkeypatch", message)
+                    raise _Rejected(node, "monkeypatch", "policy.change_module", {"what": target.id})
             if node.func.id in ("getattr", "hasattr"):  # type: ignore[attr-defined]
                 module = self._walk(node)
                 if module is not None and not self._inside_walk(node) and not self._aliasing(node):
-                    raise _Rejected(node, "module", f"The module `{module}` can only be used through its "
-                                    "attributes here, not passed around or stored.")
+                    raise _Rejected(node, "module", "policy.module_stored", {"module": module})
         if isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) > 1:
-            raise _Rejected(
-                node,
-                "builtin",
-                f"Creating classes with `type(name, bases, dict)` {PLAYGROUND}; use a class statement.",
-            )
+            raise _Rejected(node, "builtin", "policy.type_class")
         self.generic_visit(node)
 
     # -- statements the playground does not run ------------------------------------------------
-    def _unsupported(self, node: ast.AST, what: str) -> None:
-        raise _Rejected(node, "statement", f"{what} {PLAYGROUND}.")
+    def _unsupported(self, node: ast.AST, code: str) -> None:
+        raise _Rejected(node, "statement", code)
 
     def visit_AsyncFunctionDef(self, node: ast.AST) -> None:  # noqa: N802
-        self._unsupported(node, "`async` code")
+        self._unsupported(node, "policy.async")
 
     visit_AsyncFor = visit_AsyncWith = visit_Await = visit_AsyncFunctionDef  # noqa: N815
 
     def visit_Match(self, node: ast.AST) -> None:  # noqa: N802 - class patterns read attributes by name
-        self._unsupported(node, "`match` statements")
+        self._unsupported(node, "policy.match")
 
 
 # -- the builtins a gated snippet sees (cosmetic third layer: the gate already refused the names) ----
@@ -615,7 +564,7 @@ def _guarded_import(
     if not level and name.split(".")[0] in ("torch", "numpy") and name in sys.modules:
         return builtins.__import__(name, globals, locals, fromlist, level)
     if level or name not in ALLOWED_IMPORTS:
-        raise ImportError(f"Importing `{name}` {PLAYGROUND}.")
+        raise ImportError(english("policy.import_runtime", {"module": name}))
     return builtins.__import__(name, globals, locals, fromlist, level)
 
 

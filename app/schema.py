@@ -22,6 +22,14 @@ Field meanings (the public contract of ``POST /api/run``):
 * ``TensorFact.values`` is the tensor as nested lists when it has at most 64 elements, else null.
   Non-finite floats are the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` so they survive JSON.
 * ``TensorFact.version`` is the version counter, null where torch keeps none (inference tensors).
+* ``Step.arrays`` maps ``a<n>`` to a numpy array the user can reach (``ArrayFact``; its ``names``
+  are its variable names, up to 8). ``strides`` count bytes, as numpy does. ``storage`` is the
+  storage whose memory it shares (``t.numpy()``, ``np.asarray(t)``, ``torch.from_numpy(a)``) and
+  ``offset`` its first element's byte offset there; without one it is on a buffer of its own
+  (``np.array(t)``, ``t.numpy().copy()``), ``buffer_nbytes`` that buffer's size when known. ``owner``
+  says who allocated the bytes: ``"numpy"``, ``"torch"`` (``t.numpy()``, or a tensor the trace no
+  longer reaches), ``"other"`` (a Python buffer). ``values`` as for
+  tensors (≤ 64 elements); ``unavailable["values"]`` says why they were not read.
 * ``NodeFact.next`` lists ``next_functions`` in order (null where torch has None);
   ``saved`` maps a saved name (without ``_saved_``) to a tensor id, or to null when backward freed it.
 
@@ -41,9 +49,9 @@ Two formats carry the same trace (``POST /api/run`` answers v1 unless asked for 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from typing_extensions import TypeAliasType
 
 MAX_ID = 16
@@ -65,6 +73,9 @@ class _Fact(BaseModel):
 ErrorKind = Literal["rejected", "runtime", "timeout", "memory", "output", "internal", "untraced"]
 
 
+ErrorParam = Annotated[str, Field(max_length=MAX_TEXT)] | int | float
+
+
 class RunError(_Fact):
     kind: ErrorKind
     type: str = Field(max_length=MAX_NAME)
@@ -73,6 +84,20 @@ class RunError(_Fact):
     # What the line that failed printed before it failed (a warning, anomaly mode's "Traceback of
     # forward call"): no step holds it, since the line never finished.
     output: str = Field(default="", max_length=1 << 17)
+    # When our own code wrote the message (the sandbox, the engine, the policy gate, the server), the
+    # message's id and its fields (``app/run_errors.py``): the page translates from them. ``message``
+    # is always the English text; torch's and Python's own errors have no code.
+    code: str | None = Field(default=None, max_length=MAX_ID * 4)
+    params: dict[str, ErrorParam] = Field(default_factory=dict, max_length=8)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_code(self, handler: SerializerFunctionWrapHandler) -> dict:
+        # torch's own errors carry no code: their JSON stays what it always was
+        data = handler(self)
+        if data.get("code") is None and not data.get("params"):
+            data.pop("code", None)
+            data.pop("params", None)
+        return data
 
 
 class Summary(_Fact):
@@ -128,6 +153,29 @@ class NodeFact(_Fact):
     saved_errors: dict[str, str] = Field(default_factory=dict)
 
 
+ArrayOwner = Literal["torch", "numpy", "other"]
+ArrayName = Annotated[str, Field(max_length=MAX_NAME)]
+
+
+class ArrayFact(_Fact):
+    """A numpy array the snippet can reach (``Step.arrays``; see the module docstring)."""
+
+    names: list[ArrayName] = Field(max_length=8)
+    shape: list[int] = Field(max_length=64)
+    strides: list[int] = Field(max_length=64)  # in bytes, as numpy says
+    dtype: str = Field(max_length=32)  # numpy's name: "float32"
+    itemsize: int
+    storage: str | None = Field(default=None, max_length=MAX_ID)
+    offset: int = 0  # bytes from the start of its storage (or buffer) to its first element
+    owner: ArrayOwner = "numpy"
+    buffer_nbytes: int | None = None
+    base: str | None = Field(default=None, max_length=MAX_ID)
+    writeable: bool = True
+    values: NestedValues = None
+    unavailable: dict[Annotated[str, Field(max_length=32)], Annotated[str, Field(max_length=MAX_TEXT)]] = \
+        Field(default_factory=dict, max_length=4)
+
+
 Phase = Literal["forward", "backward"]
 Grads = list[str | None]
 
@@ -160,6 +208,7 @@ class Step(StepFields):
     tensors: dict[str, TensorFact]
     storages: dict[str, StorageFact]
     nodes: dict[str, NodeFact]
+    arrays: dict[str, ArrayFact] = Field(default_factory=dict)
 
 
 class RunResult(_Fact):
@@ -176,9 +225,10 @@ class Dropped(_Fact):
     tensors: list[str] = Field(default_factory=list)
     storages: list[str] = Field(default_factory=list)
     nodes: list[str] = Field(default_factory=list)
+    arrays: list[str] = Field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.variables or self.tensors or self.storages or self.nodes)
+        return bool(self.variables or self.tensors or self.storages or self.nodes or self.arrays)
 
 
 NO_DROPS = Dropped()
@@ -194,6 +244,7 @@ class DeltaStep(StepFields):
     tensors: dict[str, TensorFact] = Field(default_factory=dict)  # appeared or changed, whole
     storages: dict[str, StorageFact] = Field(default_factory=dict)
     nodes: dict[str, NodeFact] = Field(default_factory=dict)
+    arrays: dict[str, ArrayFact] = Field(default_factory=dict)
     dropped: Dropped = NO_DROPS
 
 

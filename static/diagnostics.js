@@ -11,8 +11,10 @@
 
   function ax() { return window.AX || {}; }
 
+  var t = window.AXT.t;
+
   function fmt(n) {
-    if (n < 10 * 1024) return n.toLocaleString("en-US") + " bytes";
+    if (n < 10 * 1024) return t("{n} bytes", { n: window.AXT.number(n) });
     if (n < 10 * 1024 * 1024) return (n / 1024).toFixed(1) + " KiB";
     return (n / (1024 * 1024)).toFixed(1) + " MiB";
   }
@@ -75,8 +77,10 @@
       if (!section.points) section.points = JSON.parse(data.textContent);
       var p = section.points[step];
       if (p) {
-        readout.textContent = "step " + (step + 1) + ": " + fmt(p[0]) + " through variables · " +
-          fmt(p[1]) + " held only by the graph" + (p[2] ? " · " + fmt(p[2]) + " shared" : "");
+        var parts = { step: step + 1, variables: fmt(p[0]), graph: fmt(p[1]), shared: fmt(p[2]) };
+        readout.textContent = p[2]
+          ? t("step {step}: {variables} through variables · {graph} held only by the graph · {shared} shared", parts)
+          : t("step {step}: {variables} through variables · {graph} held only by the graph", parts);
       }
     });
     document.querySelectorAll(".diag[data-goto]").forEach(function (item) {

@@ -8,6 +8,7 @@
   "use strict";
 
   var AX = (window.AX = window.AX || {});
+  var t = window.AXT.t;
   var LONG_TOKEN = 6000; // characters: beyond this, use a short link (?s=<id>)
   var HEIGHT = "autograd-explorer:height";
 
@@ -62,18 +63,20 @@
     function render() {
       if (!state.source) return;
       var origin = location.origin, step = state.step ? "&step=" + state.step : "";
-      var query = state.source + step + "&view=" + ui.view.value + "&theme=" + ui.theme.value;
+      // the page's language travels along (English is the default: no parameter)
+      var lang = window.AXT.lang() !== "en" ? "&lang=" + encodeURIComponent(window.AXT.lang()) : "";
+      var query = state.source + step + "&view=" + ui.view.value + "&theme=" + ui.theme.value + lang;
       var src = origin + "/embed?" + query + (ui.readonly.checked ? "&readonly=1" : "") +
         (ui.autorun.checked ? "&autorun=1" : "");
-      var html = '<iframe src="' + attr(src) + '" title="Autograd Explorer" width="100%" height="560" ' +
+      var html = '<iframe src="' + attr(src) + '" title="' + attr(t("Autograd Explorer")) + '" width="100%" height="560" ' +
         'style="border:0" loading="lazy"></iframe>';
       if (ui.resize.checked) html += "\n" + listener(origin);
       ui.snippet.value = html;
       ui.preview.href = src;
       var image = origin + "/render.svg?" + query;
-      var playground = origin + "/?" + state.source + step;
-      ui.image.value = "[![Autograd Explorer" + (state.step ? ", step " + state.step : "") + "](" + image + ")](" +
-        playground + ")";
+      var playground = origin + "/?" + state.source + step + lang;
+      var alt = state.step ? t("Autograd Explorer, step {step}", { step: state.step }) : t("Autograd Explorer");
+      ui.image.value = "[![" + alt + "](" + image + ")](" + playground + ")";
     }
 
     function open() {
@@ -83,12 +86,13 @@
       state.step = ran && run.count ? run.step + 1 : 0;
       state.source = null;
       ui.snippet.value = ui.image.value = "";
-      ui.where.textContent = !ran ? "the code in the editor (not run yet)" : state.step ? "opens at step " + state.step : "";
+      ui.where.textContent = !ran ? t("the code in the editor (not run yet)")
+        : state.step ? t("opens at step {step}", { step: state.step }) : "";
       if (!dialog.open) dialog.showModal();
       source(state.code).then(function (found) {
         state.source = found;
         render();
-      }, function () { ui.snippet.value = "This snippet could not be stored as a short link; try again."; });
+      }, function () { ui.snippet.value = t("This snippet could not be stored as a short link; try again."); });
     }
 
     button.addEventListener("click", open);
@@ -98,15 +102,15 @@
       el.addEventListener("change", render);
     });
     $("embed-copy").addEventListener("click", function () {
-      AX.copy(ui.snippet.value).then(function () { status("HTML copied"); }, function () {
+      AX.copy(ui.snippet.value).then(function () { status(t("HTML copied")); }, function () {
         ui.snippet.select();
-        status("Press Ctrl+C to copy");
+        status(t("Press Ctrl+C to copy"));
       });
     });
     $("embed-copy-image").addEventListener("click", function () {
-      AX.copy(ui.image.value).then(function () { status("Markdown copied"); }, function () {
+      AX.copy(ui.image.value).then(function () { status(t("Markdown copied")); }, function () {
         ui.image.select();
-        status("Press Ctrl+C to copy");
+        status(t("Press Ctrl+C to copy"));
       });
     });
     [ui.snippet, ui.image].forEach(function (field) {

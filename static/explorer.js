@@ -2,13 +2,16 @@
 //
 // The fragment htmx swaps in (templates/_run.html) holds every element any step shows, and a JSON
 // payload of runs: per element key k, [first, last, value] ranges of steps for its visibility,
-// text and state (see app/render/tracks.py). Switching steps only toggles `hidden`, sets
-// textContent and data-state: never innerHTML, so user strings stay text.
+// text, state and tensor (see app/render/tracks.py). Switching steps only toggles `hidden`, sets
+// textContent, data-state and data-t: never innerHTML, so user strings stay text. Only the keys
+// whose runs start or end between the two steps are touched, so a switch costs what changed.
 (function () {
   "use strict";
 
   var AX = (window.AX = window.AX || {});
   var current = null;
+  var LIST_MAX = 200; // an expanded fold lists this many members, then says how many more
+  var TENSOR_ID = /^[a-z]\d+$/;
 
   // The value a run list holds at `step`: runs are sorted [first, last, value] (value may be absent).
   function at(runs, step) {
@@ -36,11 +39,14 @@
     this.vis = new Map(data.vis);
     this.text = new Map(data.text);
     this.state = new Map(data.state);
+    this.ref = new Map(data.ref);
+    this.folds = new Map(data.folds);
     this.els = new Map();
-    this.byTensor = new Map();
     this.hovered = null;
     this.selected = null;
-    this.shown = new Map(); // what the DOM shows now: k -> [visible, text, state]
+    this.lit = { hl: [], sel: [] }; // the elements each highlight is on now
+    this.open = []; // fold lists on screen
+    this.shown = new Map(); // what the DOM shows now: k -> [visible, text, state, ref]
     this.ui = {
       slider: root.querySelector('[data-role="slider"]'),
       label: root.querySelector('[data-role="step-label"]'),
@@ -52,44 +58,64 @@
     };
     this.index();
     this.bind();
+    this.prime(data.initial);
     this.go(data.initial, true);
     emit("explorer:error", data.errorLine ? { line: data.errorLine, text: data.errorText } : null);
   }
 
   Explorer.prototype.index = function () {
-    var self = this;
+    var self = this, count = this.count;
     this.root.querySelectorAll("[data-k]").forEach(function (el) {
       var k = +el.getAttribute("data-k");
+      if (el.hasAttribute("data-cells")) {
+        el._cells = el.querySelectorAll(".cell b");
+        el._from = +el.getAttribute("data-cells");
+      }
+      el._ref = "data-" + (el.getAttribute("data-ref") || "t");
       var list = self.els.get(k);
       if (list) list.push(el); else self.els.set(k, [el]);
     });
-    this.root.querySelectorAll("[data-t]").forEach(function (el) {
-      var t = el.getAttribute("data-t");
-      var list = self.byTensor.get(t);
-      if (list) list.push(el); else self.byTensor.set(t, [el]);
-    });
-    // touched[s]: keys whose state may differ between steps s-1 and s, so a single step is cheap.
-    var touched = [];
-    for (var s = 0; s <= this.count; s++) touched.push([]);
-    var all = new Set();
-    [this.vis, this.text, this.state].forEach(function (tracks) {
-      tracks.forEach(function (runs, k) {
-        all.add(k);
-        for (var i = 0; i < runs.length; i++) {
-          if (runs[i][0] > 0) touched[runs[i][0]].push(k);
-          if (runs[i][1] + 1 < self.count) touched[runs[i][1] + 1].push(k);
-        }
+    // Which keys change between step s-1 and s, as one flat array cut by step (offsets[s] ..
+    // offsets[s+1]): sized by the runs, not by steps × keys.
+    var counts = new Int32Array(count + 1), all = new Set(), tracks = [this.vis, this.text, this.state, this.ref];
+    function each(visit) {
+      tracks.forEach(function (track) {
+        track.forEach(function (runs, k) {
+          for (var i = 0; i < runs.length; i++) {
+            if (runs[i][0] > 0) visit(runs[i][0], k);
+            if (runs[i][1] + 1 < count) visit(runs[i][1] + 1, k);
+          }
+        });
       });
-    });
-    this.touched = touched;
-    this.all = Array.from(all);
+    }
+    tracks.forEach(function (track) { track.forEach(function (runs, k) { all.add(k); }); });
+    each(function (s) { counts[s]++; });
+    var offsets = new Int32Array(count + 2);
+    for (var s = 0; s <= count; s++) offsets[s + 1] = offsets[s] + counts[s];
+    var fill = offsets.slice(0, count + 1), keys = new Int32Array(offsets[count + 1]);
+    each(function (s, k) { keys[fill[s]++] = k; });
+    this.offsets = offsets;
+    this.changed = keys;
+    this.all = Int32Array.from(all);
+  };
+
+  // The server rendered the fragment at the initial step (app/render: frame_at): note what each
+  // element shows there without touching the DOM, so the first step writes nothing it need not.
+  Explorer.prototype.prime = function (step) {
+    for (var i = 0; i < this.all.length; i++) {
+      var k = this.all[i], vis = this.vis.get(k), text = this.text.get(k), state = this.state.get(k);
+      var ref = this.ref.get(k), value = text ? at(text, step) : undefined;
+      this.shown.set(k, [vis ? at(vis, step) !== undefined : null, text ? (value === undefined ? "" : value) : null,
+                         state ? at(state, step) || "" : null, ref ? at(ref, step) || null : null]);
+    }
   };
 
   Explorer.prototype.update = function (k, step) {
     var els = this.els.get(k);
     if (!els) return;
-    var was = this.shown.get(k) || [null, null, null];
-    var vis = this.vis.get(k), text = this.text.get(k), state = this.state.get(k), i;
+    var was = this.shown.get(k);
+    if (!was) this.shown.set(k, (was = [null, null, null, null]));
+    var vis = this.vis.get(k), text = this.text.get(k), state = this.state.get(k), ref = this.ref.get(k), i;
     if (vis) {
       var show = at(vis, step) !== undefined;
       if (show !== was[0]) for (i = 0; i < els.length; i++) els[i].toggleAttribute("hidden", !show);
@@ -98,20 +124,42 @@
     if (text) {
       var value = at(text, step);
       if (value === undefined) value = "";
-      if (value !== was[1]) {
-        for (i = 0; i < els.length; i++) {
-          if (els[i].hasAttribute("data-camera")) this.camera(els[i], value);
-          else els[i].textContent = value;
-        }
-      }
+      if (value !== was[1]) for (i = 0; i < els.length; i++) this.setText(els[i], value);
       was[1] = value;
     }
     if (state) {
       var words = at(state, step) || "";
-      if (words !== was[2]) for (i = 0; i < els.length; i++) els[i].setAttribute("data-state", words);
+      if (words !== was[2]) for (i = 0; i < els.length; i++) this.setState(els[i], words);
       was[2] = words;
     }
-    this.shown.set(k, was);
+    if (ref) {
+      var tid = at(ref, step) || null;
+      if (tid !== was[3]) {
+        for (i = 0; i < els.length; i++) {
+          if (tid) els[i].setAttribute(els[i]._ref, tid); else els[i].removeAttribute(els[i]._ref);
+        }
+        this.moved = true;
+      }
+      was[3] = tid;
+    }
+  };
+
+  // A strip's cells share one text (their values, space-separated) and one state (the indices of
+  // the cells that just changed).
+  Explorer.prototype.setText = function (el, value) {
+    if (el._cells) {
+      var values = value.split(" ");
+      for (var i = 0; i < el._cells.length; i++) el._cells[i].textContent = values[el._from + i] || "";
+    } else if (el.hasAttribute("data-camera")) this.camera(el, value);
+    else el.textContent = value;
+  };
+
+  Explorer.prototype.setState = function (el, words) {
+    if (!el._cells) { el.setAttribute("data-state", words); return; }
+    var changed = new Set(words ? words.split(" ").map(Number) : []);
+    for (var i = 0; i < el._cells.length; i++) {
+      el._cells[i].setAttribute("data-state", changed.has(el._from + i) ? "changed" : "");
+    }
   };
 
   Explorer.prototype.camera = function (svg, box) {
@@ -126,50 +174,79 @@
     if (!this.count) return;
     step = Math.max(0, Math.min(this.count - 1, step));
     if (step === this.step && !full) return;
-    var keys = !full && Math.abs(step - this.step) === 1 ? this.touched[Math.max(step, this.step)] : this.all;
-    for (var i = 0; i < keys.length; i++) this.update(keys[i], step);
+    var i, lo = Math.min(step, this.step), hi = Math.max(step, this.step), off = this.offsets;
+    this.moved = false;
+    if (full || off[hi + 1] - off[lo + 1] > this.all.length) {
+      for (i = 0; i < this.all.length; i++) this.update(this.all[i], step);
+    } else {
+      for (i = off[lo + 1]; i < off[hi + 1]; i++) this.update(this.changed[i], step);
+    }
     this.step = step;
     var ui = this.ui, data = this.data;
     if (ui.slider) ui.slider.value = String(step);
     if (ui.label) ui.label.textContent = "Step " + (step + 1) + " of " + this.count + " · line " + data.lines[step];
     if (ui.stdout) {
-      var out = data.stdout.slice(0, data.stdoutAt[step]);
+      var out = data.stdout.slice(0, this.printed(step));
       if (ui.stdout.textContent !== out) ui.stdout.textContent = out;
     }
+    if (this.moved) this.relight();
+    for (i = 0; i < this.open.length; i++) this.renderFold(this.open[i]);
     this.renderDetail();
     emit("explorer:step", { line: data.lines[step], step: step });
   };
 
+  // Length of the output printed up to `step` (the payload lists where it grew).
+  Explorer.prototype.printed = function (step) {
+    var grew = this.data.stdoutGrew, lo = 0, hi = grew.length - 1, found = 0;
+    while (lo <= hi) {
+      var mid = (lo + hi) >> 1;
+      if (grew[mid][0] <= step) { found = grew[mid][1]; lo = mid + 1; } else hi = mid - 1;
+    }
+    return found;
+  };
+
   // One thing, one highlight: the tensor under the pointer (else the selected one) lights up in
-  // both views and in the variables bar; its creation line lights up in the editor.
-  Explorer.prototype.setClass = function (tid, name, on) {
-    var els = tid ? this.byTensor.get(tid) : null;
-    if (!els) return;
-    for (var i = 0; i < els.length; i++) els[i].classList.toggle(name, on);
+  // both views, the variables bar and the fold lists; its creation line lights up in the editor.
+  // Elements change the tensor they stand for as the steps go, so it is looked up when it changes.
+  Explorer.prototype.find = function (tids) {
+    var root = this.root, found = [];
+    tids.forEach(function (tid) {
+      if (tid && TENSOR_ID.test(tid)) found.push.apply(found, root.querySelectorAll('[data-t="' + tid + '"]'));
+    });
+    return found;
+  };
+
+  // "hl": the hovered tensor (or the tensors a hovered grad_fn saved); "sel": the selected one.
+  Explorer.prototype.light = function (name, tids) {
+    var lit = this.lit[name], i;
+    for (i = 0; i < lit.length; i++) lit[i].classList.remove(name);
+    lit = this.lit[name] = this.find(tids);
+    for (i = 0; i < lit.length; i++) lit[i].classList.add(name);
+  };
+
+  Explorer.prototype.relight = function () {
+    this.light("hl", [this.hovered].concat(this.nodeSaved || []));
+    this.light("sel", [this.selected]);
   };
 
   Explorer.prototype.hover = function (tid) {
     if (tid === this.hovered) return;
-    this.setClass(this.hovered, "hl", false);
     this.hovered = tid;
-    this.setClass(tid, "hl", true);
+    this.relight();
     this.renderDetail();
   };
 
   // A grad_fn node lights up the tensors it saved (the memory it keeps alive) and its line.
   Explorer.prototype.hoverNode = function (node) {
-    var self = this, saved = node ? (node.getAttribute("data-saved") || "").split(" ").filter(Boolean) : [];
-    (this.nodeSaved || []).forEach(function (t) { self.setClass(t, "hl", false); });
-    this.nodeSaved = saved;
-    saved.forEach(function (t) { self.setClass(t, "hl", true); });
+    this.nodeSaved = node ? (node.getAttribute("data-saved") || "").split(" ").filter(Boolean) : [];
+    this.relight();
     if (node && !this.focusTensor()) emit("explorer:focus", { line: this.data.born[node.getAttribute("data-n")] || null });
     else if (!node) this.renderDetail();
   };
 
   Explorer.prototype.select = function (tid) {
-    this.setClass(this.selected, "sel", false);
     this.selected = tid === this.selected ? null : tid;
-    this.setClass(this.selected, "sel", true);
+    this.light("sel", [this.selected]);
     this.renderDetail();
   };
 
@@ -178,9 +255,9 @@
   };
 
   Explorer.prototype.renderDetail = function () {
-    var ui = this.ui, tid = this.focusTensor();
+    var ui = this.ui, tid = this.focusTensor(), data = this.data;
     if (!ui.facts) return;
-    var born = tid ? this.data.born[tid] : null;
+    var born = tid ? data.born[tid] : null;
     emit("explorer:focus", { line: born || null });
     if (!tid) {
       ui.facts.replaceChildren();
@@ -191,16 +268,16 @@
     }
     ui.detailEmpty.hidden = true;
     ui.detail.setAttribute("data-tensor", tid);
-    var runs = this.data.details[tid];
+    var runs = data.details[tid];
     var index = runs ? at(runs, this.step) : undefined;
     var rows = [];
     if (index === undefined) {
-      ui.detailTitle.textContent = tid;
-      rows.push(["", tid + " does not exist at this step" + (born ? " (it appears at line " + born + ")." : ".")]);
+      ui.detailTitle.textContent = "";
+      rows.push(["", "This tensor does not exist at this step" + (born ? " (it appears at line " + born + ")." : ".")]);
     } else {
-      var facts = this.data.facts[index];
-      ui.detailTitle.textContent = facts[0][1];
-      rows = facts.slice(1);
+      rows = data.facts[index].map(function (i) { return data.pairs[i]; });
+      ui.detailTitle.textContent = rows[0][1];
+      rows = rows.slice(1);
     }
     var nodes = [];
     rows.forEach(function (pair) {
@@ -214,6 +291,41 @@
     ui.facts.replaceChildren.apply(ui.facts, nodes);
   };
 
+  // A fold (a chip or a group of strips standing for many) lists its members at this step.
+  Explorer.prototype.toggleFold = function (el) {
+    var k = +el.getAttribute("data-fold");
+    var box = this.root.querySelector('[data-fold-list="' + (el.getAttribute("data-list") || k) + '"]');
+    if (!box) return;
+    var opening = box.showing !== k;
+    if (box.opener) box.opener.setAttribute("aria-expanded", "false");
+    box.showing = opening ? k : null;
+    box.opener = opening ? el : null;
+    box.hidden = !opening;
+    el.setAttribute("aria-expanded", String(opening));
+    this.open = this.open.filter(function (b) { return b !== box; });
+    if (opening) { this.open.push(box); this.renderFold(box); }
+  };
+
+  Explorer.prototype.renderFold = function (box) {
+    var entries = this.folds.get(box.showing) || [], step = this.step, nodes = [], total = 0;
+    for (var i = 0; i < entries.length; i++) {
+      var e = entries[i];
+      if (e[2] > step || e[3] < step) continue;
+      if (++total > LIST_MAX) continue;
+      var item = document.createElement("button");
+      item.type = "button";
+      item.className = "fold-item";
+      item.textContent = e[0];
+      if (e[1]) item.setAttribute("data-t", e[1]);
+      nodes.push(item);
+    }
+    var head = document.createElement("p");
+    head.className = "fold-head";
+    head.textContent = total.toLocaleString("en-US") + " at this step" + (total > LIST_MAX ? ", the first " + LIST_MAX + " listed" : "");
+    box.replaceChildren.apply(box, [head].concat(nodes));
+    if (this.hovered || this.selected) this.relight();
+  };
+
   Explorer.prototype.bind = function () {
     var self = this, root = this.root;
     root.addEventListener("click", function (event) {
@@ -225,7 +337,9 @@
         return;
       }
       var target = event.target.closest("[data-t]");
-      if (target) self.select(target.getAttribute("data-t"));
+      if (target) { self.select(target.getAttribute("data-t")); return; }
+      var fold = event.target.closest("[data-fold]");
+      if (fold) self.toggleFold(fold);
     });
     root.addEventListener("mouseover", function (event) {
       var target = event.target.closest("[data-t]");
@@ -269,7 +383,9 @@
   function setup(el) {
     var root = el.matches && el.matches('[data-role="run"]') ? el : el.querySelector && el.querySelector('[data-role="run"]');
     if (!root || root.explorer) return;
+    var started = performance.now();
     root.explorer = current = new Explorer(root);
+    AX.setupMs = performance.now() - started; // parse, index and the first step (the benchmark reads it)
     AX.explorer = current;
     AX.runs = (AX.runs || 0) + 1; // tests wait on this to know a new run is on screen
   }

@@ -130,7 +130,7 @@
     document.body.classList.toggle("graph-wide-open", wide);
     var button = this.section.querySelector('[data-graph="wide"]');
     button.setAttribute("aria-pressed", wide ? "true" : "false");
-    button.setAttribute("aria-label", wide ? "Leave full screen" : "Full screen");
+    button.setAttribute("aria-label", wide ? window.AXT.t("Leave full screen") : window.AXT.t("Full screen"));
     // the same point stays in the middle of the (resized) view
     var after = this.size();
     this.selection.call(this.zoom.translateTo, centre[0], centre[1], [after.w / 2, after.h / 2]);
@@ -164,6 +164,7 @@
   }
 
   Viewer.prototype.renderInspector = function () {
+    var t = window.AXT.t;
     var el = this.inspected, list = [];
     var title = this.inspector.querySelector('[data-role="gi-title"]');
     var facts = this.inspector.querySelector('[data-role="gi-facts"]');
@@ -172,33 +173,37 @@
     var count = el.querySelector("[data-unfold]");
     if (!info) {
       title.textContent = el.querySelector(".label").textContent;
-      row(list, "what", el.querySelector("title").textContent);
+      row(list, t("what"), el.querySelector("title").textContent);
       facts.replaceChildren.apply(facts, list);
       return;
     }
     title.textContent = info[0].split("::").pop();
-    row(list, "name", info[0]);
-    if (info[1]) row(list, "created", "line " + info[1]);
-    if (count && count.textContent) row(list, "folded", count.textContent.replace("×", "") + " alike on screen; this is the latest");
+    row(list, t("name"), info[0]);
+    if (info[1]) row(list, t("created"), t("line {line}", { line: info[1] }));
+    if (count && count.textContent) {
+      row(list, t("folded"), t("{count} alike on screen; this is the latest", { count: count.textContent.replace("×", "") }));
+    }
     var index = AX.at ? AX.at(info[2], step) : undefined;
     if (index === undefined) {
-      row(list, "now", "does not exist at this step");
+      row(list, t("now"), t("does not exist at this step"));
     } else {
       var entry = this.data.facts[index];
       var next = entry[0].map(function (n) { return n[1]; });
-      row(list, "next_functions", next.length ? next.join(", ") : "none");
-      if (!entry[1].length) row(list, "saved tensors", "none");
+      row(list, "next_functions", next.length ? next.join(", ") : t("none"));
+      if (!entry[1].length) row(list, t("saved tensors"), t("none"));
       entry[1].forEach(function (s) {
         // [name, tensor, label, saved at version, version now, state, torch's message]
-        var versions = s[3] == null ? "" : "saved at version " + s[3] + (s[4] == null ? "" : ", now " + s[4]);
-        var status = s[5] === "freed" ? "freed (backward released it)" : s[5] === "modified" ? "modified in place since it was saved" : "";
+        var versions = s[3] == null ? "" : s[4] == null ? t("saved at version {saved}", { saved: s[3] })
+          : t("saved at version {saved}, now {now}", { saved: s[3], now: s[4] });
+        var status = s[5] === "freed" ? t("freed (backward released it)")
+          : s[5] === "modified" ? t("modified in place since it was saved") : "";
         var text = s[2] + (versions ? " · " + versions : "") + (status ? " · " + status : "");
-        row(list, "saved " + s[0], text, s[5] ? "gi-" + s[5] : "");
+        row(list, t("saved {name}", { name: s[0] }), text, s[5] ? "gi-" + s[5] : "");
         if (s[6]) row(list, "", s[6], "gi-message");
       });
     }
-    row(list, "metadata keys", "not recorded by the trace");
-    row(list, "hooks", "not recorded by the trace");
+    row(list, t("metadata keys"), t("not recorded by the trace"));
+    row(list, t("hooks"), t("not recorded by the trace"));
     facts.replaceChildren.apply(facts, list);
   };
 

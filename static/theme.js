@@ -27,7 +27,7 @@
     var toggle = document.querySelector('[data-role="theme-toggle"]');
     if (toggle) {
       toggle.setAttribute("aria-pressed", theme === "dark" ? "true" : "false");
-      toggle.title = theme === "dark" ? "Switch to the light theme" : "Switch to the dark theme";
+      toggle.title = theme === "dark" ? window.AXT.t("Switch to the light theme") : window.AXT.t("Switch to the dark theme");
     }
   }
 

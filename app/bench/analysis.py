@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench import Row
+from app.bench.snippets import ADAM
 from app.diagnostics import account, analysis, diagnose
 from app.schema import DeltaTrace
 from app.trace.consistency import Bounds, problem
@@ -40,19 +41,6 @@ losses = []
 for i in range({n}):
     x = torch.randn(16)
     loss = (w * x).sigmoid()
-    losses.append(loss)
-"""
-
-ADAM = """\
-model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
-opt = torch.optim.Adam(model.parameters(), lr=0.01)
-x, y = torch.randn(32, 4), torch.randn(32, 1)
-losses = []
-for epoch in range(100):
-    opt.zero_grad()
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
     losses.append(loss)
 """
 

@@ -1,7 +1,9 @@
 """The trace engine's own time, in process (no sandbox, no HTTP), producing the delta trace the worker
 sends: the small snippet and loop issue 2 set targets for, the real-size runs of issue 9 (leak ×100
-and ×1000, Adam ×100) and the backward pass of issue 13. Wall time counts waiting for a core on a
-shared machine; CPU time is the engine's own work — compare CPU figures across runs."""
+and ×1000, Adam ×100), the backward pass of issue 13 and the numpy bridge (issue 11: 300 kept
+arrays, each checked at every step; its 500 ms target is the leak ×100 one's). Wall time counts
+waiting for a core on a shared machine; CPU time is the engine's own work — compare CPU figures
+across runs."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import statistics
 import time
 
 from app.bench import Row
-from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK
+from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK, NUMPY_KEPT
 from app.engine import EngineLimits, trace_delta
 
 CLONE_DETACH = """\
@@ -90,7 +92,8 @@ def _real_size() -> list[Row]:
     # the targets are issue 9's for the whole request (/api/run, server): the engine is a part of it
     for case, source, cpu_target in (("leak ×100", LEAK.format(n=100), 500.0),
                                      ("leak ×1000", LEAK.format(n=1000), 2000.0),
-                                     ("Adam ×100", ADAM, 1500.0)):
+                                     ("Adam ×100", ADAM, 1500.0),
+                                     ("numpy arrays kept ×300", NUMPY_KEPT.format(n=300), 500.0)):
         wall, cpu, result = min((_timed(source) for _ in range(REAL_SIZE_RUNS)), key=lambda t: t[1])
         assert result["ok"] and not result["truncated"], result["error"]
         name = f"{case}, {len(result['steps']):,} steps (best of {REAL_SIZE_RUNS})"

@@ -47,7 +47,8 @@ def _free_port() -> int:
 
 
 class BenchServer:
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        """``env``: settings of the bench's own (``EXPLORER_*``) over the defaults."""
         self.workdir = Path(tempfile.mkdtemp(prefix="explorer-bench-"))
         self.port = _free_port()
         env = {
@@ -55,6 +56,7 @@ class BenchServer:
             "EXPLORER_DATA_DIR": str(self.workdir / "data"),
             "EXPLORER_RATE_PER_MINUTE": "1000000000",
             "EXPLORER_RATE_BURST": "1000000000",
+            **(env or {}),
         }
         self.log = (self.workdir / "server.log").open("wb")
         self.process = subprocess.Popen(

@@ -37,3 +37,13 @@ for i in range(200):
 loss = h.sum()
 {last}
 """
+
+# Predictions kept as numpy arrays (``.numpy()`` shares each tensor's memory): every named array is
+# checked at every step (numpy may write it), the engine's one per-array cost.
+NUMPY_KEPT = """\
+import numpy as np
+preds = []
+for i in range({n}):
+    out = torch.randn(4)
+    preds.append(out.numpy())
+"""

@@ -14,6 +14,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from app.diagnostics.index import MODIFIED_MARK, At, Index, node_edges, tensor_edges
+from app.i18n import decimal, number
+from app.i18n import gettext as _
 from app.schema import NodeFact, TensorFact
 from app.trace.holding import ACCUMULATE_GRAD
 
@@ -149,16 +151,22 @@ def label(view: At, tid: str) -> str:
     return held_by(holder)
 
 
+def listing(items: Iterable[str]) -> str:
+    """``a, b, c`` in the request's language (Chinese lists with 、)."""
+    return _(", ").join(items)
+
+
 def held_by(role: str | None) -> str:
     """``SinBackward0.self`` → "the tensor `SinBackward0` saved as `self`" (``Holding``'s roles)."""
     if role is None:
-        return "an unnamed tensor"
+        return _("an unnamed tensor")
     if role.endswith("._base"):
-        return "the base of " + held_by(role.removesuffix("._base"))
-    node, _, saved = role.partition(".")
+        return _("the base of {tensor}").format(tensor=held_by(role.removesuffix("._base")))
+    node, _sep, saved = role.partition(".")
     if not saved:
-        return "an unnamed leaf" if node == ACCUMULATE_GRAD else f"a tensor `{node}` holds"
-    return f"the tensor `{node}` saved as `{saved}`"
+        return _("an unnamed leaf") if node == ACCUMULATE_GRAD else _("a tensor `{node}` holds").format(
+            node=node)
+    return _("the tensor `{node}` saved as `{saved}`").format(node=node, saved=saved)
 
 
 def version_bumps(index: Index, step: int) -> set[str]:
@@ -209,9 +217,9 @@ def node_label(name: str) -> str:
 
 
 def fmt_bytes(n: int) -> str:
-    """``1,234 bytes`` below 10 KiB, else KiB/MiB with one decimal."""
+    """``1,234 bytes`` below 10 KiB, else KiB/MiB with one decimal (in the request's language)."""
     if n < 10 * 1024:
-        return f"{n:,} bytes"
+        return _("{n} bytes").format(n=number(n))
     if n < 10 * 1024 * 1024:
-        return f"{n / 1024:,.1f} KiB"
-    return f"{n / (1024 * 1024):,.1f} MiB"
+        return f"{decimal(n / 1024)} KiB"
+    return f"{decimal(n / (1024 * 1024))} MiB"

@@ -10,12 +10,13 @@ from typing import Any
 
 from app.diagnostics import analysis
 from app.diagnostics.trace import fmt_bytes
+from app.i18n import N_, gettext
 from app.schema import DeltaTrace, Diagnostic, MemoryAccount, MemoryChange
 
 MAX_BARS = 400  # beyond this, one bar stands for several consecutive steps (their peak)
 BAR_WIDTH = 10.0
 CHART_HEIGHT = 60.0
-SEVERITY_LABEL = {"error": "Error", "warning": "Warning", "info": "Note"}
+SEVERITY_LABEL = {"error": N_("Error"), "warning": N_("Warning"), "info": N_("Note")}
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def segments(text: str) -> list[tuple[str, bool]]:
 
 def diagnostic_view(d: Diagnostic) -> DiagnosticView:
     return DiagnosticView(
-        rule=d.rule, severity=d.severity, severity_label=SEVERITY_LABEL[d.severity],
+        rule=d.rule, severity=d.severity, severity_label=gettext(SEVERITY_LABEL[d.severity]),
         title=segments(d.title), message=segments(d.message), fix=segments(d.fix),
         step=d.step, line=d.line, tensors=" ".join(d.tensors), lines=list(d.lines),
     )

@@ -197,6 +197,10 @@ class StorageIds(ObjectIds):
             self.journal.note(lambda: self._by_bare_pointer.pop(pointer, None))
         return found
 
+    def pointer_of(self, sid: str) -> int:
+        """Where the bytes of storage ``sid`` were last seen (0: not known by its object)."""
+        return self._pointer_of.get(sid, 0)
+
     def take_bare_pointers(self) -> dict[int, str]:
         """The storages known only by their bytes, forgotten here (the caller meets their objects)."""
         bare, self._by_bare_pointer = self._by_bare_pointer, {}

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -78,6 +79,8 @@ def _type_kind(cls: type) -> str | None:
     """The kind every instance of ``cls`` has (None: depends on the value, or nothing to read)."""
     if issubclass(cls, torch.Tensor):
         return "tensor"
+    if issubclass(cls, np.ndarray):
+        return "array"  # named like a tensor; its facts are read by app.engine.arrays
     if issubclass(cls, nn.Module):
         return "module"
     if issubclass(cls, torch.optim.Optimizer):
@@ -96,8 +99,9 @@ def _type_kind(cls: type) -> str | None:
 
 
 def kind_of(value: Any) -> str | None:
-    """tensor, module, optimizer, sequence, namedtuple, dict, set, object (an instance of a snippet
-    class), class (a snippet class), function (a snippet function), or None (nothing to read)."""
+    """tensor, array (a numpy ndarray), module, optimizer, sequence, namedtuple, dict, set, object (an
+    instance of a snippet class), class (a snippet class), function (a snippet function), or None
+    (nothing to read)."""
     cls = type(value)
     kind = _KINDS.get(cls, _UNKNOWN)
     if kind is _UNKNOWN:
@@ -340,9 +344,22 @@ class _Entry:
     used: int
 
 
+def is_array_id(ident: str) -> bool:
+    return ident.startswith(ARRAY_PREFIX)
+
+
+ARRAY_PREFIX = "a"  # ids of numpy arrays (``a1`` …); tensors are ``t1`` …
+
+
 class NameWalker:
+    """Names of tensors (``current``) and, beside them, of numpy arrays (``arrays``): both are
+    found by the same cached walk; array names never reach the tensor side (``walk``'s answer)."""
+
     def __init__(self, tensor_ids: ObjectIds) -> None:
         self.tensor_ids = tensor_ids
+        self.array_ids = ObjectIds(ARRAY_PREFIX)
+        self.arrays: dict[str, str] = {}  # every array name now -> array id
+        self.arrays_changed = False  # did this step bind, rebind or lose an array name?
         self._cache: dict[tuple[int, str, Path], _Entry] = {}
         self._by_address: dict[int, set[tuple[int, str, Path]]] = {}
         self._step = 0
@@ -359,7 +376,8 @@ class NameWalker:
         self._step += 1
         self._left = MAX_VISITS
         self.capped = {}
-        for address in self.tensor_ids.take_deaths():
+        self.arrays_changed = False
+        for address in (*self.tensor_ids.take_deaths(), *self.array_ids.take_deaths()):
             for key in self._by_address.pop(address, ()):
                 self._cache.pop(key, None)  # a tensor it named died: read it again
         bound: dict[str, str] = {}
@@ -402,15 +420,17 @@ class NameWalker:
         """Every current name and its tensor, in walk order (for a whole snapshot)."""
         for top in sorted(self._top_rank, key=self._top_rank.__getitem__):
             for name, tid in self._tops.get(top, ()):
-                if self._top_of.get(name) == top:  # not past MAX_NAMES, not another frame's
+                # not past MAX_NAMES, not another frame's, not an array
+                if self._top_of.get(name) == top and name in self.current:
                     yield name, tid
 
     def _drop_top(self, top: Top) -> list[str]:
         gone = []
         for name, _ in self._tops.pop(top, []):
-            if self._top_of.get(name) == top and self.current.pop(name, None) is not None:
+            if self._top_of.get(name) == top:
                 del self._top_of[name]
-                gone.append(name)
+                if self._unbind(name):
+                    gone.append(name)
         self._index.pop(top, None)
         return gone
 
@@ -428,23 +448,41 @@ class NameWalker:
             now = {name for name, _ in items}
             for name, _ in previous:
                 if name not in now and self._top_of.get(name) == top:
-                    self.current.pop(name, None)
                     del self._top_of[name]
-                    gone.append(name)
+                    if self._unbind(name):
+                        gone.append(name)
         for name, tid in itertools.islice(items, start, None):
-            if name not in self._top_of and len(self.current) >= MAX_NAMES:
+            if name not in self._top_of and len(self.current) + len(self.arrays) >= MAX_NAMES:
                 self.capped["names"] = MAX_NAMES
                 continue
             self._top_of[name] = top
+            if is_array_id(tid):
+                if self.arrays.get(name) != tid:
+                    self.arrays[name] = tid
+                    self.arrays_changed = True
+                if self.current.pop(name, None) is not None:  # was a tensor's name
+                    gone.append(name)
+                continue
+            if self.arrays.pop(name, None) is not None:  # was an array's name
+                self.arrays_changed = True
             if self.current.get(name) != tid:
                 self.current[name] = tid
                 bound[name] = tid
+
+    def _unbind(self, name: str) -> bool:
+        """Forget a name; True if it named a tensor (an array's name is no tensor name gone)."""
+        if self.arrays.pop(name, None) is not None:
+            self.arrays_changed = True
+            return False
+        return self.current.pop(name, None) is not None
 
     # ---- one value, cached -----------------------------------------------------------------------
     def _read(self, name: str, value: Any, path: Path) -> list[Item]:
         kind = kind_of(value)
         if kind == "tensor":
             return [(name, self.tensor_ids.of(value))]
+        if kind == "array":
+            return [(name, self.array_ids.of(value))]
         if kind is None or id(value) in path:  # nothing to read, or a container inside itself
             return []
         if len(path) >= MAX_CONTAINER_DEPTH:
@@ -486,7 +524,7 @@ class NameWalker:
     def _register(self, key: tuple[int, str, Path], entry: _Entry, found: list[Member]) -> None:
         """File the entry under the tensors it names directly: one of them dying invalidates it."""
         for _, value in found:
-            if kind_of(value) == "tensor":
+            if kind_of(value) in ("tensor", "array"):
                 entry.tensor_addresses.append(id(value))
                 self._by_address.setdefault(id(value), set()).add(key)
 
@@ -511,6 +549,8 @@ class NameWalker:
             kind = kind_of(child)
             if kind == "tensor":
                 items.append((child_name, self.tensor_ids.of(child)))
+            elif kind == "array":
+                items.append((child_name, self.array_ids.of(child)))
             elif kind is not None:
                 part = self._read(child_name, child, path)
                 parts.append(part)

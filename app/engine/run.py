@@ -34,6 +34,7 @@ from app.engine.tracer import (
     snippet_scopes,
 )
 from app.engine.watch import WHOLE_SNAPSHOT, Touches
+from app.run_errors import Param, error_dict
 from app.schema import DeltaTrace
 from app.trace.delta import expand
 
@@ -64,7 +65,12 @@ def prelude(builtins_namespace: Any = builtins) -> dict[str, Any]:
     }
 
 
-def _error(kind: str, error: BaseException, line: int | None, message: str | None = None) -> dict:
+def _error(kind: str, error: BaseException, line: int | None, message: str | None = None, *,
+           code: str | None = None, params: dict[str, Param] | None = None) -> dict:
+    """The error in Python's (or torch's) own words; or, with ``code``, in ours (``app.run_errors``:
+    the page translates it)."""
+    if code is not None:
+        return error_dict(kind, type(error).__name__, code, params, line)
     return {
         "kind": kind,
         "type": type(error).__name__,
@@ -186,14 +192,15 @@ def trace_delta(
     except StepLimitReached:
         pass
     except EngineFailure as exc:
-        error = _error("internal", exc, error_line(exc), f"The tracer failed: {exc}")
+        error = _error("internal", exc, error_line(exc), code="internal.tracer_failed",
+                       params={"detail": str(exc)})
     except OutputLimitReached as exc:
-        message = f"The snippet printed more than {limits.max_stdout // 1024} KiB; output was cut there."
-        error = _error("output", exc, error_line(exc), message)
+        error = _error("output", exc, error_line(exc), code="output.printed_too_much",
+                       params={"kib": limits.max_stdout // 1024})
     except RecursionError as exc:
         error = _error("runtime", exc, error_line(exc))
     except MemoryError as exc:
-        error = _error("memory", exc, error_line(exc), "The snippet ran out of memory.")
+        error = _error("memory", exc, error_line(exc), code="memory.engine")
     except BaseException as exc:  # the snippet's own error is data, not a crash
         error = _error("runtime", exc, error_line(exc))
     finally:
@@ -219,15 +226,11 @@ def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
     if isinstance(raised, StepLimitReached):
         return None  # the step limit: truncated says it (and the snippet may well have caught it)
     if isinstance(raised, EngineFailure):
-        return _error("internal", raised, None, f"The tracer failed: {raised}")
+        return _error("internal", raised, None, code="internal.tracer_failed", params={"detail": str(raised)})
+    error_type = type(raised).__name__ if raised else "Untraced"
     if isinstance(raised, RecursionError):
-        cause = "it ran out of stack inside the tracer (recursion too deep)"
-    else:
-        cause = f"the tracer stopped ({type(raised).__name__}) and the snippet caught it"
-    return {"kind": "untraced", "type": type(raised).__name__ if raised else "Untraced",
-            "message": f"The snippet went on running where the tracer could not follow it: {cause}. "
-                       "The steps shown end where tracing stopped.",
-            "line": None}
+        return error_dict("untraced", error_type, "untraced.recursion")
+    return error_dict("untraced", error_type, "untraced.caught", {"type": type(raised).__name__})
 
 
 def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] | None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from app.engine.arrays import ArrayReader
 from app.engine.backward import NodeRan, freed_message, tensor_saves
 from app.engine.ids import NodeIds, ObjectIds, StorageIds, tensor_pointer
 from app.engine.names import NameWalker
@@ -106,6 +107,7 @@ class SnapshotTaker:
         self.node_ids = NodeIds()
         self.values = ValueWriter()
         self.walker = NameWalker(self.tensor_ids)
+        self.arrays = ArrayReader(self.values)  # numpy arrays: read after the tensors, by memory
         self.saved_names: dict[type, tuple[str, ...]] = {}
         self.has_variable: dict[type, bool] = {}  # AccumulateGrad-like node types
         # node id -> saved name -> message, for buffers backward released: reading them again would
@@ -166,6 +168,7 @@ class SnapshotTaker:
                 delta = self._whole()
             if ran is not None:
                 delta.update(self._backward_fields(ran))
+            self.arrays.step(self, delta)
             self._extra_before = {ident for ident, _ in self._extra}
             self._extra = []
             if ran is None:

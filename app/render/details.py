@@ -1,46 +1,95 @@
-"""Every fact of one tensor at one step, as (label, text) pairs for the detail panel."""
+"""The facts panel: every fact of a tensor at any step, as (label, text) rows.
+
+A tensor's rows are computed again only at the steps where something they read changed — its own
+fact, its names or holders, its storage, its ``grad_fn`` node, the names of its ``.grad`` /
+``._base`` — and stored once: ``pairs`` holds each distinct (label, text) row, ``entries`` each
+distinct list of rows (as indices into ``pairs``), and ``details[tid]`` the runs of steps at which
+the tensor reads as an entry. Only the "id" row shows internal ids.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+
 from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
-from app.render.names import short_node_name
-from app.schema import Step
+from app.render.names import (
+    UNNAMED,
+    fold_names,
+    holder_phrase,
+    holders_of,
+    holders_text,
+    id_order,
+    label,
+    roles_text,
+    short_node_name,
+)
+from app.render.steps import StepInput
+from app.render.tracks import Run, change, close_runs
+from app.schema import TensorFact
+from app.trace.holding import Holding, node_holds
+from app.trace.replay import State
 
 
-def _who(tid: str | None, names: dict[str, list[str]]) -> str:
+def _who(tid: str | None, state: State, holding: Holding) -> str:
+    """How a row names another tensor (its .grad, its ._base): by name, never by id."""
     if tid is None:
         return "None"
-    return f"{names[tid][0]} ({tid})" if tid in names else tid
+    if tid not in state.tensors:
+        return "a tensor no longer alive"
+    if holding.is_named(tid):
+        return fold_names(holding.names(tid)[:1])
+    holders = holders_of(holding, tid)
+    return holder_phrase(holders[0]) if holders else UNNAMED
 
 
-def tensor_facts(
-    step: Step, tid: str, names: dict[str, list[str]], holders: dict[str, list[str]], born: int | None
-) -> tuple[tuple[str, str], ...]:
-    fact = step.tensors[tid]
+def values_text(fact: TensorFact) -> str | None:
+    """The values row: the tensor as torch prints it, or a summary of a large one."""
+    if fact.values is not None:
+        return fmt.nested(fact.values)
+    if fact.summary is None:
+        return None
+    summary = fact.summary
+    parts = [f"{summary.numel} elements"]
+    parts += [f"{name} {fmt.long_scalar(v)}" for name, v in
+              (("min", summary.min), ("max", summary.max), ("mean", summary.mean)) if v is not None]
+    return " · ".join(parts)
+
+
+def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
+                 values: str | None = None, held: str | None = None) -> list[tuple[str, str]]:
+    """The rows of one live tensor now. The first row is what the views call it (the panel's title).
+    ``values`` and ``held`` (its "held by" row): when the caller has them already."""
+    fact = state.tensors[tid]
+    named = holding.is_named(tid)
     rows: list[tuple[str, str]] = [
-        ("names", ", ".join(names[tid]) if tid in names else "no variable reaches it"),
-        ("id", tid),
+        ("title", label(holding, tid)),
+        ("names", fold_names(holding.names(tid)) if named else "no variable reaches it"),
+        ("id", f"{tid} · storage {fact.storage}" if fact.storage else tid),
     ]
-    if tid in holders:
-        rows.append(("held by", ", ".join(holders[tid])))
-    storage = step.storages.get(fact.storage) if fact.storage else None
+    if held is None:
+        holders = holders_of(holding, tid)
+        held = holders_text(holders) if holders else None
+    if held:
+        rows.append(("held by", held))
+    storage = state.storages.get(fact.storage) if fact.storage else None
     layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset)
     rows += [
         ("shape", fmt.shape(fact.shape)),
         ("dtype", fact.dtype),
         ("stride", fmt.shape(fact.stride)),
         ("storage_offset", str(fact.storage_offset)),
-        ("storage", f"{fact.storage} · {fmt.nbytes(storage.nbytes)}" if storage else str(fact.storage)),
+        ("storage", fmt.nbytes(storage.nbytes) if storage else "none"),
         ("is_contiguous", str(is_contiguous(layout))),
         ("requires_grad", str(fact.requires_grad)),
         ("is_leaf", str(fact.is_leaf)),
     ]
-    node = step.nodes.get(fact.grad_fn) if fact.grad_fn else None
-    rows.append(("grad_fn", f"{short_node_name(node.name)} ({fact.grad_fn})" if node else "None"))
-    rows.append(("grad", _who(fact.grad, names)))
+    node = state.nodes.get(fact.grad_fn) if fact.grad_fn else None
+    rows.append(("grad_fn", short_node_name(node.name) if node else "None"))
+    rows.append(("grad", _who(fact.grad, state, holding)))
     if fact.is_view or fact.base:
-        rows.append(("_base", _who(fact.base, names)))
+        rows.append(("_base", _who(fact.base, state, holding)))
     rows.append(("_version", "—" if fact.version is None else str(fact.version)))
     if fact.retains_grad:
         rows.append(("retains_grad", "True"))
@@ -50,12 +99,83 @@ def tensor_facts(
         rows.append(("device", fact.device))
     if born is not None:
         rows.append(("created", f"line {born}"))
-    if fact.values is not None:
-        rows.append(("values", fmt.nested(fact.values)))
-    elif fact.summary is not None:
-        summary = fact.summary
-        parts = [f"{summary.numel} elements"]
-        parts += [f"{label} {fmt.long_scalar(v)}" for label, v in
-                  (("min", summary.min), ("max", summary.max), ("mean", summary.mean)) if v is not None]
-        rows.append(("values", " · ".join(parts)))
-    return tuple(rows)
+    values = values if values is not None else values_text(fact)
+    if values is not None:
+        rows.append(("values", values))
+    return rows
+
+
+@dataclass(frozen=True)
+class Facts:
+    pairs: list[tuple[str, str]]
+    entries: list[list[int]]
+    details: dict[str, list[Run]]  # tensor id -> runs of an index into ``entries``
+    born: dict[str, int]  # tensor or node id -> the line of the step where it first appears
+
+
+class FactsBuilder:
+    def __init__(self) -> None:
+        self.pairs: dict[tuple[str, str], int] = {}
+        self.entries: dict[tuple[int, ...], int] = {}
+        self.details: dict[str, list[Run]] = {}
+        self.born: dict[str, int] = {}
+        self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
+        self._values: dict[str, tuple[TensorFact, str | None]] = {}  # tensor -> (fact, values row)
+        # tensor -> how many graph nodes hold it in each role, kept from the node changes: a leaf that
+        # 1,000 iterations' nodes saved reads "MulBackward0.self ×1000" without listing them each time
+        self.roles: dict[str, Counter[str]] = {}
+
+    def add_step(self, step: StepInput) -> None:
+        state, changes, holding, held = step.state, step.changes, step.holding, step.held
+        for kind in ("tensors", "nodes"):
+            for ident in changes.appeared(kind):
+                self.born.setdefault(ident, changes.line)
+        dirty = set(changes.old_tensors) | held.renamed | held.reheld
+        for tid, old in changes.old_tensors.items():
+            new = state.tensors.get(tid)
+            if old is not None and old.grad_fn is not None and (new is None or new.grad_fn != old.grad_fn):
+                self.by_grad_fn.get(old.grad_fn, set()).discard(tid)
+            if new is not None and new.grad_fn is not None:
+                self.by_grad_fn.setdefault(new.grad_fn, set()).add(tid)
+        for nid, old_node in changes.old_nodes.items():
+            dirty.update(self.by_grad_fn.get(nid, ()))
+            new_node = state.nodes.get(nid)
+            for node, delta in ((old_node, -1), (new_node, 1)):
+                for tid, role in node_holds(node) if node is not None else ():
+                    counts = self.roles.setdefault(tid, Counter())
+                    counts[role] += delta
+                    if counts[role] <= 0:
+                        del counts[role]
+                    dirty.add(tid)
+        for sid in changes.old_storages:
+            dirty.update(step.users.get(sid))
+        for tid in list(dirty):  # the .grad / ._base rows of others name this one
+            dirty.update(holding.pointers.get(tid, ()))
+        for tid in sorted(dirty, key=id_order):  # in id order: the same run gives the same payload
+            runs = self.details.setdefault(tid, [])
+            fact = state.tensors.get(tid)
+            if fact is None:
+                change(runs, step.index, None)
+                self._values.pop(tid, None)
+                continue
+            cached = self._values.get(tid)
+            if cached is None or cached[0] is not fact:  # values are formatted once per fact
+                cached = self._values[tid] = (fact, values_text(fact))
+            held_by = self._held(tid, holding)
+            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by)
+            entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
+            change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
+
+    def _held(self, tid: str, holding: Holding) -> str:
+        """The "held by" row: the roles that hold ``tid``, or what holds a view of it (``…._base``)."""
+        counts = self.roles.get(tid)
+        if counts:
+            return roles_text(counts)
+        holders = holding.holders(tid)
+        return holders_text(holders) if holders else ""
+
+    def finish(self, count: int) -> Facts:
+        for runs in self.details.values():
+            close_runs(runs, count)
+        details = {tid: runs for tid, runs in self.details.items() if runs}
+        return Facts(list(self.pairs), [list(e) for e in self.entries], details, self.born)

@@ -1,63 +1,46 @@
-"""Everything the playground shows for one run: both views, per-step state, details, the error.
+"""Everything the playground shows for one run: both views, per-step state, facts, how it ended.
 
-``build_explorer`` is pure (RunResult in, frozen view model out) and runs once per run;
-``client_payload`` is what ``static/explorer.js`` needs to step without asking the server again;
-``frame_at`` gives the templates the state of one step (the server renders the first step shown).
+``build_explorer`` is pure (a ``DeltaTrace`` in, a frozen view model out) and replays the trace once
+(``app.render.steps.drive``), feeding every view builder the step's changes: its cost and the
+page's size grow with what the run changed, not with steps × what is alive. ``client_payload`` is
+what ``static/explorer.js`` needs to step without asking the server again; ``frame_at`` gives the
+templates the state of one step (the server renders the step shown first).
 """
 
 from __future__ import annotations
 
-import json
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
-from app.render.details import tensor_facts
+from app.heap import collector_paused
+from app.render.details import Facts, FactsBuilder
+from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
-from app.render.memory import MemoryView, build_memory
-from app.render.names import graph_holders, tensor_kind, tensor_names
-from app.render.steps import drive
-from app.render.tracks import Frame, Tracks, append_run
-from app.schema import DeltaTrace, RunError, RunResult
-from app.trace.delta import expand
-
-ERROR_TITLES = {
-    "rejected": "The snippet was not run.",
-    "runtime": "The snippet raised an error.",
-    "timeout": "The snippet took too long and was stopped.",
-    "memory": "The snippet needed more memory than a run may use, and was stopped.",
-    "output": "The snippet printed more than a run may print; the output was cut there.",
-    "internal": "Something went wrong on our side while running the snippet.",
-}
+from app.render.memory import MemoryBuilder, MemoryView
+from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cut_notice, error_view
+from app.render.steps import StepInput, drive
+from app.render.tracks import Frame, Tracks
+from app.render.variables import VariablesBuilder, VariablesView
+from app.schema import DeltaTrace
 
 
-@dataclass(frozen=True)
-class ErrorView:
-    kind: str
-    title: str
-    type: str
-    message: str
-    line: int | None
+class _Steps:
+    """The line of every step, and the output: all of it once, with its length where it grew."""
 
-    @property
-    def where(self) -> str:
-        return f"Line {self.line}" if self.line else ""
+    def __init__(self) -> None:
+        self.lines: list[int] = []
+        self.parts: list[str] = []
+        self.grew: list[tuple[int, int]] = []  # (step, length of the output after it)
+        self.length = 0
 
-    @property
-    def shows_type(self) -> bool:
-        """The exception's type helps for the snippet's own errors, not for the sandbox's verdicts."""
-        return self.kind in ("runtime", "rejected") and self.type not in ("Rejected", "SandboxError")
-
-    @property
-    def text(self) -> str:
-        return f"{self.type}: {self.message}" if self.shows_type else self.message
-
-
-@dataclass(frozen=True)
-class VariableChip:
-    k: int
-    shape_k: int
-    name: str
-    tensor: str
+    def add_step(self, step: StepInput) -> None:
+        self.lines.append(step.changes.line)
+        printed = step.changes.delta.stdout
+        if printed:
+            self.parts.append(printed)
+            self.length += len(printed)
+            self.grew.append((step.index, self.length))
 
 
 @dataclass(frozen=True)
@@ -65,111 +48,54 @@ class ExplorerView:
     code: str
     lines: tuple[int, ...]  # the snippet line of each step
     initial: int  # the step shown first (0-based)
-    truncated: bool
-    max_steps: int
-    error: ErrorView | None
+    limits: RunLimits
+    notice: Notice | None  # the one limit that cut the run
+    caps: Notice | None  # the engine's reading limits some step reached (the run went on)
+    error: ErrorView | None  # the snippet's own error, or why it did not run
     memory: MemoryView
     graph: GraphView
-    variables: tuple[VariableChip, ...]
-    variables_empty_k: int
+    variables: VariablesView
     tracks: Tracks
-    stdout: str
-    stdout_at: tuple[int, ...]  # length of stdout at each step (it only ever grows)
-    facts: tuple[tuple[tuple[str, str], ...], ...]
-    details: dict[str, list]  # tensor id -> runs of an index into ``facts``
-    born: dict[str, int]  # tensor or node id -> the line of the step where it first appears
+    stdout: str  # everything printed
+    stdout_grew: tuple[tuple[int, int], ...]  # (step, output length after it) where it grew
+    facts: Facts
 
     @property
     def step_count(self) -> int:
         return len(self.lines)
 
+    def stdout_at(self, step: int) -> str:
+        """The output printed up to and including ``step``."""
+        i = bisect_right(self.stdout_grew, (step, float("inf"))) - 1
+        return self.stdout[: self.stdout_grew[i][1]] if i >= 0 else ""
 
-def error_view(error: RunError | None) -> ErrorView | None:
-    if error is None:
-        return None
-    title = ERROR_TITLES.get(error.kind, ERROR_TITLES["internal"])
-    if error.kind == "rejected" and error.type == "SyntaxError":
-        title = "Python could not read the snippet."
-    elif error.type in ("Busy", "SandboxUnavailable"):  # refused before it ran: nothing went wrong
-        title = ERROR_TITLES["rejected"]
-    return ErrorView(error.kind, title, error.type, error.message, error.line)
-
-
-def _variables(result: RunResult, tracks: Tracks) -> tuple[tuple[VariableChip, ...], int]:
-    chips: dict[tuple[str, str], VariableChip] = {}
-    empty_k = tracks.key(("variables-empty",))
-    for index, step in enumerate(result.steps):
-        if not step.variables:
-            tracks.show(empty_k, index)
-        for name, tid in step.variables.items():
-            fact = step.tensors.get(tid)
-            if fact is None:
-                continue
-            chip = chips.get((name, tid))
-            if chip is None:
-                chip = chips[(name, tid)] = VariableChip(
-                    tracks.key(("var", name, tid)), tracks.key(("var", name, tid, "shape")), name, tid
-                )
-            tracks.show(chip.k, index)
-            tracks.set_state(chip.k, index, tensor_kind(fact))
-            tracks.set_text(chip.shape_k, index, "×".join(map(str, fact.shape)) or "scalar")
-    tracks.vis.setdefault(empty_k, [])  # shown only at steps without variables
-    return tuple(chips.values()), empty_k
-
-
-def _details(result: RunResult, names: list[dict], holders: list[dict], born: dict[str, int]):
-    facts: list[tuple[tuple[str, str], ...]] = []
-    seen: dict[str, int] = {}
-    details: dict[str, list] = {}
-    for index, step in enumerate(result.steps):
-        for tid in step.tensors:
-            entry = tensor_facts(step, tid, names[index], holders[index], born.get(tid))
-            signature = json.dumps(entry)
-            fact_index = seen.get(signature)
-            if fact_index is None:
-                fact_index = seen[signature] = len(facts)
-                facts.append(entry)
-            append_run(details.setdefault(tid, []), index, fact_index)
-    return tuple(facts), details
-
-
-def _stdout(result: RunResult) -> tuple[str, tuple[int, ...]]:
-    """stdout is cumulative, so each step's is a prefix of the last one: keep lengths only."""
-    final = result.steps[-1].stdout if result.steps else ""
-    lengths = []
-    for step in result.steps:
-        if not final.startswith(step.stdout):  # never expected; show the last output rather than lie
-            return step.stdout, tuple(len(step.stdout) for _ in result.steps)
-        lengths.append(len(step.stdout))
-    return final, tuple(lengths)
+    @property
+    def folds(self) -> dict[int, list[Entry]]:
+        return {**self.variables.folds, **self.memory.folds}
 
 
 def build_explorer(
-    trace: DeltaTrace, code: str, step: int | None = None, max_steps: int = 1000
+    trace: DeltaTrace, code: str, step: int | None = None, limits: RunLimits | None = None
 ) -> ExplorerView:
     """The whole view model of one run. ``step`` is the 0-based step to show first (default: last)."""
-    result = expand(trace)
     tracks = Tracks()
-    names = [tensor_names(s) for s in result.steps]
-    holders = [graph_holders(s) for s in result.steps]
-    born: dict[str, int] = {}
-    for s in result.steps:
-        for ident in (*s.tensors, *s.nodes):
-            born.setdefault(ident, s.line)
-    variables, variables_empty_k = _variables(result, tracks)
-    memory = build_memory(result, tracks, names, holders)
-    graph_builder = GraphBuilder(tracks)  # the first builder on drive(); the rest follow on branch render
-    graph = graph_builder.finish(drive(trace, [graph_builder]))
-    facts, details = _details(result, names, holders, born)
-    stdout, stdout_at = _stdout(result)
-    count = len(result.steps)
-    tracks.close(count)  # ends the runs recorded with change_* (the graph's)
+    steps = _Steps()
+    variables = VariablesBuilder(tracks)
+    memory = MemoryBuilder(tracks)
+    facts = FactsBuilder()
+    graph = GraphBuilder(tracks)
+    with collector_paused():
+        count = drive(trace, [steps, variables, memory, facts, graph])
+        views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
+    tracks.close(count)
     initial = count - 1 if step is None else max(0, min(step, count - 1))
+    limits = limits or RunLimits()
     return ExplorerView(
-        code=code, lines=tuple(s.line for s in result.steps), initial=max(initial, 0),
-        truncated=result.truncated, max_steps=max_steps, error=error_view(result.error), memory=memory,
-        graph=graph, variables=variables, variables_empty_k=variables_empty_k, tracks=tracks, stdout=stdout,
-        stdout_at=stdout_at, facts=facts, details=details, born=born,
+        code=code, lines=tuple(steps.lines), initial=max(initial, 0), limits=limits,
+        notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
+        memory=views[1], graph=views[3],
+        variables=views[0], tracks=tracks, stdout="".join(steps.parts),
+        stdout_grew=tuple(steps.grew), facts=views[2],
     )
 
 
@@ -177,22 +103,29 @@ def frame_at(view: ExplorerView, step: int | None = None) -> Frame:
     return Frame(view.tracks, view.initial if step is None else step)
 
 
+def _runs(track: dict[int, list]) -> list[list[Any]]:
+    return [[k, runs] for k, runs in track.items() if runs]
+
+
 def client_payload(view: ExplorerView) -> dict[str, Any]:
     """The JSON ``static/explorer.js`` steps with (embedded in the fragment, never evaluated)."""
-    tracks = view.tracks
+    tracks, facts = view.tracks, view.facts
     return {
         "count": view.step_count,
         "initial": view.initial,
         "lines": list(view.lines),
         "stdout": view.stdout,
-        "stdoutAt": list(view.stdout_at),
+        "stdoutGrew": [list(pair) for pair in view.stdout_grew],
         "vis": [[k, [[a, b] for a, b, _ in runs]] for k, runs in tracks.vis.items()],
-        "text": [[k, runs] for k, runs in tracks.text.items()],
-        "state": [[k, runs] for k, runs in tracks.state.items()],
+        "text": _runs(tracks.text),
+        "state": _runs(tracks.state),
+        "ref": _runs(tracks.ref),
         "camera": view.graph.camera_k,
-        "facts": [[list(pair) for pair in entry] for entry in view.facts],
-        "details": view.details,
-        "born": view.born,
+        "pairs": [list(pair) for pair in facts.pairs],
+        "facts": facts.entries,
+        "details": facts.details,
+        "born": facts.born,
+        "folds": [[k, entries] for k, entries in view.folds.items()],
         "code": view.code,
         "errorLine": view.error.line if view.error else None,
         "errorText": view.error.text if view.error else None,
@@ -203,5 +136,3 @@ def step_label(view: ExplorerView, step: int) -> str:
     if not view.lines:
         return "No steps"
     return f"Step {step + 1} of {view.step_count} · line {view.lines[step]}"
-
-

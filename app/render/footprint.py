@@ -11,6 +11,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from app.i18n import gettext as _
+
 # Past this many elements we stop enumerating one by one and draw coverage instead.
 MAX_ENUMERATED = 4096
 MAX_RUNS = 65536
@@ -44,13 +46,13 @@ def layout_flags(layout: Layout) -> tuple[str, ...]:
     """Words that say how this layout differs from a plain contiguous block."""
     flags: list[str] = []
     if layout.numel == 0:
-        return ("empty",)
+        return (_("empty"),)
     if any(s == 0 and n > 1 for n, s in zip(layout.shape, layout.stride, strict=True)):
-        flags.append("expanded")
+        flags.append(_("expanded"))
     if not is_contiguous(layout):
-        flags.append("non-contiguous")
+        flags.append(_("non-contiguous"))
     if layout.offset:
-        flags.append(f"offset {layout.offset}")
+        flags.append(_("offset {offset}").format(offset=layout.offset))
     return tuple(flags)
 
 

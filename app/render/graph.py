@@ -14,15 +14,14 @@ ones and says so ("graph too large to lay out: showing …").
 
 from __future__ import annotations
 
-import gc
-import threading
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from app.heap import collector_paused
+from app.i18n import gettext as _
+from app.i18n import number
 from app.render.graph_events import Events, GraphEvents, History, saved_state
 from app.render.graph_fold import MODE_TITLES, MODES, Folding, Unit, fold
 from app.render.layout import Box, LayoutCache, lay_out
@@ -127,29 +126,6 @@ class GraphView:
         return self.drawing().camera_k
 
 
-_gc_lock = threading.Lock()
-_gc_users = [0, False]  # builders running now; whether the collector was on before the first
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The builder allocates many small objects that all live until the view is built; Python's
-    cyclic collector would rescan the whole trace again and again meanwhile (measured: 40 % of the
-    time on a 3,000-step run). Paused while any builder works, then back as it was."""
-    with _gc_lock:
-        if _gc_users[0] == 0:
-            _gc_users[1] = gc.isenabled()
-            gc.disable()
-        _gc_users[0] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_users[0] -= 1
-            if _gc_users[0] == 0 and _gc_users[1]:
-                gc.enable()
-
-
 class GraphBuilder:
     """``add_step`` for every replayed step, then ``finish(count)`` once."""
 
@@ -159,11 +135,11 @@ class GraphBuilder:
         self.cache = LayoutCache()
 
     def add_step(self, step: StepInput) -> None:
-        with _collector_paused():
+        with collector_paused():
             self.observer.add_step(step)
 
     def finish(self, count: int) -> GraphView:
-        with _collector_paused():
+        with collector_paused():
             return self._finish(count)
 
     def _finish(self, count: int) -> GraphView:
@@ -311,10 +287,12 @@ class _Drawer:
             note = None
             if omitted:
                 shown = len(keys) - omitted
-                note = (f"Graph too large to lay out: showing the first {shown:,} of its {len(keys):,} "
-                        "boxes." + (" Fold repeats to see all of it." if mode == "all" else ""))
+                note = (_("Graph too large to lay out: showing the first {shown} of its {total} boxes. Fold "
+                          "repeats to see all of it.") if mode == "all" else _(
+                    "Graph too large to lay out: showing the first {shown} of its {total} boxes.")
+                ).format(shown=number(shown), total=number(len(keys)))
             tracks.change_text(note_k, first, note)
-        drawing = Drawing(mode, MODE_TITLES[mode], camera_k, note_k, tuple(self.nodes), tuple(self.edges),
+        drawing = Drawing(mode, _(MODE_TITLES[mode]), camera_k, note_k, tuple(self.nodes), tuple(self.edges),
                           len(epochs))
         return drawing, largest
 
@@ -422,7 +400,8 @@ class _Drawer:
             self._track(chip_k, parts["state"], first, last, "state")
             self._track(text_k, parts["text"], first, last, "text")
             tensor = first_vertex.chips.get(name) if not unit.folded else None
-            tip = f"saved tensor {name} of {unit.title}: kept alive for backward"
+            tip = _("saved tensor {name} of {node}: kept alive for backward").format(
+                name=name, node=unit.title)
             chips.append(Chip(chip_k, text_k, name, tensor, round(cx, 1), round(y + NODE_H - 3, 1),
                               round(chip_w, 1), tip))
             cx += chip_w + 6
@@ -465,15 +444,17 @@ def _tip(unit: Unit, line: int) -> str:
     """The tooltip (<title>) of a box: what kind of thing it is and where it came from."""
     n = len(unit.members)
     if unit.kind == "module":
-        return f"module {unit.title}: its parameters and the operations that apply them ({n} boxes)"
-    alike = (f" · {n:,} alike folded into one box (e.g. a loop's iterations); the count says how many "
-             "are alive" if unit.folded else "")
-    where = f" · made by line {line}" if line else ""
-    text = {
-        "fn": f"{unit.title}: a backward node (grad_fn){where}",
-        "acc": f"AccumulateGrad: adds the gradient into the leaf above it{where}",
-        "leaf": "a leaf tensor that requires grad: backward fills its .grad",
-        "out": f"a tensor bound to a variable; its grad_fn is the node above{where}",
-        "free": f"a tensor outside any graph{where}",
-    }.get(unit.kind, unit.title)
+        return _("module {name}: its parameters and the operations that apply them ({n} boxes)").format(
+            name=unit.title, n=n)
+    alike = _(" · {n} alike folded into one box (e.g. a loop's iterations); the count says how many "
+              "are alive").format(n=number(n)) if unit.folded else ""
+    where = _(" · made by line {line}").format(line=line) if line else ""
+    templates = {
+        "fn": _("{name}: a backward node (grad_fn){where}"),
+        "acc": _("AccumulateGrad: adds the gradient into the leaf above it{where}"),
+        "leaf": _("a leaf tensor that requires grad: backward fills its .grad"),
+        "out": _("a tensor bound to a variable; its grad_fn is the node above{where}"),
+        "free": _("a tensor outside any graph{where}"),
+    }
+    text = templates[unit.kind].format(name=unit.title, where=where) if unit.kind in templates else unit.title
     return text + alike

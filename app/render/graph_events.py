@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.i18n import gettext as _
 from app.render.names import is_accumulate, short_node_name
 from app.render.steps import StepInput
 from app.schema import NodeFact
@@ -116,10 +117,10 @@ def tensor_label(tid: str, holding: Holding) -> str:
     if holders:
         holder = holders[0]
         if "." not in holder:
-            return "unnamed leaf"
+            return _("unnamed leaf")
         node, saved = holder.split(".", 1)
-        return f"{saved} of {_BACKWARD.sub('', node) or node}"
-    return "unnamed tensor"
+        return _("{saved} of {node}").format(saved=saved, node=_BACKWARD.sub("", node) or node)
+    return _("unnamed tensor")
 
 
 def _module_of(names: list[str]) -> str | None:
@@ -147,6 +148,7 @@ class GraphEvents:
         self._tensor_vertex: dict[str, str] = {}  # tensor -> its out/free vertex now
         self._in_edges: dict[str, dict[str, int]] = {}  # node -> src vertex -> multiplicity
         self._facts_seen: dict[tuple, int] = {}
+        self._labels: dict[str, str] = {}  # tensor -> its label when its holders' chips were drawn
 
     # ---- small helpers -----------------------------------------------------------------------
     def _klass(self, key: tuple) -> int:
@@ -206,17 +208,27 @@ class GraphEvents:
                     self._grad_users.get(old_fn, set()).discard(tid)
                 if new_fn is not None:
                     self._grad_users.setdefault(new_fn, set()).add(tid)
-        renamed = step.held.renamed | step.held.reheld
-        for tid in dirty_tensors | renamed:
+        touched = dirty_tensors | step.held.renamed
+        for tid in touched | step.held.reheld:
             self._draw_tensor(tid, step)
+            label = tensor_label(tid, step.holding)
+            if tid not in touched and self._reads_the_same(tid, label):
+                continue
+            self._labels[tid] = label
             for nid in self._var_nodes.get(tid, ()):
                 if nid in state.nodes and f"leaf:{nid}" in self.events.vertices:
-                    self._label(self.events.vertices[f"leaf:{nid}"], index, tensor_label(tid, step.holding))
+                    self._label(self.events.vertices[f"leaf:{nid}"], index, label)
             for nid in self._saved_by.get(tid, ()):
                 if nid in state.nodes:
                     self._draw_chips(nid, state.nodes[nid], step)
                     self._inspect(nid, step)
         self.events.count = index + 1
+
+    def _reads_the_same(self, tid: str, label: str) -> bool:
+        """Only the tensor's graph holders changed (one more node saved it) and its label reads as
+        before: what its holders show of it is unchanged. Redrawing them all would make a weight that
+        every iteration saves cost O(iterations) per step."""
+        return self._labels.get(tid) == label
 
     def _index_node(self, nid: str, node: NodeFact | None, sign: int, dirty: set[str]) -> None:
         if node is None:
@@ -383,7 +395,8 @@ class GraphEvents:
         nexts = []
         for nxt in node.next:
             child = state.nodes.get(nxt) if nxt is not None else None
-            nexts.append([nxt, short_node_name(child.name) if child else ("None" if nxt is None else "gone")])
+            gone = "None" if nxt is None else _("gone")
+            nexts.append([nxt, short_node_name(child.name) if child else gone])
         saved = []
         for name in dict.fromkeys([*node.saved, *node.saved_errors]):
             tid = node.saved.get(name)

@@ -19,10 +19,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.i18n import N_
 from app.render.graph_events import Events, History, Vertex, record
 
 MODES = ("all", "repeats", "modules")
-MODE_TITLES = {"all": "All nodes", "repeats": "Fold repeats", "modules": "Fold modules"}
+MODE_TITLES = {"all": N_("All nodes"), "repeats": N_("Fold repeats"), "modules": N_("Fold modules")}
 
 
 @dataclass

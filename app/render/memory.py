@@ -1,24 +1,40 @@
-"""The memory view: storages as strips of element cells, tensors as footprints over them.
+"""The memory view: storages as strips of element cells, tensors as footprint rows over them.
 
-One strip per storage and per group, over all steps (the union), so stepping only shows, hides and
-relabels elements. Tensors that share a storage sit on the same strip: a ``detach()`` on its
-original's, a ``clone()`` on a new one. A storage no named tensor reaches is "held by the graph".
+Tensors that share a storage sit on the same strip: a ``detach()`` on its original's, a ``clone()``
+on a new one. A storage no named tensor reaches is "held by the graph" (``Holding`` decides).
+
+The page holds the union of what any step shows, so what repeats is folded. Storages that look alike
+— same group, same size and layouts, names that differ only in subscripts (``losses[0]`` …
+``losses[999]``), or held the same way — form a *family*, drawn as a few *slots*: its first members,
+a count of the rest (which expands into their list), and its newest member. A slot shows one member,
+then another: its cells, labels and tensor (``data-t``) are tracks like any text. A 1,000-iteration
+leak is then a handful of strips, and each step records only what it changed: a cell's text and its
+"changed" mark change only when its storage's values do, a slot's member only when the family does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
 
 from app.render import fmt
+from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
+from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
-from app.render.names import display_name, tensor_kind
+from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
+from app.render.steps import StepInput
 from app.render.tracks import Tracks
-from app.schema import RunResult, StorageFact, TensorFact
+from app.schema import StorageFact
 
 SMALL_LIMIT = 64  # storages of at most this many elements are drawn cell by cell
 CELLS_PER_LINE = 6
 BINS = 32
 LEVELS = 4  # coverage shades of a scaled strip: 1 (a sliver) .. 4 (every byte)
+MAX_ROWS = 12  # footprint rows per strip; further tensors on one storage are counted
+FIRST_SLOTS = 2  # a family shows its first members, then a count, then its newest member
+MAX_FAMILIES = 40  # per group; storages of further families are counted and listed, not drawn
+SEP = " "  # between the cell texts of a strip in its one text track (``fmt.scalar`` has no spaces)
 
 ITEMSIZE = {
     "bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
@@ -44,10 +60,11 @@ class Mark:
 
 @dataclass(frozen=True)
 class Row:
-    k: int
+    """A footprint row: its layout is fixed for the strip; who it is (label, version) is tracked."""
+
+    k: int  # ref: the tensor (data-t); state: its legend kind
     label_k: int
-    version_k: int
-    tensor: str
+    version_k: int  # text "v3"; state "bump" at the step the version went up
     layout: str
     flags: tuple[str, ...]
     marks: tuple[Mark | None, ...]  # one slot per cell (strips drawn cell by cell)
@@ -56,18 +73,27 @@ class Row:
 
 @dataclass(frozen=True)
 class Strip:
-    k: int
-    note_k: int
-    storage: str
-    group: str
+    k: int  # vis; ref: the storage shown (data-s)
+    note_k: int  # "held by …" (graph group)
+    cells_k: int  # text: every cell's text, SEP-separated; state: indices of the cells just changed
+    more_k: int  # "+3 more tensors on this storage"
     size: str  # "6 × float32 · 24 B"
     scale: str  # how a large storage is drawn, else ""
     cells: int
     scaled: bool
     per_bin: int
-    cell_keys: tuple[int, ...]
     lines: tuple[tuple[int, int], ...]
     rows: tuple[Row, ...]
+    numpy_k: int = -1  # text: the numpy arrays that are views of this storage (app.render.arrays)
+
+
+@dataclass(frozen=True)
+class Family:
+    title: str  # what its members are called: "losses[…]", "self of Sin"
+    first: tuple[Strip, ...]
+    fold_k: int | None  # the "N more" element and its member list, when the family ever folds
+    count_k: int | None  # the N
+    last: tuple[Strip, ...]
 
 
 @dataclass(frozen=True)
@@ -76,13 +102,21 @@ class Group:
     name: str
     title: str
     hint: str
-    strips: tuple[Strip, ...]
+    families: tuple[Family, ...]
 
 
 @dataclass(frozen=True)
 class MemoryView:
     empty_k: int
     groups: tuple[Group, ...]
+    folds: dict[int, list[Entry]]  # fold key -> its members over the run
+    buffers: Buffers | None = None  # numpy arrays on buffers of their own
+
+    def strips(self) -> Iterator[tuple[Group, Strip]]:
+        for group in self.groups:
+            for fam in group.families:
+                for strip in (*fam.first, *fam.last):
+                    yield group, strip
 
 
 def mark_text(indices: list[tuple[int, ...]]) -> Mark:
@@ -106,149 +140,336 @@ def _levels(cover: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(0 if c <= 0 else max(1, min(LEVELS, round(c * LEVELS))) for c in cover)
 
 
-class _MemoryBuilder:
+@dataclass(frozen=True)
+class _Shape:
+    """What a strip's elements are made of: members of a family all have the same."""
+
+    group: str
+    count: int
+    element_size: int
+    dtype: str
+    nbytes: int
+    scaled: bool
+    rows: tuple[tuple[Layout, str], ...]  # (layout, dtype) of each drawn row
+
+
+@dataclass(frozen=True)
+class _RowNow:
+    tensor: str
+    label: str
+    kind: str
+    version: str
+    bumped: bool
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One storage as it reads after the latest step that touched it."""
+
+    shape: _Shape
+    pattern: str
+    title: str
+    cells: tuple[str, ...] | None
+    changed: str
+    note: str | None
+    more: int
+    rows: tuple[_RowNow, ...]
+    numpy: str = ""  # the numpy arrays viewing it
+
+
+@dataclass
+class _Slot:
+    strip: Strip
+    showing: str | None = None
+
+
+@dataclass
+class _Family:
+    index: int
+    group: str
+    title: str
+    shape: _Shape | None  # None: a group's overflow, drawn as a count only
+    order: int  # where it sits in its group: where its first member's storage first appeared
+    alive: dict[str, None] = field(default_factory=dict)  # members in order of joining
+    slots: list[_Slot] = field(default_factory=list)
+    slot_of: dict[str, int] = field(default_factory=dict)
+    fold_k: int | None = None
+    count_k: int | None = None
+    hidden: int = 0
+    members: Members = field(default_factory=Members)
+
+    def wanted(self) -> list[str]:
+        """The members the slots show: all when few, else the first ones and the newest."""
+        if self.shape is None:
+            return []
+        if len(self.alive) <= FIRST_SLOTS + 1:
+            return list(self.alive)
+        return [*islice(self.alive, FIRST_SLOTS), next(reversed(self.alive))]
+
+
+class MemoryBuilder:
+    """Fed by ``drive``: keeps each live storage's record and its family's slots up to date."""
+
     def __init__(self, tracks: Tracks) -> None:
         self.tracks = tracks
-        self.strips: dict[tuple[str, str], dict] = {}
-        self.prev_values: dict[str, list[str]] = {}
-        self.prev_versions: dict[str, int | None] = {}
+        self.empty_k = tracks.key(("memory-empty",))
+        self.group_k = {name: tracks.key(("group", name)) for name, _, _ in GROUPS}
+        self.group_alive = dict.fromkeys(self.group_k, 0)
+        self.records: dict[str, _Record] = {}
+        self.member_of: dict[str, _Family] = {}
+        self.families: dict[tuple, _Family] = {}
+        self.first_seen: dict[str, int] = {}  # storage -> its rank in order of first appearance
+        self.per_group = dict.fromkeys(self.group_k, 0)
+        self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
+        self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
+        self.arrays = ArrayIndex()
+        self.buffers = BufferBuilder(tracks)
 
-    def _strip(self, sid: str, group: str, storage: StorageFact) -> dict:
-        found = self.strips.get((sid, group))
-        if found is None:
-            count = storage.nbytes // max(storage.element_size, 1)
-            scaled = storage.values is None or count > SMALL_LIMIT
-            cells = 0 if scaled else count
-            key = ("strip", sid, group)
-            found = self.strips[(sid, group)] = {
-                "k": self.tracks.key(key),
-                "note_k": self.tracks.key((*key, "note")),
-                "storage": sid,
-                "group": group,
-                "fact": storage,
-                "count": count,
-                "scaled": scaled,
-                "cell_keys": tuple(self.tracks.key((*key, "cell", i)) for i in range(cells)),
-                "rows": {},
-            }
-        return found
+    # ---- one step --------------------------------------------------------------------------------
+    def add_step(self, step: StepInput) -> None:
+        state, changes, held = step.state, step.changes, step.held
+        dirty = set(self._marked)
+        self._marked.clear()
+        for tid, old in changes.old_tensors.items():
+            new = state.tensors.get(tid)
+            dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
+        dirty.update(changes.old_storages)
+        for aid, old in changes.old_arrays.items():  # numpy arrays: views of a storage, or own buffers
+            new = state.arrays.get(aid)
+            self.arrays.move(aid, old, new)
+            dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
+            self.buffers.change(aid, new, step.index)
+        self.buffers.end_step(step.index)
+        dirty.update(held.storage_flips)
+        for tid in held.renamed | held.reheld:
+            fact = state.tensors.get(tid)
+            if fact is not None and fact.storage is not None:
+                dirty.add(fact.storage)
+        touched: dict[int, _Family] = {}
+        for sid in sorted(dirty, key=id_order):
+            self._update(sid, step, touched)
+        for fam in sorted(touched.values(), key=lambda f: f.index):
+            self._assign(fam, step.index)
+        for name, k in self.group_k.items():
+            self.tracks.change_vis(k, step.index, self.group_alive[name] > 0)
+        self.tracks.change_vis(self.empty_k, step.index, not state.storages)
 
-    def _row(self, strip: dict, tid: str, fact: TensorFact) -> dict:
-        itemsize = ITEMSIZE.get(fact.dtype, strip["fact"].element_size)
-        layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize)
-        signature = (layout, fact.dtype)
-        found = strip["rows"].get((tid, signature))
-        if found is not None:
-            return found
-        key = ("row", strip["storage"], strip["group"], tid, signature)
-        marks: tuple[Mark | None, ...] = ()
-        levels: tuple[int, ...] = ()
-        cell_size = max(strip["fact"].element_size, 1)
-        mapped = None if strip["scaled"] else cell_map(layout, cell_size)
-        if mapped is not None:
-            slots: list[Mark | None] = [None] * len(strip["cell_keys"])
-            for cell, indices in mapped.items():
-                if 0 <= cell < len(slots):
-                    slots[cell] = mark_text(indices)
-            marks = tuple(slots)
-        else:
-            levels = _levels(coverage(layout, strip["fact"].nbytes, BINS))
-        description = f"{fmt.shape(fact.shape)} · stride {fmt.shape(fact.stride)}"
-        found = strip["rows"][(tid, signature)] = {
-            "k": self.tracks.key(key),
-            "label_k": self.tracks.key((*key, "label")),
-            "version_k": self.tracks.key((*key, "version")),
-            "tensor": tid,
-            "layout": description,
-            "flags": layout_flags(layout),
-            "marks": marks,
-            "levels": levels,
-        }
-        return found
-
-    def add_step(self, index: int, step, names: dict, holders: dict) -> None:
-        tracks = self.tracks
-        on_storage: dict[str, list[str]] = {}
-        for tid, fact in step.tensors.items():
-            if fact.storage is not None and fact.storage in step.storages:
-                on_storage.setdefault(fact.storage, []).append(tid)
-        values_now: dict[str, list[str]] = {}
-        for sid, storage in step.storages.items():
-            tids = on_storage.get(sid, [])
-            group = "named" if any(t in names for t in tids) else "graph"
-            strip = self._strip(sid, group, storage)
-            tracks.show(strip["k"], index)
-            if group == "graph":
-                held = sorted({h for t in tids for h in holders.get(t, [])})
-                tracks.set_text(strip["note_k"], index, "held by " + ", ".join(held) if held else "")
-            self._cells(strip, storage, index, values_now)
-            for tid in tids:
-                self._place(strip, tid, step.tensors[tid], index, names, holders)
-        self.prev_values = values_now
-        self.prev_versions = {tid: fact.version for tid, fact in step.tensors.items()}
-
-    def _cells(self, strip: dict, storage: StorageFact, index: int, values_now: dict) -> None:
-        if strip["scaled"] or storage.values is None:
+    def _update(self, sid: str, step: StepInput, touched: dict[int, _Family]) -> None:
+        storage = step.state.storages.get(sid)
+        prev = self.records.get(sid)
+        fam = self.member_of.get(sid)
+        if storage is None:
+            if fam is not None:
+                self._leave(fam, sid, step.index)
+                touched[fam.index] = fam
+            self.records.pop(sid, None)
+            self._texts.pop(sid, None)
             return
-        texts = [fmt.scalar(v) for v in storage.values]
-        before = self.prev_values.get(strip["storage"])
-        values_now[strip["storage"]] = texts
-        for i, k in enumerate(strip["cell_keys"]):
-            text = texts[i] if i < len(texts) else ""
-            self.tracks.set_text(k, index, text)
-            if before is not None and i < len(before) and before[i] != text:
-                self.tracks.set_state(k, index, "changed")
+        self.first_seen.setdefault(sid, len(self.first_seen))
+        record = self._record(sid, storage, step, prev)
+        self.records[sid] = record
+        if record.changed or any(row.bumped for row in record.rows):
+            self._marked.add(sid)
+        if fam is None or not self._fits(fam, record):
+            if fam is not None:
+                self._leave(fam, sid, step.index)
+                touched[fam.index] = fam
+            fam = self._family(sid, record)
+            fam.alive[sid] = None
+            self.member_of[sid] = fam
+            self.group_alive[fam.group] += 1
+            touched[fam.index] = fam
+        elif record != prev and sid in fam.slot_of:
+            self._show(fam.slots[fam.slot_of[sid]], sid, record, step.index)
+        first = record.rows[0].tensor if record.rows else None
+        fam.members.set(sid, step.index, _member_label(record), first)
 
-    def _place(self, strip: dict, tid: str, fact: TensorFact, index: int, names: dict, holders: dict) -> None:
-        row = self._row(strip, tid, fact)
-        tracks = self.tracks
-        tracks.show(row["k"], index)
-        tracks.set_state(row["k"], index, tensor_kind(fact, tid in names))
-        tracks.set_text(row["label_k"], index, display_name(tid, names, holders))
-        if fact.version is not None:
-            tracks.set_text(row["version_k"], index, f"v{fact.version}")
-            before = self.prev_versions.get(tid)
-            if before is not None and fact.version > before:
-                tracks.set_state(row["version_k"], index, "bump")
+    def _record(self, sid: str, storage: StorageFact, step: StepInput, prev: _Record | None) -> _Record:
+        state, holding, old_tensors = step.state, step.holding, step.changes.old_tensors
+        tids = sorted(step.users.get(sid), key=id_order)
+        drawn = tids[:MAX_ROWS]
+        group = "named" if holding.storage_named(sid) else "graph"
+        count = storage.nbytes // max(storage.element_size, 1)
+        scaled = storage.values is None or count > SMALL_LIMIT
+        layouts, rows = [], []
+        for tid in drawn:
+            fact = state.tensors[tid]
+            itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
+            layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize)
+            layouts.append((layout, fact.dtype))
+            old = old_tensors.get(tid)
+            bumped = (old is not None and old.version is not None and fact.version is not None
+                      and fact.version > old.version)
+            version = "" if fact.version is None else f"v{fact.version}"
+            kind = tensor_kind(fact, holding.is_named(tid))
+            rows.append(_RowNow(tid, label(holding, tid), kind, version, bumped))
+        cells = None
+        changed = ""
+        if not scaled and storage.values is not None:
+            cells = self._cells(sid, storage, count)
+            old_storage = step.changes.old_storages.get(sid)
+            if prev is not None and prev.cells is not None and old_storage is not None:
+                pairs = enumerate(zip(prev.cells, cells, strict=False))
+                changed = SEP.join(str(i) for i, (a, b) in pairs if a != b)
+        note = None
+        if group == "graph":
+            roles = [role for tid in tids for role in holders_of(holding, tid)]
+            note = "held by " + holders_text(roles) if roles else None
+        labels = [row.label for row in rows]
+        shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled,
+                       tuple(layouts))
+        return _Record(shape, family(" · ".join(labels)), family(labels[0]) if labels else "storage", cells,
+                       changed, note, len(tids) - len(drawn), tuple(rows),
+                       self.arrays.text(sid, state.arrays))
 
-    def finish(self) -> MemoryView:
-        groups = []
-        for name, title, hint in GROUPS:
-            strips = tuple(_freeze(s) for s in self.strips.values() if s["group"] == name)
-            group_k = self.tracks.key(("group", name))
-            self.tracks.vis.setdefault(group_k, [])
-            for strip in strips:  # a group's header shows while any of its strips does
-                for first, last, _ in self.tracks.vis.get(strip.k, []):
-                    for step in range(first, last + 1):
-                        self.tracks.show(group_k, step)
-            groups.append(Group(group_k, name, title, hint, strips))
-        empty_k = self.tracks.key(("memory-empty",))
-        return MemoryView(empty_k, tuple(groups))
+    def _cells(self, sid: str, storage: StorageFact, count: int) -> tuple[str, ...]:
+        """Every cell's text, formatted again only when the storage's fact changed."""
+        cached = self._texts.get(sid)
+        if cached is not None and cached[0] is storage:
+            return cached[1]
+        texts = [fmt.scalar(v).replace(SEP, "") for v in (storage.values or ())[:count]]
+        cells = tuple(texts + [""] * (count - len(texts)))
+        self._texts[sid] = (storage, cells)
+        return cells
+
+    def _fits(self, fam: _Family, record: _Record) -> bool:
+        key = self._key(record)
+        return self.families.get(key) is fam or (fam.shape is None and key not in self.families
+                                                  and fam.group == record.shape.group)
+
+    @staticmethod
+    def _key(record: _Record) -> tuple:
+        return (record.shape, record.pattern)
+
+    def _family(self, sid: str, record: _Record) -> _Family:
+        key = self._key(record)
+        fam = self.families.get(key)
+        if fam is not None:
+            return fam
+        group = record.shape.group
+        if self.per_group[group] >= MAX_FAMILIES:
+            overflow = ("overflow", group)
+            fam = self.families.get(overflow)
+            if fam is None:
+                fam = self.families[overflow] = _Family(len(self.families), group, "other storages", None,
+                                                        1 << 62)  # after every family
+            return fam
+        self.per_group[group] += 1
+        # A storage whose family changes (x gets a view d: "x" becomes "x · d") keeps its place.
+        fam = self.families[key] = _Family(len(self.families), group, record.title, record.shape,
+                                           self.first_seen[sid])
+        return fam
+
+    def _leave(self, fam: _Family, sid: str, index: int) -> None:
+        del fam.alive[sid]
+        del self.member_of[sid]
+        self.group_alive[fam.group] -= 1
+        fam.members.leave(sid, index)
+
+    # ---- slots -----------------------------------------------------------------------------------
+    def _assign(self, fam: _Family, index: int) -> None:
+        want = fam.wanted()
+        for j, sid in enumerate(want):
+            if j == len(fam.slots):
+                fam.slots.append(_Slot(self._strip(fam, j)))
+            slot = fam.slots[j]
+            if slot.showing != sid:
+                if slot.showing is not None and fam.slot_of.get(slot.showing) == j:
+                    del fam.slot_of[slot.showing]
+                slot.showing = sid
+                fam.slot_of[sid] = j
+                self._show(slot, sid, self.records[sid], index)
+        for j in range(len(want), len(fam.slots)):
+            slot = fam.slots[j]
+            if slot.showing is not None:
+                if fam.slot_of.get(slot.showing) == j:
+                    del fam.slot_of[slot.showing]
+                slot.showing = None
+                self._hide(slot.strip, index)
+        hidden = len(fam.alive) - len(want)
+        if hidden != fam.hidden:
+            if fam.fold_k is None:
+                fam.fold_k = self.tracks.key(("fold", fam.index))
+                fam.count_k = self.tracks.key(("fold", fam.index, "count"))
+            self.tracks.change_vis(fam.fold_k, index, hidden > 0)
+            self.tracks.change_text(fam.count_k, index, f"{hidden:,}" if hidden else None)
+            fam.hidden = hidden
+
+    def _hide(self, strip: Strip, index: int) -> None:
+        """A slot with no member hides and stands for no tensor (highlights must not find it)."""
+        self.tracks.change_vis(strip.k, index, False)
+        self.tracks.change_ref(strip.k, index, None)
+        for row in strip.rows:
+            self.tracks.change_ref(row.k, index, None)
+
+    def _show(self, slot: _Slot, sid: str, record: _Record, index: int) -> None:
+        tracks, strip = self.tracks, slot.strip
+        tracks.change_vis(strip.k, index, True)
+        tracks.change_ref(strip.k, index, sid)
+        tracks.change_text(strip.note_k, index, record.note)
+        more = f"+{record.more} more tensors on this storage" if record.more else None
+        tracks.change_text(strip.more_k, index, more)
+        tracks.change_text(strip.numpy_k, index, record.numpy or None)
+        if record.cells is not None:
+            tracks.change_text(strip.cells_k, index, SEP.join(record.cells))
+            tracks.change_state(strip.cells_k, index, record.changed)
+        for row, now in zip(strip.rows, record.rows, strict=True):
+            tracks.change_ref(row.k, index, now.tensor)
+            tracks.change_state(row.k, index, now.kind)
+            tracks.change_text(row.label_k, index, now.label)
+            tracks.change_text(row.version_k, index, now.version or None)
+            tracks.change_state(row.version_k, index, "bump" if now.bumped else "")
+
+    def _strip(self, fam: _Family, j: int) -> Strip:
+        shape = fam.shape
+        assert shape is not None
+        key = ("strip", fam.index, j)
+        k = self.tracks.key
+        rows = []
+        for r, (layout, _) in enumerate(shape.rows):
+            marks: tuple[Mark | None, ...] = ()
+            levels: tuple[int, ...] = ()
+            mapped = None if shape.scaled else cell_map(layout, max(shape.element_size, 1))
+            if mapped is not None:
+                slots: list[Mark | None] = [None] * shape.count
+                for cell, indices in mapped.items():
+                    if 0 <= cell < len(slots):
+                        slots[cell] = mark_text(indices)
+                marks = tuple(slots)
+            else:
+                levels = _levels(coverage(layout, shape.nbytes, BINS))
+            description = f"{fmt.shape(layout.shape)} · stride {fmt.shape(layout.stride)}"
+            rows.append(Row(k((*key, "row", r)), k((*key, "row", r, "label")), k((*key, "row", r, "version")),
+                            description, layout_flags(layout), marks, levels))
+        cells = 0 if shape.scaled else shape.count
+        per_bin = max(1, -(-shape.count // BINS)) if shape.scaled else 1
+        lines = tuple((a, min(a + CELLS_PER_LINE, cells)) for a in range(0, cells, CELLS_PER_LINE))
+        return Strip(
+            k(key), k((*key, "note")), k((*key, "cells")), k((*key, "more")),
+            f"{shape.count} × {shape.dtype} · {fmt.nbytes(shape.nbytes)}",
+            f"scaled: {per_bin} per block" if shape.scaled else "", cells, shape.scaled, per_bin,
+            lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
+        )
+
+    # ---- the view --------------------------------------------------------------------------------
+    def finish(self, count: int) -> MemoryView:
+        folds: dict[int, list[Entry]] = {}
+        by_group: dict[str, list[Family]] = {name: [] for name in self.group_k}
+        for fam in sorted(self.families.values(), key=lambda f: (f.order, f.index)):
+            entries = fam.members.close(count)
+            if fam.fold_k is not None:
+                folds[fam.fold_k] = entries
+            if not fam.slots and fam.fold_k is None:
+                continue
+            strips = [slot.strip for slot in fam.slots]
+            by_group[fam.group].append(Family(fam.title, tuple(strips[:FIRST_SLOTS]), fam.fold_k, fam.count_k,
+                                              tuple(strips[FIRST_SLOTS:])))
+        groups = tuple(Group(self.group_k[name], name, title, hint, tuple(by_group[name]))
+                       for name, title, hint in GROUPS)
+        return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
 
 
-def _freeze(strip: dict) -> Strip:
-    fact: StorageFact = strip["fact"]
-    count = strip["count"]
-    cells = len(strip["cell_keys"])
-    size = f"{count} × {fact.dtype} · {fmt.nbytes(fact.nbytes)}"
-    per_bin = max(1, -(-count // BINS)) if strip["scaled"] else 1
-    scale = f"scaled: {per_bin} per block" if strip["scaled"] else ""
-    lines = tuple((a, min(a + CELLS_PER_LINE, cells)) for a in range(0, cells, CELLS_PER_LINE))
-    rows = tuple(
-        Row(**{name: r[name] for name in Row.__dataclass_fields__}) for r in strip["rows"].values()
-    )
-    return Strip(strip["k"], strip["note_k"], strip["storage"], strip["group"], size, scale, cells,
-                 strip["scaled"], per_bin, strip["cell_keys"], lines or ((0, 0),), rows)
-
-
-def build_memory(result: RunResult, tracks: Tracks, names: list[dict], holders: list[dict]) -> MemoryView:
-    """The memory view over every step; ``names``/``holders`` are per step (see ``names.py``)."""
-    builder = _MemoryBuilder(tracks)
-    for index, step in enumerate(result.steps):
-        builder.add_step(index, step, names[index], holders[index])
-    view = builder.finish()
-    for index, step in enumerate(result.steps):
-        if not step.storages:
-            tracks.show(view.empty_k, index)
-    tracks.vis.setdefault(view.empty_k, [])  # shown only at the steps above
-    return view
+def _member_label(record: _Record) -> str:
+    """How a member reads in its family's expanded list: its tensors' names, its size."""
+    names = " · ".join(row.label for row in record.rows[:3]) or "no tensor"
+    return f"{names} — {record.shape.count} × {record.shape.dtype}"

@@ -18,6 +18,31 @@ from app.trace.holding import Holding, HoldingChanges
 from app.trace.replay import Changes, State, replay
 
 
+class StorageUsers:
+    """Which tensors use each storage, kept from each step's tensor changes."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, set[str]] = {}
+
+    def update(self, state: State, changes: Changes) -> None:
+        for tid, old in changes.old_tensors.items():
+            new = state.tensors.get(tid)
+            old_sid = old.storage if old is not None else None
+            new_sid = new.storage if new is not None else None
+            if old_sid == new_sid:
+                continue
+            users = self.of.get(old_sid) if old_sid is not None else None
+            if users is not None:
+                users.discard(tid)
+                if not users:
+                    del self.of[old_sid]  # type: ignore[arg-type]
+            if new_sid is not None:
+                self.of.setdefault(new_sid, set()).add(tid)
+
+    def get(self, sid: str) -> set[str]:
+        return self.of.get(sid, set())
+
+
 @dataclass(frozen=True)
 class StepInput:
     index: int
@@ -25,6 +50,7 @@ class StepInput:
     changes: Changes  # what this step set or dropped, with the values before it
     holding: Holding  # names, holders and groups after this step
     held: HoldingChanges  # what this step changed about them
+    users: StorageUsers  # storage -> the tensors using it, after this step
 
 
 class ViewBuilder(Protocol):
@@ -35,10 +61,12 @@ def drive(trace: DeltaTrace, builders: Iterable[ViewBuilder]) -> int:
     """Feed every step to every builder, in order; returns the number of steps."""
     builders = list(builders)
     holding = Holding()
+    users = StorageUsers()
     count = 0
     for state, changes in replay(trace):
         held = holding.update(state, changes)
-        step = StepInput(changes.index, state, changes, holding, held)
+        users.update(state, changes)
+        step = StepInput(changes.index, state, changes, holding, held, users)
         for builder in builders:
             builder.add_step(step)
         count += 1

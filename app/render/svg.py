@@ -18,7 +18,7 @@ from html import escape
 
 from app.render.explorer import ExplorerView, step_label
 from app.render.graph import GNode
-from app.render.memory import Strip
+from app.render.memory import Family, Strip
 from app.render.tracks import Frame
 
 MONO = "monospace"
@@ -142,34 +142,30 @@ def _kind_colours(c: dict[str, str], state: str) -> tuple[str, str, str]:
 
 
 def _strip_height(strip: Strip, frame: Frame) -> float:
-    rows = sum(1 for r in strip.rows if frame.shows(r.k))
+    rows = len(strip.rows)
     if strip.scaled:
         body = 22 + rows * (ROW_H + 4)
     else:
         body = len(strip.lines) * (CELL_H + 4 + rows * (ROW_H + 4)) + (len(strip.lines) - 1) * 6
-    note = 18 if frame.text(strip.note_k) else 0
-    return 12 + body + note
+    notes = sum(18 for k in (strip.more_k, strip.note_k) if frame.text(k))
+    return 12 + body + notes
 
 
-def _draw_strip(cv: Canvas, strip: Strip, frame: Frame, x: float, y: float, w: float) -> float:
+def _draw_strip(cv: Canvas, strip: Strip, group: str, frame: Frame, x: float, y: float, w: float) -> float:
     c = cv.c
     h = _strip_height(strip, frame)
-    graph = strip.group == "graph"
+    graph = group == "graph"
     fill, line = (c["strip_graph"], c["strip_graph_line"]) if graph else (c["strip"], c["line"])
     cv.rect(x, y, w, h, fill, line, 7)
-    rows = [r for r in strip.rows if frame.shows(r.k)]
+    rows = strip.rows
     grid_x = x + 6 + LABEL_W
     label_r = grid_x - 8
     top = y + 6
 
     def head(y0: float, first_line: bool, first: int, last: int) -> None:
         if first_line:
-            sid_w = len(strip.storage) * 6.9 + 10
-            cv.rect(label_r - sid_w, y0 + 2, sid_w, 15, c["saved"] if graph else c["sid"], rx=4)
-            cv.text(label_r - sid_w / 2, y0 + 13.5, strip.storage, 11.5, "#ffffff", weight=700,
-                    anchor="middle")
             size = strip.size + (f" · {strip.scale}" if strip.scale else "")
-            cv.text(label_r, y0 + 29, clip(size, mono_chars(LABEL_W - 4, 10)), 10, c["muted"], anchor="end")
+            cv.text(label_r, y0 + 13, clip(size, mono_chars(LABEL_W - 4, 10)), 10, c["muted"], anchor="end")
         else:
             cv.text(label_r, y0 + 21, f"elements {first}–{last - 1}", 10, c["muted"], anchor="end")
 
@@ -207,18 +203,18 @@ def _draw_strip(cv: Canvas, strip: Strip, frame: Frame, x: float, y: float, w: f
                     cv.rect(bx, ry + 2, bin_w - 1, 22, c["bin0"], rx=2)
             ry += ROW_H + 4
     else:
+        values = frame.text(strip.cells_k).split(" ")
+        changed = set(frame.state(strip.cells_k).split())
         ly = top
         for line_index, (first, last) in enumerate(strip.lines):
             head(ly, line_index == 0, first, last)
             for col, cell in enumerate(range(first, last)):
                 cx = grid_x + col * (CELL + CELL_GAP)
-                k = strip.cell_keys[cell]
-                changed = "changed" in frame.state(k).split()
                 cv.rect(cx, ly, CELL, CELL_H, c["cell"], c["line_strong"], 5)
-                if changed:
+                if str(cell) in changed:
                     cv.rect(cx + 3, ly + 14, CELL - 6, 15, c["changed"], rx=3)
                 cv.text(cx + CELL / 2, ly + 11, str(cell), 9, c["faint"], anchor="middle")
-                value = clip(frame.text(k), 6)
+                value = clip(values[cell] if cell < len(values) else "", 6)
                 size = 11 if len(value) < 6 else 10  # six characters fill a cell
                 cv.text(cx + CELL / 2, ly + 26, value, size, weight=600, anchor="middle")
             ry = ly + CELL_H + 4
@@ -235,10 +231,21 @@ def _draw_strip(cv: Canvas, strip: Strip, frame: Frame, x: float, y: float, w: f
                             anchor="middle")
                 ry += ROW_H + 4
             ly = ry + 6
-    note = frame.text(strip.note_k)
-    if note:
-        cv.text(x + 8, y + h - 8, clip(note, mono_chars(w - 16, 11)), 11, c["saved"], family=SANS, weight=600)
+    notes = [text for text in (frame.text(strip.more_k), frame.text(strip.note_k)) if text]
+    for i, note in enumerate(notes):
+        ny = y + h - 8 - 18 * (len(notes) - 1 - i)
+        cv.text(x + 8, ny, clip(note, mono_chars(w - 16, 11)), 11, c["saved"] if graph else c["muted"],
+                family=SANS, weight=600)
     return h
+
+
+FOLD_H = 22  # "… 997 more like losses[…]"
+
+
+def _fold_text(fam: Family, frame: Frame) -> str | None:
+    if fam.fold_k is None or fam.count_k is None or not frame.shows(fam.fold_k):
+        return None
+    return f"… {frame.text(fam.count_k)} more like {fam.title}"
 
 
 def memory_height(view: ExplorerView, frame: Frame) -> float:
@@ -249,7 +256,10 @@ def memory_height(view: ExplorerView, frame: Frame) -> float:
     for group in m.groups:
         if not frame.shows(group.k):
             continue
-        h += 24 + sum(_strip_height(s, frame) + 8 for s in group.strips if frame.shows(s.k)) + 6
+        h += 24 + 6
+        for fam in group.families:
+            h += sum(_strip_height(s, frame) + 8 for s in (*fam.first, *fam.last) if frame.shows(s.k))
+            h += FOLD_H if _fold_text(fam, frame) else 0
     return h + 6
 
 
@@ -267,9 +277,18 @@ def draw_memory(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float
         colour = c["saved"] if group.name == "graph" else c["head"]
         cv.text(x + PANEL_PAD, gy + 13, group.title, 12, colour, family=SANS, weight=650)
         gy += 24
-        for strip in group.strips:
-            if frame.shows(strip.k):
-                gy += _draw_strip(cv, strip, frame, x + PANEL_PAD, gy, w - 2 * PANEL_PAD) + 8
+        for fam in group.families:
+            for strip in fam.first:
+                if frame.shows(strip.k):
+                    gy += _draw_strip(cv, strip, group.name, frame, x + PANEL_PAD, gy, w - 2 * PANEL_PAD) + 8
+            fold = _fold_text(fam, frame)
+            if fold:
+                room = mono_chars(w - 2 * PANEL_PAD - 16, 11.5)
+                cv.text(x + PANEL_PAD + 8, gy + 13, clip(fold, room), 11.5, c["muted"], weight=600)
+                gy += FOLD_H
+            for strip in fam.last:
+                if frame.shows(strip.k):
+                    gy += _draw_strip(cv, strip, group.name, frame, x + PANEL_PAD, gy, w - 2 * PANEL_PAD) + 8
         gy += 6
 
 
@@ -475,9 +494,11 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
         for i, text in enumerate(lines):
             cv.text(PAD + 14, y + 38 + 17 * i, text, 12, pre=True)
         y += box_h + GAP
-    if view.truncated:
-        cv.text(PAD, y + 12, f"Stopped at the limit of {view.max_steps} steps.", 12, c["saved"], family=SANS)
-        y += 20 + GAP
+    if view.notice is not None:
+        notice_lines = _wrap(view.notice.text, mono_chars(inner, 12) * 6 // 5, 3)  # sans is narrower
+        for i, text in enumerate(notice_lines):
+            cv.text(PAD, y + 12 + 17 * i, text, 12, c["saved"], family=SANS)
+        y += 17 * len(notice_lines) + 3 + GAP
 
     panels_h = max(memory_h, graph_h)
     x = PAD
@@ -490,7 +511,7 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
     if panels_h:
         y += panels_h + GAP
 
-    printed = view.stdout[: view.stdout_at[frame.step]] if has_steps and view.stdout_at else ""
+    printed = view.stdout_at(frame.step) if has_steps else ""
     if printed:
         all_lines = printed.rstrip("\n").split("\n")
         shown = [clip(line, mono_chars(inner - 2 * PANEL_PAD, 12)) for line in all_lines[-OUTPUT_LINES:]]

@@ -1,21 +1,19 @@
-"""Per-step state of the page's dynamic elements, stored as runs so 10,000 steps stay small.
+"""Per-step state of the page's dynamic elements, recorded as changes so 10,000 steps stay small.
 
-Every element whose visibility, text or state changes while the user steps gets a small integer
-key ``k`` (the ``data-k`` attribute in the HTML). For each key we keep up to three tracks, each a
-list of runs ``[first_step, last_step, value]`` (inclusive, sorted, non-overlapping):
+Every element whose visibility, text, state or tensor changes while the user steps gets a small
+integer key ``k`` (the ``data-k`` attribute in the HTML). For each key we keep up to four tracks,
+each a list of runs ``[first_step, last_step, value]`` (inclusive, sorted, non-overlapping):
 
 * ``vis``: the element is shown during the run (value is always ``1``); hidden elsewhere;
 * ``text``: its text content;
-* ``state``: a space-separated list of state words for CSS (``bump``, ``changed``, ``freed`` …).
+* ``state``: a space-separated list of state words for CSS (``bump``, ``changed``, ``freed`` …);
+* ``ref``: the tensor it stands for (its ``data-t``), for elements that show one tensor, then another.
 
-The server renders the page for one step with ``Frame``; ``static/explorer.js`` replays the runs to
-switch steps without a request.
-
-Two ways to record: ``show`` / ``set_text`` / ``set_state`` say what an element is *at* one step (a
-caller that visits every element at every step), while ``change_vis`` / ``change_text`` /
-``change_state`` say what it *becomes* from a step on, until its next change — the way a builder fed
-by a delta replay works, in time proportional to the changes. ``close(count)`` ends the open runs at
-the last step; call it once, after the last step.
+A builder fed by a delta replay (``app.render.steps``) says what an element *becomes* from a step
+on, until its next change (``change_vis`` / ``change_text`` / ``change_state`` / ``change_ref``), so
+recording costs time proportional to the changes, never to steps × elements. ``close(count)`` ends
+the open runs at the last step; call it once, after the last step. The server renders the page for
+one step with ``Frame``; ``static/explorer.js`` replays the runs to switch steps without a request.
 """
 
 from __future__ import annotations
@@ -24,21 +22,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-Run = list[Any]  # [first, last, value]
+Run = list[Any]  # [first, last, value]; last is None while the run is open
 
 
-def append_run(runs: list[Run], step: int, value: Any) -> None:
-    """Record ``value`` at ``step`` (steps come in order), extending the last run when it continues."""
-    if runs and runs[-1][1] == step - 1 and runs[-1][2] == value:
-        runs[-1][1] = step
-    elif runs and runs[-1][1] >= step:  # set twice in one step: the last word wins
-        runs[-1][2] = value
-    else:
-        runs.append([step, step, value])
-
-
-def _change(runs: list[Run], step: int, value: Any) -> None:
-    """The track takes ``value`` from ``step`` on (None: no value). Open runs have ``last = None``."""
+def change(runs: list[Run], step: int, value: Any) -> None:
+    """The track takes ``value`` from ``step`` on (None: no value). Steps come in order."""
     if runs and runs[-1][1] is None:
         first, _, current = runs[-1]
         if current == value:
@@ -54,6 +42,12 @@ def _change(runs: list[Run], step: int, value: Any) -> None:
         runs.append([step, None, value])
 
 
+def close_runs(runs: list[Run], count: int) -> None:
+    """End the open run, if any, at the last step."""
+    if runs and runs[-1][1] is None:
+        runs[-1][1] = count - 1
+
+
 def value_at(runs: list[Run], step: int) -> Any:
     """The value a track has at ``step``, or None outside every run (binary search)."""
     lo, hi = 0, len(runs) - 1
@@ -62,7 +56,7 @@ def value_at(runs: list[Run], step: int) -> Any:
         first, last, value = runs[mid]
         if step < first:
             hi = mid - 1
-        elif step > last:
+        elif last is not None and step > last:
             lo = mid + 1
         else:
             return value
@@ -71,12 +65,13 @@ def value_at(runs: list[Run], step: int) -> Any:
 
 @dataclass
 class Tracks:
-    """Allocates keys for identities (any hashable) and records their per-step state."""
+    """Allocates keys for identities (any hashable) and records their changes."""
 
     keys: dict[Hashable, int] = field(default_factory=dict)
     vis: dict[int, list[Run]] = field(default_factory=dict)
     text: dict[int, list[Run]] = field(default_factory=dict)
     state: dict[int, list[Run]] = field(default_factory=dict)
+    ref: dict[int, list[Run]] = field(default_factory=dict)
 
     def key(self, identity: Hashable) -> int:
         found = self.keys.get(identity)
@@ -84,42 +79,32 @@ class Tracks:
             found = self.keys[identity] = len(self.keys)
         return found
 
-    def show(self, k: int, step: int) -> None:
-        append_run(self.vis.setdefault(k, []), step, 1)
-
-    def set_text(self, k: int, step: int, text: str) -> None:
-        append_run(self.text.setdefault(k, []), step, text)
-
-    def set_state(self, k: int, step: int, state: str) -> None:
-        if state:
-            append_run(self.state.setdefault(k, []), step, state)
-
     def change_vis(self, k: int, step: int, shown: bool) -> None:
-        """From ``step`` on (until its next change), the element is shown or hidden."""
-        _change(self.vis.setdefault(k, []), step, 1 if shown else None)
+        """From ``step`` on (until its next change), the element is shown or hidden. An element
+        with a visibility track is hidden wherever no run says otherwise."""
+        change(self.vis.setdefault(k, []), step, 1 if shown else None)
 
     def change_text(self, k: int, step: int, text: str | None) -> None:
         """From ``step`` on, the element reads ``text`` (None: no text of its own)."""
-        _change(self.text.setdefault(k, []), step, text)
+        change(self.text.setdefault(k, []), step, text)
 
     def change_state(self, k: int, step: int, state: str) -> None:
         """From ``step`` on, the element's state words are ``state`` ("" for none)."""
-        _change(self.state.setdefault(k, []), step, state or None)
+        change(self.state.setdefault(k, []), step, state or None)
+
+    def change_ref(self, k: int, step: int, tensor: str | None) -> None:
+        """From ``step`` on, the element stands for ``tensor`` (None: for none)."""
+        change(self.ref.setdefault(k, []), step, tensor)
 
     def close(self, count: int) -> None:
-        """End every run still open (recorded with ``change_*``) at the last step, ``count - 1``."""
-        for track in (self.vis, self.text, self.state):
+        """End every run still open at the last step, ``count - 1``."""
+        for track in (self.vis, self.text, self.state, self.ref):
             for runs in track.values():
-                if runs and runs[-1][1] is None:
-                    runs[-1][1] = count - 1
+                close_runs(runs, count)
 
-    def first_shown(self, k: int) -> int | None:
-        runs = self.vis.get(k)
-        return runs[0][0] if runs else None
-
-    def max_text(self, k: int) -> int:
-        """Length of the longest text the element ever shows (to size boxes once for all steps)."""
-        return max((len(run[2]) for run in self.text.get(k, [])), default=0)
+    def runs(self) -> int:
+        """How many runs all tracks hold (what the page's payload grows with)."""
+        return sum(len(r) for track in (self.vis, self.text, self.state, self.ref) for r in track.values())
 
 
 @dataclass(frozen=True)
@@ -142,3 +127,8 @@ class Frame:
         runs = self.tracks.state.get(k)
         found = value_at(runs, self.step) if runs else None
         return found or ""
+
+    def ref(self, k: int, default: str | None = None) -> str | None:
+        runs = self.tracks.ref.get(k)
+        found = value_at(runs, self.step) if runs else None
+        return default if found is None else found

@@ -24,6 +24,7 @@ from app import policy
 from app.engine import EngineLimits, trace_delta, trace_snippet
 from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
+from app.run_errors import error_dict
 from app.sandbox import layers
 from app.sandbox.frames import encode_frame, read_frame, write_all
 from app.sandbox.seccomp import Libseccomp
@@ -91,12 +92,12 @@ def _answer_now(limit: str) -> None:
     _silence_stops()  # called from a signal handler with the snippet on the stack: no stop may land here
     config: layers.ChildConfig = _FORCE["config"]
     steps = list(LIVE.get("steps", ()))
-    spent = f"longer than {config.wall_seconds:g} s" if limit == "wall" else \
-        f"more than {config.cpu_seconds} s of CPU time"
-    error = _error("timeout", "Timeout" if limit == "wall" else "CpuTimeout",
-                   f"The snippet ran {spent} and kept running after it was told to stop (it catches "
-                   f"every exception, even the one that stops it), so it was ended after {len(steps):,} "
-                   "steps. The steps up to there are shown.")
+    if limit == "wall":
+        error = error_dict("timeout", "Timeout", "timeout.wall_forced",
+                           {"seconds": config.wall_seconds, "steps": len(steps)})
+    else:
+        error = error_dict("timeout", "CpuTimeout", "timeout.cpu_forced",
+                           {"seconds": config.cpu_seconds, "steps": len(steps)})
     result = {"format": "delta", "ok": False, "truncated": True, "error": error, "steps": steps}
     try:
         write_all(_FORCE["fd"], encode_frame(encode_result(result, config.max_result_bytes)))
@@ -129,6 +130,7 @@ def warm_up(source: str = WARM_UP) -> None:
 
 
 def _error(kind: str, error_type: str, message: str, line: int | None = None) -> dict:
+    """An error in torch's (or Python's) own words: no code, it is not translated."""
     return {"kind": kind, "type": error_type, "message": message[:4000], "line": line}
 
 
@@ -151,40 +153,22 @@ def _explain(error: dict | None, config: layers.ChildConfig) -> dict | None:
         return None
     kind, error_type, message = error["kind"], error["type"], error["message"]
     if error_type == WallTimeReached.__name__:
-        return _error(
-            "timeout",
-            "Timeout",
-            f"The snippet ran longer than {config.wall_seconds:g} s and was "
-            "stopped. The steps up to there are shown.",
-            error["line"],
-        )
+        return error_dict("timeout", "Timeout", "timeout.wall_shown", {"seconds": config.wall_seconds},
+                          error["line"])
     if error_type == CpuTimeReached.__name__:
-        return _error(
-            "timeout",
-            "CpuTimeout",
-            f"The snippet used more than {config.cpu_seconds} s of CPU time "
-            "and was stopped. The steps up to there are shown.",
-            error["line"],
-        )
+        return error_dict("timeout", "CpuTimeout", "timeout.cpu_shown", {"seconds": config.cpu_seconds},
+                          error["line"])
     lowered = message.lower()
     if kind == "runtime" and any(m in lowered for m in SHARED_MEMORY_MARKERS):
-        return _error(kind, error_type, f"{message[:1000]}\n(The playground's sandbox has no shared memory: "
-                      "share_memory_() and DataLoader workers cannot work here; use num_workers=0.)",
-                      error["line"])
+        return error_dict(kind, error_type, "runtime.no_shared_memory", {"detail": message[:1000]},
+                          error["line"])
     if kind == "runtime" and any(m in lowered for m in THREAD_MARKERS):
-        return _error(kind, error_type, f"{message[:1000]}\n(The playground's sandbox runs a snippet in one "
-                      "process, on one thread: no new processes or threads; use num_workers=0.)",
-                      error["line"])
+        return error_dict(kind, error_type, "runtime.no_threads", {"detail": message[:1000]}, error["line"])
     if kind in ("runtime", "memory") and (
         error_type in ("MemoryError", "OutOfMemoryError") or any(m in message.lower() for m in MEMORY_MARKERS)
     ):
-        return _error(
-            "memory",
-            error_type,
-            f"The snippet ran out of memory: the playground allows "
-            f"{config.memory_mib} MiB per run. ({message[:300]})",
-            error["line"],
-        )
+        return error_dict("memory", error_type, "memory.limit_detail",
+                          {"mib": config.memory_mib, "detail": message[:300]}, error["line"])
     return error
 
 
@@ -200,7 +184,8 @@ def run_job(job: dict, config: layers.ChildConfig) -> dict:
                 "ok": False,
                 "truncated": False,
                 "steps": [],
-                "error": _error("rejected", "PolicyError", rejection.message, rejection.line),
+                "error": error_dict("rejected", "PolicyError", rejection.code, rejection.params,
+                                    rejection.line),
             }
     namespace = policy.safe_builtins() if gate else builtins
     limits = EngineLimits(max_steps=config.max_steps, max_stdout=config.max_stdout)
@@ -244,12 +229,8 @@ def encode_result(result: dict, max_bytes: int) -> bytes:
         if size + len(encoded) + 1 > budget:
             truncated = True
             if error is None:
-                error = _error(
-                    "output",
-                    "ResultTooLarge",
-                    f"The trace is larger than {max_bytes // (1024 * 1024)} "
-                    f"MiB; only the first {index} steps are shown.",
-                )
+                error = error_dict("output", "ResultTooLarge", "output.trace_cut",
+                                   {"mib": max_bytes // (1024 * 1024), "steps": index})
             break
         parts.append(encoded)
         size += len(encoded) + 1
@@ -307,11 +288,7 @@ def serve_one(
 
 def _answer_memory(result_fd: int, config: layers.ChildConfig) -> None:
     try:
-        error = _error(
-            "memory",
-            "MemoryError",
-            f"The snippet ran out of memory: the playground allows {config.memory_mib} MiB per run.",
-        )
+        error = error_dict("memory", "MemoryError", "memory.limit", {"mib": config.memory_mib})
         write_all(
             result_fd,
             encode_frame(_dumps({"format": "delta", "ok": False, "truncated": True, "error": error,

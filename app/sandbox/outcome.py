@@ -25,9 +25,6 @@ class Limits:
     max_result_bytes: int
 
 
-UNUSABLE = "The sandbox returned an unusable answer, so the run cannot be shown. Please run it again."
-
-
 def classify(
     data: bytes,
     stopped: str | None,
@@ -41,62 +38,37 @@ def classify(
     ``killed_by_server``: the server sent SIGKILL itself (after an unusable answer); ``bounds``: what
     the answer must stay within (``app.trace.consistency``)."""
     if stopped == "deadline":
-        return failed(
-            "timeout", f"The snippet ran longer than {limits.wall_seconds:g} s and was stopped.", "Timeout"
-        )
+        return failed("timeout", "timeout.wall", {"seconds": limits.wall_seconds}, "Timeout")
     if stopped == "too_big":
-        return failed(
-            "output",
-            f"The snippet's trace is larger than {limits.max_result_bytes // (1024 * 1024)} "
-            "MiB and was stopped.",
-            "ResultTooLarge",
-        )
+        return failed("output", "output.trace_stopped", {"mib": limits.max_result_bytes // (1024 * 1024)},
+                      "ResultTooLarge")
     if status is None:
-        return failed("internal", "The sandbox restarted while the snippet ran. Please run it again.")
+        return failed("internal", "internal.restarted")
     if os.WIFSIGNALED(status):
         if os.WTERMSIG(status) == signal.SIGKILL and killed_by_server and cpu < limits.cpu_seconds:
-            return failed("internal", UNUSABLE, "UnusableAnswer")  # our kill, not the OOM killer
+            # our kill, not the OOM killer's
+            return failed("internal", "internal.unusable", error_type="UnusableAnswer")
         return _signalled(os.WTERMSIG(status), cpu, limits)
     code = os.WEXITSTATUS(status)
     if code == 0:
         return parse_result(data, limits.max_result_bytes, bounds)
     if code in (EXIT_SETUP_FAILED, EXIT_FORK_SERVER_GONE, EXIT_JOB_FAILED):
-        return failed("internal", f"The sandboxed process failed (status {code}) before it could answer.")
-    return failed(
-        "runtime",
-        f"The snippet ended its process (exit status {code}) before the trace was complete.",
-        "ProcessExit",
-    )
+        return failed("internal", "internal.process_failed", {"status": code})
+    return failed("runtime", "runtime.process_exit", {"status": code}, "ProcessExit")
 
 
 def _signalled(sig: int, cpu: float, limits: Limits) -> DeltaTrace:
     name = _signal_name(sig)
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
-        return failed(
-            "timeout",
-            f"The snippet used more than {limits.cpu_seconds} s of CPU time and was stopped.",
-            "CpuTimeout",
-        )
+        return failed("timeout", "timeout.cpu", {"seconds": limits.cpu_seconds}, "CpuTimeout")
     if sig == signal.SIGKILL:
         # Not ours (``killed_by_server`` above): the kernel's OOM killer picks children first.
-        return failed(
-            "memory",
-            f"The system stopped the snippet, most likely because it used too much memory "
-            f"(the playground allows {limits.memory_mib} MiB per run).",
-        )
+        return failed("memory", "memory.killed", {"mib": limits.memory_mib})
     if sig == signal.SIGSYS:
-        return failed(
-            "rejected",
-            "The snippet made a system call that the playground does not allow.",
-            "ForbiddenSystemCall",
-        )
+        return failed("rejected", "rejected.syscall", error_type="ForbiddenSystemCall")
     if sig == signal.SIGXFSZ:
-        return failed(
-            "rejected",
-            "The snippet tried to write a file; the playground has no files to write.",
-            "FileWrite",
-        )
-    return failed("runtime", f"The snippet crashed its Python process ({name}).", "Crash")
+        return failed("rejected", "rejected.file_write", error_type="FileWrite")
+    return failed("runtime", "runtime.crash", {"signal": name}, "Crash")
 
 
 def _signal_name(sig: int) -> str:

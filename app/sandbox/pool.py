@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
+from app.run_errors import Param, english
 from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
@@ -255,7 +256,7 @@ class ForkServerPool:
         if not (self._server and self._server.alive):
             self.start()
         if not self.serving:
-            return failed("internal", self.unavailable_message(), "SandboxUnavailable")
+            return failed("internal", *self.unavailable(), "SandboxUnavailable")
         for _attempt in range(3):
             try:
                 child = self._take()
@@ -268,16 +269,16 @@ class ForkServerPool:
                                    bounds_for(code, self.settings))
             if result is not None:
                 return result
-        return failed("internal", "The sandbox could not start a process for this run. Please try again.")
+        return failed("internal", "internal.no_process")
+
+    def unavailable(self) -> tuple[str, dict[str, Param]]:
+        """Why no snippet runs here: a message code and its params (``app.run_errors``)."""
+        if self.start_error:
+            return "internal.not_running", {"detail": str(self.start_error)}
+        return "internal.unprotected", {"missing": ", ".join(self.missing)}
 
     def unavailable_message(self) -> str:
-        if self.start_error:
-            return f"The sandbox is not running ({self.start_error})."
-        return (
-            "The sandbox is missing required protection on this machine ("
-            + ", ".join(self.missing)
-            + "), so snippets are not run. Set EXPLORER_UNSAFE_DEV=1 only on a private development machine."
-        )
+        return english(*self.unavailable())
 
     def producing(self) -> bool:
         """False when children were asked for and none came in time (a stalled spawn is asked for
@@ -670,11 +671,7 @@ class ForkServerPool:
             if hello is None or not self._hello_ok(hello, child):
                 self._kill(child)
                 if hello is not None:
-                    return failed(
-                        "internal",
-                        "A sandboxed process started without its protection; the run was refused.",
-                        "SandboxUnavailable",
-                    )
+                    return failed("internal", "internal.unprotected_child", error_type="SandboxUnavailable")
                 return None
             payload = json.dumps(job, ensure_ascii=False).encode()
             try:
@@ -704,9 +701,7 @@ class ForkServerPool:
                 self._kill(child)
             if not child.record.event.wait(EXIT_TIMEOUT):
                 self._kill(child)
-                return failed(
-                    "internal", "The sandboxed process did not finish. Please run the snippet again."
-                )
+                return failed("internal", "internal.unfinished")
             status = child.record.status
             return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed,
                             bounds=bounds)

@@ -16,6 +16,8 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.heap import collector_paused
+from app.run_errors import Param, english
 from app.sandbox.frames import FrameError, decode_frame
 from app.schema import DeltaTrace, RunError
 from app.trace.consistency import Bounds, Problem, problem
@@ -25,8 +27,12 @@ class Runner(Protocol):
     async def run(self, code: str) -> DeltaTrace: ...
 
 
-def failed(kind: str, message: str, error_type: str = "SandboxError") -> DeltaTrace:
-    return DeltaTrace(ok=False, steps=[], error=RunError(kind=kind, type=error_type, message=message))  # type: ignore[arg-type]
+def failed(kind: str, code: str, params: dict[str, Param] | None = None,
+           error_type: str = "SandboxError") -> DeltaTrace:
+    """A run that ended without a usable trace, said by message ``code`` (``app.run_errors``)."""
+    params = params or {}
+    error = RunError(kind=kind, type=error_type, message=english(code, params), code=code, params=params)  # type: ignore[arg-type]
+    return DeltaTrace(ok=False, steps=[], error=error)
 
 
 def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> DeltaTrace:
@@ -34,13 +40,13 @@ def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> D
     snippet that took over its process can write any bytes), or an ``UnusableAnswer`` error."""
     try:
         body = decode_frame(data, max_bytes)
-        trace = DeltaTrace.model_validate_json(body)
+        with collector_paused():  # a large trace is a heap of small models: see app/heap.py
+            trace = DeltaTrace.model_validate_json(body)
+            found = problem(trace, bounds or Bounds())
     except FrameError as error:
-        return failed("internal", f"The sandbox returned an unusable answer ({error}).", "UnusableAnswer")
+        return failed("internal", "internal.unusable_frame", {"detail": str(error)}, "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
-        return failed("internal", "The sandbox returned an unusable answer (it does not match the trace "
-                      "schema).", "UnusableAnswer")
-    found = problem(trace, bounds or Bounds())
+        return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
     return trace if found is None else unusable(trace, found)
 
 
@@ -49,9 +55,9 @@ def unusable(trace: DeltaTrace, found: Problem) -> DeltaTrace:
     any trace) and an error that says what was wrong. The answer's own error is not repeated: it came
     with the bad bytes."""
     kept = trace.steps[:found.step] if found.step is not None else []
-    message = f"The sandbox returned an unusable answer: {found}."
-    message += f" The {len(kept)} steps before it are shown." if kept else " No step of it is shown."
-    error = RunError(kind="internal", type="UnusableAnswer", message=message[:4000])
+    detail = str(found)[:1000]
+    error = failed("internal", "internal.unusable_trace" if kept else "internal.unusable_trace_whole",
+                   {"detail": detail, "kept": len(kept)}, "UnusableAnswer").error
     return DeltaTrace(ok=False, error=error, steps=kept)
 
 
@@ -98,9 +104,7 @@ class SubprocessRunner:
         except TimeoutError:
             os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
-            return failed(
-                "timeout", f"The snippet ran longer than {settings.wall_seconds:g} s and was stopped."
-            )
+            return failed("timeout", "timeout.wall", {"seconds": settings.wall_seconds})
         if process.returncode != 0 and not stdout:
-            return failed("internal", f"The worker crashed (exit status {process.returncode}).")
+            return failed("internal", "internal.worker_crashed", {"status": process.returncode})
         return parse_result(stdout, settings.max_result_bytes, bounds_for(code, settings))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from app.i18n import gettext as _
+
 
 class InvalidSnippet(ValueError):
     """The snippet cannot be stored; ``status`` is the HTTP status that says why."""
@@ -38,14 +40,15 @@ def prepare_snippet(code: str, max_bytes: int) -> Snippet:
         code.encode("utf-8")
     except UnicodeEncodeError:
         # A JSON body can carry lone surrogates ("\ud800"), which are not text.
-        raise InvalidSnippet(400, "The snippet is not valid UTF-8 text.") from None
+        raise InvalidSnippet(400, _("The snippet is not valid UTF-8 text.")) from None
     if "\x00" in code:
         # Python refuses to compile it, and PostgreSQL cannot store it in a text column.
-        raise InvalidSnippet(422, "The snippet contains a NUL character.")
+        raise InvalidSnippet(422, _("The snippet contains a NUL character."))
     code = normalise(code)
     if not code:
-        raise InvalidSnippet(422, "The snippet is empty.")
+        raise InvalidSnippet(422, _("The snippet is empty."))
     data = code.encode("utf-8")
     if len(data) > max_bytes:
-        raise InvalidSnippet(413, f"The snippet is longer than {max_bytes // 1024} KB ({len(data)} bytes).")
+        raise InvalidSnippet(413, _("The snippet is longer than {kb} KB ({size} bytes).").format(
+            kb=max_bytes // 1024, size=len(data)))
     return Snippet(code=code, digest=hashlib.sha256(data).digest())

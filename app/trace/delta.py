@@ -11,7 +11,7 @@ from typing import Any
 
 from app.schema import DeltaStep, DeltaTrace, Dropped, RunResult, Step
 
-KINDS = ("tensors", "storages", "nodes")
+KINDS = ("tensors", "storages", "nodes", "arrays")
 EMPTY_STEP = len(Step(line=0, variables={}, tensors={}, storages={}, nodes={}).model_dump_json())
 
 
@@ -27,6 +27,7 @@ def expand(trace: DeltaTrace) -> RunResult:
         steps.append(Step.model_construct(
             line=delta.line, stdout=stdout, variables=dict(variables),
             tensors=dict(state["tensors"]), storages=dict(state["storages"]), nodes=dict(state["nodes"]),
+            arrays=dict(state["arrays"]),
             phase=delta.phase, node=delta.node, received=list(delta.received), sent=list(delta.sent),
             capped=dict(delta.capped),
         ))
@@ -82,7 +83,7 @@ def compress(result: RunResult | dict[str, Any]) -> dict[str, Any]:
             raise ValueError("v1 stdout must only grow")
         dropped: dict[str, list[str]] = {}
         for kind in ("variables", *KINDS):
-            now, before = step[kind], previous[kind]
+            now, before = step.get(kind, {}), previous.get(kind, {})  # v1 recorded before arrays: none
             changed = {k: v for k, v in now.items() if k not in before or _differs(before[k], v)}
             if changed:
                 delta[kind] = changed

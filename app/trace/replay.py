@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.schema import DeltaStep, DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.schema import ArrayFact, DeltaStep, DeltaTrace, NodeFact, StorageFact, TensorFact
 
-KINDS = ("tensors", "storages", "nodes")
+KINDS = ("tensors", "storages", "nodes", "arrays")
 
 
 @dataclass
@@ -31,6 +31,7 @@ class State:
     tensors: dict[str, TensorFact] = field(default_factory=dict)
     storages: dict[str, StorageFact] = field(default_factory=dict)
     nodes: dict[str, NodeFact] = field(default_factory=dict)
+    arrays: dict[str, ArrayFact] = field(default_factory=dict)  # numpy arrays (a<n>)
 
 
 @dataclass
@@ -44,13 +45,14 @@ class Changes:
     old_tensors: dict[str, TensorFact | None] = field(default_factory=dict)
     old_storages: dict[str, StorageFact | None] = field(default_factory=dict)
     old_nodes: dict[str, NodeFact | None] = field(default_factory=dict)
+    old_arrays: dict[str, ArrayFact | None] = field(default_factory=dict)
 
     @property
     def line(self) -> int:
         return self.delta.line
 
     def appeared(self, kind: str) -> list[str]:
-        """Ids of ``kind`` ("tensors", "storages", "nodes", "variables") new at this step."""
+        """Ids of ``kind`` ("tensors", "storages", "nodes", "arrays", "variables") new at this step."""
         old = getattr(self, "old_" + kind)
         return [ident for ident in getattr(self.delta, kind) if old.get(ident) is None]
 
@@ -141,6 +143,9 @@ class Timeline:
 
     def storage(self, sid: str | None, step: int) -> StorageFact | None:
         return self.value("storages", sid, step) if sid is not None else None
+
+    def array(self, aid: str | None, step: int) -> ArrayFact | None:
+        return self.value("arrays", aid, step) if aid is not None else None
 
     def variable(self, name: str, step: int) -> str | None:
         return self.value("variables", name, step)

@@ -8,7 +8,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from app.diagnostics import analyze, analyze_v1
+from app.i18n import gettext as _
+from app.i18n import say
 from app.render.fmt import nbytes
+from app.run_errors import Message, english
 from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse
 from app.trace.delta import expand, expanded_size
 from app.web.gates import Refusal, run_gated, take_token
@@ -31,12 +34,9 @@ def _as_format(trace: DeltaTrace, form: str) -> str:
 
 
 def _too_large_for_v1(size: int, limit: int) -> Answer:
-    error = RunError(
-        kind="output", type="ResponseTooLarge",
-        message=f"This trace is about {nbytes(size)} in the v1 format, which repeats every tensor at every "
-                f"step; the limit is {nbytes(limit)}. Ask for the delta format instead: "
-                f'{{"code": ..., "format": "delta"}} (each step holds only what its line changed).',
-    )
+    params = {"size": nbytes(size), "limit": nbytes(limit)}
+    error = RunError(kind="output", type="ResponseTooLarge", message=english("output.v1_too_large", params),
+                     code="output.v1_too_large", params=params)
     return 413, _as_format(DeltaTrace(ok=False, steps=[], error=error), "v1")
 
 
@@ -51,10 +51,10 @@ def _answer(trace: DeltaTrace, code: str, form: str, limit: int) -> Answer:
     return 200, analyze_v1(trace, code).model_dump_json()
 
 
-def _partial(trace: DeltaTrace, form: str, limit: int, note: str) -> Answer:
+def _partial(trace: DeltaTrace, form: str, limit: int, note: Message) -> Answer:
     """The trace without the server's analysis, and a note that says why."""
-    diagnostic = Diagnostic(rule="server-budget", severity="info", title="Analysis skipped",
-                            message=note, fix="Try a smaller snippet (fewer tensors or steps).")
+    diagnostic = Diagnostic(rule="server-budget", severity="info", title=_("Analysis skipped"),
+                            message=say(note), fix=_("Try a smaller snippet (fewer tensors or steps)."))
     if form == "delta":
         fields = {name: getattr(trace, name) for name in DeltaTrace.model_fields}
         return 200, DeltaResponse(**fields, diagnostics=[diagnostic], memory=[]).model_dump_json()
@@ -81,10 +81,9 @@ async def run_snippet(request: Request) -> Response:
             raise RequestValidationError(error.errors(include_input=False)) from None
         form, code, limit = body.format, body.code, settings.max_result_bytes
         if len(code.encode()) > settings.max_code_bytes:
-            error = RunError(
-                kind="rejected", type="CodeTooLong",
-                message=f"The snippet is longer than {settings.max_code_bytes // 1024} KB.",
-            )
+            params = {"kb": settings.max_code_bytes // 1024}
+            error = RunError(kind="rejected", type="CodeTooLong", code="rejected.too_long_api", params=params,
+                             message=english("rejected.too_long_api", params))
             return _json(_as_format(DeltaTrace(ok=False, steps=[], error=error), form), 413)
         # Worked out (and serialised) in the worker thread, under the request's budget.
         answer = await run_gated(request, code, lambda trace: _answer(trace, code, form, limit),

@@ -14,9 +14,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.render import build_explorer, client_payload, frame_at
+from app.render.notices import RunLimits
 from app.schema import DeltaTrace
 from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
-from app.web.pages import _parse_step, html_response, posted_form, render, run_posted_code
+from app.web.pages import _parse_step, html_response, posted_form, render, run_limits, run_posted_code
 
 router = APIRouter()
 
@@ -24,10 +25,10 @@ MAX_EDITOR_ROWS = 16  # taller snippets scroll inside the editor; the frame stay
 
 
 def embed_run_context(
-    result: DeltaTrace, code: str, step: int | None, which: str, max_steps: int
+    result: DeltaTrace, code: str, step: int | None, which: str, limits: RunLimits
 ) -> dict[str, Any]:
     """What ``_embed_run.html`` needs (pure)."""
-    view = build_explorer(result, code, step, max_steps)
+    view = build_explorer(result, code, step, limits)
     return {"view": view, "frame": frame_at(view), "payload": client_payload(view), "which": which}
 
 
@@ -69,6 +70,6 @@ async def embed_run(request: Request) -> Response:
     step = _parse_step(form.get("step"))
 
     def draw(result: DeltaTrace) -> str:
-        return render("_embed_run.html", **embed_run_context(result, code, step, which, settings.max_steps))
+        return render("_embed_run.html", **embed_run_context(result, code, step, which, run_limits(settings)))
 
     return html_response(await run_posted_code(request, form, code, draw))

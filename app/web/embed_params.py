@@ -13,7 +13,9 @@ from urllib.parse import urlencode
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
 
-from app.gallery import EXAMPLES, get_example
+from app.gallery import EXAMPLES, get_example, localized
+from app.i18n import DEFAULT, TAGS, current_tag
+from app.i18n import gettext as _
 from app.shortlinks import StoreUnavailable
 from app.shortlinks.ids import is_valid_id
 from app.web.links import playground_url
@@ -57,7 +59,8 @@ class EmbedParams:
 def _choice(params: QueryParams, name: str, allowed: tuple[str, ...]) -> str:
     value = params.get(name, allowed[0]).strip().lower()
     if value not in allowed:
-        raise ParamError(400, f"{name} must be one of {', '.join(allowed)} (got {_show(value)}).")
+        raise ParamError(400, _("{name} must be one of {allowed} (got {value}).").format(
+            name=name, allowed=", ".join(allowed), value=_show(value)))
     return value
 
 
@@ -69,7 +72,7 @@ def _flag(params: QueryParams, name: str) -> bool:
         return True
     if value in FALSE:
         return False
-    raise ParamError(400, f"{name} must be 1 or 0 (got {_show(value)}).")
+    raise ParamError(400, _("{name} must be 1 or 0 (got {value}).").format(name=name, value=_show(value)))
 
 
 def _step(params: QueryParams) -> int | None:
@@ -77,7 +80,7 @@ def _step(params: QueryParams) -> int | None:
     if not raw:
         return None
     if not raw.isdecimal() or len(raw) > MAX_STEP_DIGITS or int(raw) < 1:
-        raise ParamError(400, f"step must be a whole number from 1 (got {_show(raw)}).")
+        raise ParamError(400, _("step must be a whole number from 1 (got {value}).").format(value=_show(raw)))
     return int(raw) - 1
 
 
@@ -89,17 +92,18 @@ def _show(value: str) -> str:
 def _source(params: QueryParams) -> Source:
     given = [name for name in ("code", "s", "example") if params.get(name, "").strip()]
     if len(given) > 1:
-        raise ParamError(400, f"Give only one of code, s or example (got {', '.join(given)}).")
+        raise ParamError(400, _("Give only one of code, s or example (got {given}).").format(
+            given=", ".join(given)))
     if "code" in given:
         return Source(token=params["code"].strip())
     if "s" in given:
         link_id = params["s"].strip().lower()
         if not is_valid_id(link_id):
-            raise ParamError(400, "s (a short-link id) must be letters a-z and digits 2-7.")
+            raise ParamError(400, _("s (a short-link id) must be letters a-z and digits 2-7."))
         return Source(link_id=link_id)
     slug = params.get("example", "").strip() or EXAMPLES[0].slug
     if get_example(slug) is None:
-        raise ParamError(400, f"There is no example {_show(slug)}.")
+        raise ParamError(400, _("There is no example {name}.").format(name=_show(slug)))
     return Source(example=slug)
 
 
@@ -124,20 +128,24 @@ async def resolve_code(app_state, source: Source, max_bytes: int) -> str:  # noq
         try:
             code = await run_in_threadpool(app_state.links.get, source.link_id)  # blocking database call
         except StoreUnavailable:
-            raise ParamError(503, "Short links are unavailable right now; try again in a moment.") from None
+            unavailable = _("Short links are unavailable right now; try again in a moment.")
+            raise ParamError(503, unavailable) from None
         if code is None:
-            raise ParamError(404, "This short link does not exist here.")
+            raise ParamError(404, _("This short link does not exist here."))
         return code
     example = get_example(source.example or "") or EXAMPLES[0]
-    return example.code
+    return localized(example).code
 
 
 def playground_href(source: Source, code: str, step: int | None) -> str:
-    """The playground URL that opens the same code (and step, counted from 1)."""
+    """The playground URL that opens the same code (and step, counted from 1), in the same language
+    (English, the default, needs no ``lang=``)."""
     if source.example is not None:
         url = "/?" + urlencode({"example": source.example})
     elif source.link_id is not None:
         url = playground_url(source.link_id, code)
     else:
         url = "/?" + urlencode({"code": encode_code(code)})
-    return url if step is None else f"{url}&step={step + 1}"
+    url = url if step is None else f"{url}&step={step + 1}"
+    tag = current_tag()
+    return url if tag == TAGS[DEFAULT] else f"{url}&{urlencode({'lang': tag})}"

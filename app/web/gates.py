@@ -13,7 +13,7 @@ import ctypes
 import gc
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil
 from typing import TypeVar
 
@@ -21,28 +21,42 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
 from app.budget import BudgetExceeded
+from app.i18n import N_, gettext, say
+from app.run_errors import Message, Param
 from app.schema import DeltaTrace, RunError
 from app.web.work import budgeted
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-UNUSABLE = ("The server could not prepare this view: the sandbox's answer is unusable (its parts do "
-            "not agree with each other) or too deep to draw.")
+UNUSABLE = Message("output.unusable_view")
 RATE_KEY = "explorer.rate_wait"  # scope key: the token this request already took (see take_token)
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """A run that did not happen: the HTTP status, Retry-After seconds and a plain sentence."""
+    """A run that did not happen: the HTTP status, Retry-After seconds, a title (``N_``-marked,
+    English) and a plain sentence (a message code, ``app.run_errors``)."""
 
     status: int
     retry_after: int
     title: str
-    message: str
+    code: str
+    params: dict[str, Param] = field(default_factory=dict)
     error_type: str = "Busy"
 
+    @property
+    def message(self) -> str:
+        """The sentence in the request's language."""
+        return say(Message(self.code, self.params))
+
+    @property
+    def heading(self) -> str:
+        return gettext(self.title)
+
     def as_result(self) -> DeltaTrace:
-        error = RunError(kind="internal", type=self.error_type, message=self.message)
+        english = str(Message(self.code, self.params))
+        error = RunError(kind="internal", type=self.error_type, message=english, code=self.code,
+                         params=self.params)
         return DeltaTrace(ok=False, steps=[], error=error)
 
 
@@ -55,13 +69,12 @@ def take_token(request: Request) -> Refusal | None:
         request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client)
     wait = request.scope[RATE_KEY]
     if wait > 0:
-        return Refusal(429, ceil(wait), "Slow down", "You are running snippets faster than the playground "
-                       f"allows. Please wait {ceil(wait)} s.")
+        return Refusal(429, ceil(wait), N_("Slow down"), "internal.rate", {"seconds": ceil(wait)})
     return None
 
 
 async def finish(request: Request, work: Callable[[DeltaTrace], T],
-                 partial: Callable[[DeltaTrace, str], T], result: DeltaTrace) -> T:
+                 partial: Callable[[DeltaTrace, Message], T], result: DeltaTrace) -> T:
     """``work(result)`` under the request's budget; ``partial(result, note)`` when the budget runs out
     (or the client leaves), or when the work fails on the answer, so the client gets a clear partial
     view, never a 500."""
@@ -76,18 +89,19 @@ async def finish(request: Request, work: Callable[[DeltaTrace], T],
 
 
 async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T],
-                    partial: Callable[[DeltaTrace, str], T]) -> T | Refusal:
+                    partial: Callable[[DeltaTrace, Message], T]) -> T | Refusal:
     """Run ``code`` in the sandbox and ``work`` on its answer, all inside one admission slot."""
     refusal = take_token(request)
     if refusal is not None:
         return refusal
     state = request.app.state
     if not await state.admission.acquire():
-        return Refusal(503, 1, "Busy", "The playground is busy right now. Please try again in a moment.")
+        return Refusal(503, 1, N_("Busy"), "internal.busy")
     try:
         runner = state.runner
         if hasattr(runner, "ready") and not await runner.ready():
-            return Refusal(503, 30, "Not available", runner.unavailable_message(), "SandboxUnavailable")
+            code, params = runner.unavailable()
+            return Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable")
         result = await runner.run(code)
         answer = await finish(request, work, partial, result)
         if sum(len(step.tensors) + 1 for step in result.steps) > TRIM_AFTER_FACTS:
@@ -109,6 +123,8 @@ def _trim() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def budget_note(error: BudgetExceeded) -> str:
+def budget_note(error: BudgetExceeded) -> Message:
     """The sentence a partial answer carries."""
-    return f"The server stopped preparing this view: {error}. The run itself finished; showing less."
+    if error.seconds is None:
+        return Message("output.client_left")
+    return Message("output.server_budget", {"seconds": error.seconds})

@@ -22,17 +22,20 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.i18n import gettext as _
+
 WORK_KEY = "explorer.work_seconds"  # scope key: seconds of budgeted server work (app.web.work)
 
 
 class BodyTooLarge(HTTPException):
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"The request body is larger than {limit} bytes.", {"Connection": "close"})
+        message = _("The request body is larger than {limit} bytes.").format(limit=limit)
+        super().__init__(413, message, {"Connection": "close"})
 
 
 class BodyTooSlow(HTTPException):
     def __init__(self, seconds: float) -> None:
-        message = f"The request body did not arrive within {seconds:g} s."
+        message = _("The request body did not arrive within {seconds:g} s.").format(seconds=seconds)
         super().__init__(408, message, {"Connection": "close"})
 
 

@@ -14,6 +14,8 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
 from app.web.pages import error_page
 from app.web.permalink import encode_code
@@ -24,7 +26,7 @@ router = APIRouter()
 IMMUTABLE = "public, max-age=31536000, immutable"
 MAX_REDIRECT_TOKEN = 8000
 MAX_STEP_DIGITS = 7
-UNAVAILABLE = "Short links are unavailable right now; try again in a moment."
+UNAVAILABLE = N_("Short links are unavailable right now; try again in a moment.")
 log = logging.getLogger(__name__)
 
 
@@ -39,7 +41,7 @@ def _problem(status: int, detail: str) -> JSONResponse:
 def _unavailable(error: StoreUnavailable) -> JSONResponse:
     # The cause (paths, host names) goes to the log, not to the client.
     log.warning("short links unavailable: %s", error)
-    return JSONResponse({"detail": UNAVAILABLE}, status_code=503, headers={"Retry-After": "5"})
+    return JSONResponse({"detail": _(UNAVAILABLE)}, status_code=503, headers={"Retry-After": "5"})
 
 
 def playground_url(link_id: str, code: str) -> str:
@@ -59,12 +61,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
     """The request body, refusing to buffer more than ``limit`` bytes (a 413 before any parsing)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise InvalidSnippet(413, f"The request body is larger than {limit} bytes.")
+        raise InvalidSnippet(413, _("The request body is larger than {limit} bytes.").format(limit=limit))
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise InvalidSnippet(413, f"The request body is larger than {limit} bytes.")
+            raise InvalidSnippet(413, _("The request body is larger than {limit} bytes.").format(limit=limit))
     return bytes(body)
 
 
@@ -72,7 +74,7 @@ def _code_from_body(body: bytes) -> str:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidSnippet(400, "The request body is not valid UTF-8.") from None
+        raise InvalidSnippet(400, _("The request body is not valid UTF-8.")) from None
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -89,13 +91,14 @@ async def create_link(request: Request) -> JSONResponse:
     """Store a snippet; the same code always gets the same id. 201 when new, 200 when it existed."""
     max_code = request.app.state.settings.max_code_bytes
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-        return _problem(415, "Send the snippet as JSON (Content-Type: application/json).")
+        return _problem(415, _("Send the snippet as JSON (Content-Type: application/json)."))
     # Storing is cheap but not free (disk): a share spends the same per-client budget as a run.
     limiter = getattr(request.app.state, "rate_limiter", None)
     wait = limiter.take(request.client.host if request.client else "unknown") if limiter else 0
     if wait > 0:
         seconds = math.ceil(wait)
-        return JSONResponse({"detail": f"Too many requests; please wait {seconds} s."}, status_code=429,
+        detail = _("Too many requests; please wait {seconds} s.").format(seconds=seconds)
+        return JSONResponse({"detail": detail}, status_code=429,
                             headers={"Retry-After": str(seconds)})
     try:
         # JSON escapes can take up to 6 bytes per UTF-8 byte ("\u00e9" for two bytes); the exact
@@ -122,7 +125,7 @@ async def read_link(link_id: str, request: Request) -> JSONResponse:
     except StoreUnavailable as error:
         return _unavailable(error)
     if code is None:
-        return _problem(404, "No short link with this id.")
+        return _problem(404, _("No short link with this id."))
     return JSONResponse({"id": link_id.lower(), "code": code}, headers={"Cache-Control": IMMUTABLE})
 
 
@@ -134,14 +137,16 @@ async def follow_link(link_id: str, request: Request) -> Response:
         code = await _lookup(request, link_id)
     except StoreUnavailable as error:
         log.warning("short links unavailable: %s", error)
-        return _error_page(request, 503, "Short links are unavailable right now", UNAVAILABLE)
+        return _error_page(request, 503, _("Short links are unavailable right now"), _(UNAVAILABLE))
     if code is None:
-        return _error_page(request, 404, "This short link does not exist",
-                           "No snippet is stored under this id on this server.")
+        return _error_page(request, 404, _("This short link does not exist"),
+                           _("No snippet is stored under this id on this server."))
     url = playground_url(link_id.lower(), code)
     step = request.query_params.get("step", "")
     if step.isdecimal() and len(step) <= MAX_STEP_DIGITS and int(step) >= 1:
         url += f"&step={int(step)}"
+    if "lang" in request.query_params:  # /s/<id>?lang=zh-CN opens the playground in that language
+        url += "&" + urlencode({"lang": request.query_params["lang"][:35]})
     return RedirectResponse(url, status_code=303)
 
 

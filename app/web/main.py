@@ -16,9 +16,10 @@ from app.sandbox.admission import Admission, RateLimiter
 from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
 from app.shortlinks import open_store
-from app.web import api, embed, links, pages, render_svg
+from app.web import api, embed, links, locale, pages, render_svg
 from app.web.framing import FramingPolicy
 from app.web.limits import RequestLimits
+from app.web.locale import LocaleMiddleware
 
 
 @asynccontextmanager
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.include_router(links.router)
     app.include_router(embed.router)
     app.include_router(render_svg.router)
+    app.include_router(locale.router)
     app.include_router(pages.router)  # before /static: it serves /static/vendor/htmx.min.js
     app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
     # Bodies are bounded (size, arrival time) before any route reads them; inside the framing policy,
@@ -53,6 +55,8 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     # A 500-step trace is megabytes of JSON or markup and about 5 % of that gzipped; bodies over
     # 128 KiB are compressed in a worker thread, off the event loop.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
+    # Outermost: every answer, the limits' 413/408 included, is made in the request's language.
+    app.add_middleware(LocaleMiddleware)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -17,10 +17,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from app import i18n
 from app.diagnostics.view import diagnostics_context
-from app.gallery import EXAMPLES, get_example
+from app.gallery import EXAMPLES, get_example, localized
+from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
 from app.render.explorer import step_label
+from app.render.notices import RunLimits
+from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaTrace, RunError
 from app.web.gates import Refusal, finish, run_gated, take_token
 from app.web.permalink import PermalinkError, decode_code
@@ -46,9 +50,17 @@ templates = Environment(
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    extensions=["jinja2.ext.i18n"],
 )
+# One environment for every language: each gettext call asks the request's locale (app.i18n).
+templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label
 templates.globals["graph_vendor"] = GRAPH_VENDOR
+templates.globals["lang_tag"] = i18n.current_tag
+templates.globals["lang_switch"] = i18n.switch_links
+templates.globals["js_catalog"] = i18n.js_catalog
+templates.globals["number"] = i18n.number
+templates.globals["error_text"] = i18n.error_text
 
 
 def render(name: str, **context: Any) -> str:
@@ -58,13 +70,21 @@ def render(name: str, **context: Any) -> str:
 def html_response(body: str, status: int = 200) -> Response:
     """HTML with the security headers (GZipMiddleware compresses the large ones: a 1000-step run is
     megabytes of markup)."""
-    headers = {**SECURITY_HEADERS, "Vary": "HX-Request"}
+    # One URL answers a page or a fragment, in the reader's language (app.web.locale)
+    headers = {**SECURITY_HEADERS, "Vary": "HX-Request, Accept-Language, Cookie",
+               "Content-Language": i18n.current_tag()}
     return Response(body, status_code=status, headers=headers, media_type="text/html; charset=utf-8")
 
 
-def run_context(result: DeltaTrace, code: str, step: int | None, max_steps: int) -> dict[str, Any]:
+def run_limits(settings: Any) -> RunLimits:
+    """The limits the notices quote: the server's settings."""
+    return RunLimits(settings.max_steps, settings.wall_seconds, settings.cpu_seconds,
+                     settings.max_result_bytes, settings.max_stdout_bytes, settings.memory_mib)
+
+
+def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimits) -> dict[str, Any]:
     """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
-    view = build_explorer(result, code, step, max_steps)
+    view = build_explorer(result, code, step, limits)
     frame = frame_at(view)
     return {"view": view, "frame": frame, "payload": client_payload(view),
             **diagnostics_context(result, code, frame.step)}
@@ -88,11 +108,11 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     if refusal is not None:
         result = refusal.as_result()
     elif "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
-        result = _rejected(f"The snippet is longer than {settings.max_code_bytes // 1024} KB, the limit.")
+        result = _rejected("rejected.too_long", {"kb": settings.max_code_bytes // 1024})
     elif "__bad_form__" in form:
-        result = _rejected("The form could not be read: send the fields code, step and view once each.")
+        result = _rejected("rejected.bad_form")
     elif not code.strip():
-        result = _rejected("There is no code to run: type a snippet or pick an example.")
+        result = _rejected("rejected.no_code")
     else:
         ran = await run_gated(request, code, work, lambda r, note: work(partial_result(r, note)))
         if not isinstance(ran, Refusal):
@@ -101,18 +121,22 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     return await finish(request, work, lambda r, note: work(partial_result(r, note)), result)
 
 
-def partial_result(result: DeltaTrace, note: str) -> DeltaTrace:
+def partial_result(result: DeltaTrace, note: Message) -> DeltaTrace:
     """What a page shows when the server could not draw ``result`` (its budget ran out, or the answer
     is inconsistent): the run's output and a plain sentence, no views."""
     stdout = "".join(step.stdout for step in result.steps)
-    message = note
+    message, params = str(note), dict(note.params)
     if stdout:
-        message += " Output of the run:\n" + stdout[-2000:]
-    return DeltaTrace(ok=False, steps=[], error=RunError(kind="output", type="ServerBudget", message=message))
+        params["output"] = stdout[-2000:]
+        message += TEMPLATES["output.run_output"] + params["output"]
+    error = RunError(kind="output", type="ServerBudget", message=message, code=note.code, params=params)
+    return DeltaTrace(ok=False, steps=[], error=error)
 
 
-def _rejected(message: str) -> DeltaTrace:
-    return DeltaTrace(ok=False, steps=[], error=RunError(kind="rejected", type="Rejected", message=message))
+def _rejected(code: str, params: dict[str, int] | None = None) -> DeltaTrace:
+    error = RunError(kind="rejected", type="Rejected", message=english(code, params), code=code,
+                     params=params or {})
+    return DeltaTrace(ok=False, steps=[], error=error)
 
 
 def _parse_step(raw: str | None) -> int | None:
@@ -143,7 +167,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
     step = _parse_step(form.get("step"))
 
     def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **run_context(result, code, step, settings.max_steps))
+        return render("_run.html", **run_context(result, code, step, run_limits(settings)))
 
     return html_response(await run_posted_code(request, form, code, draw))
 
@@ -158,7 +182,7 @@ def error_page(request: Request, status: int, title: str, message: str) -> Respo
     if len(address) > MAX_SHOWN_ADDRESS:
         address = address[:MAX_SHOWN_ADDRESS] + "…"
     body = render("error.html", status=status, title=title, message=message, address=address,
-                  examples=EXAMPLES)
+                  examples=[localized(e) for e in EXAMPLES])
     return html_response(body, status)
 
 
@@ -169,29 +193,31 @@ async def index(request: Request) -> Response:
     link that names none of these opens the first example, one that cannot be opened the error page."""
     params = request.query_params
     settings = request.app.state.settings
-    code, selected = EXAMPLES[0].code, EXAMPLES[0].slug
+    code, selected = localized(EXAMPLES[0]).code, EXAMPLES[0].slug
     if params.get("code"):
         try:
             code, selected = decode_code(params["code"], settings.max_code_bytes), ""
         except PermalinkError as error:
-            return error_page(request, 400, "This link's code cannot be opened", str(error))
+            return error_page(request, 400, _("This link's code cannot be opened"), str(error))
     elif params.get("s"):
         stored = await _stored_code(request, params["s"])
         if stored is None:
-            return error_page(request, 404, "This short link does not exist here",
-                              "No snippet is stored under this id on this server (or short links are "
-                              "unavailable right now).")
+            return error_page(request, 404, _("This short link does not exist here"),
+                              _("No snippet is stored under this id on this server (or short links are "
+                                "unavailable right now)."))
         code, selected = stored, ""
     elif params.get("example"):
         example = get_example(params["example"])
         if example is None:
-            return error_page(request, 404, "There is no such example",
-                              f"The gallery has no example called {params['example'][:60]!r}.")
-        code, selected = example.code, example.slug
+            return error_page(request, 404, _("There is no such example"),
+                              _("The gallery has no example called {name}.").format(
+                                  name=repr(params["example"][:60])))
+        code, selected = localized(example).code, example.slug
     step = _parse_step(params.get("step"))
+    examples = [localized(e) for e in EXAMPLES]
     body = render(
-        "index.html", code=code, examples=EXAMPLES, selected=selected,
-        step=None if step is None else step + 1, gallery=[_example_json(e) for e in EXAMPLES],
+        "index.html", code=code, examples=examples, selected=selected,
+        step=None if step is None else step + 1, gallery=[_example_json(e) for e in examples],
     )
     return html_response(body)
 

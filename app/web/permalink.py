@@ -11,6 +11,8 @@ import base64
 import binascii
 import zlib
 
+from app.i18n import gettext as _
+
 MAX_TOKEN_CHARS = 64 * 1024
 
 
@@ -27,21 +29,21 @@ def encode_code(code: str) -> str:
 def decode_code(token: str, max_bytes: int) -> str:
     """The source a token carries; refuses more than ``max_bytes`` of it (a zip bomb stops early)."""
     if len(token) > MAX_TOKEN_CHARS:
-        raise PermalinkError("The link is too long.")
+        raise PermalinkError(_("The link is too long."))
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except (binascii.Error, ValueError):
-        raise PermalinkError("The link's code is not valid base64url.") from None
+        raise PermalinkError(_("The link's code is not valid base64url.")) from None
     inflater = zlib.decompressobj(-15)
     try:
         data = inflater.decompress(raw, max_bytes + 1)
     except zlib.error:
-        raise PermalinkError("The link's code is not valid compressed data.") from None
+        raise PermalinkError(_("The link's code is not valid compressed data.")) from None
     if len(data) > max_bytes or inflater.unconsumed_tail:
-        raise PermalinkError(f"The link's code is longer than {max_bytes // 1024} KB.")
+        raise PermalinkError(_("The link's code is longer than {kb} KB.").format(kb=max_bytes // 1024))
     if not inflater.eof:
-        raise PermalinkError("The link's code is cut short.")
+        raise PermalinkError(_("The link's code is cut short."))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise PermalinkError("The link's code is not UTF-8 text.") from None
+        raise PermalinkError(_("The link's code is not UTF-8 text.")) from None

@@ -17,11 +17,16 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app import i18n
+from app.i18n import gettext as _
 from app.render import build_explorer
+from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
+from app.run_errors import Message
 from app.schema import DeltaTrace
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
 from app.web.gates import Refusal, run_gated
+from app.web.pages import run_limits
 
 router = APIRouter()
 
@@ -46,7 +51,9 @@ STABLE_ERRORS = ("runtime", "rejected", "output", "memory")
 
 def _svg(body: str, status: int = 200, cache: str = "no-store", etag: str | None = None,
          retry_after: int | None = None) -> Response:
-    headers = {**HEADERS, "Cache-Control": cache}
+    # The picture's words are in the request's language: lang= in the URL, else the reader's own.
+    headers = {**HEADERS, "Cache-Control": cache, "Vary": "Accept-Language, Cookie",
+               "Content-Language": i18n.current_tag()}
     if etag:
         headers["ETag"] = etag
     if retry_after:
@@ -55,7 +62,8 @@ def _svg(body: str, status: int = 200, cache: str = "no-store", etag: str | None
 
 
 def _etag(code: str, params: EmbedParams) -> str:
-    key = "\0".join((RENDERER_VERSION, code, str(params.step), params.view, params.theme))
+    key = "\0".join((RENDERER_VERSION, code, str(params.step), params.view, params.theme,
+                     i18n.current_locale()))
     return '"' + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + '"'
 
 
@@ -66,14 +74,14 @@ def _cache(request: Request) -> OrderedDict[str, str]:
     return state.svg_cache
 
 
-def _draw(result: DeltaTrace, code: str, params: EmbedParams, max_steps: int) -> str:
-    view = build_explorer(result, code, params.step, max_steps)
+def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
+    view = build_explorer(result, code, params.step, limits)
     return render_svg(view, params.step, params.view, params.theme)
 
 
-def _too_large(theme: str) -> Callable[[DeltaTrace, str], tuple[str, bool]]:
-    def partial(_result: DeltaTrace, note: str) -> tuple[str, bool]:
-        return error_svg("Cannot draw this run", note, theme), False
+def _too_large(theme: str) -> Callable[[DeltaTrace, Message], tuple[str, bool]]:
+    def partial(_result: DeltaTrace, note: Message) -> tuple[str, bool]:
+        return error_svg(_("Cannot draw this run"), i18n.say(note), theme), False
 
     return partial
 
@@ -87,8 +95,8 @@ async def render_image(request: Request) -> Response:
         params = parse_params(request.query_params)
         code = await resolve_code(request.app.state, params.source, settings.max_code_bytes)
     except ParamError as error:
-        titles = {400: "Bad image link", 404: "Unknown short link", 503: "Not available"}
-        return _svg(error_svg(titles.get(error.status, "Error"), error.message, theme), error.status)
+        titles = {400: _("Bad image link"), 404: _("Unknown short link"), 503: _("Not available")}
+        return _svg(error_svg(titles.get(error.status, _("Error")), error.message, theme), error.status)
     etag = _etag(code, params)
     if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers={"ETag": etag, "Cache-Control": CACHEABLE})
@@ -100,12 +108,13 @@ async def render_image(request: Request) -> Response:
     def draw(result: DeltaTrace) -> tuple[str, bool]:
         # A timeout or a crash may not happen next time: such a picture is not kept.
         stable = result.error is None or result.error.kind in STABLE_ERRORS
-        return _draw(result, code, params, settings.max_steps), stable
+        return _draw(result, code, params, run_limits(settings)), stable
 
     # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox).
     ran = await run_gated(request, code, draw, _too_large(params.theme))
     if isinstance(ran, Refusal):
-        return _svg(error_svg(ran.title, ran.message, params.theme), ran.status, retry_after=ran.retry_after)
+        return _svg(error_svg(ran.heading, ran.message, params.theme), ran.status,
+                    retry_after=ran.retry_after)
     body, stable = ran
     if not stable:
         return _svg(body)

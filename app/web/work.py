@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
-from app.budget import Budget, BudgetExceeded, use_budget
+from app.budget import Budget, use_budget
+from app.heap import collector_paused
 from app.web.limits import WORK_KEY
 
 T = TypeVar("T")
@@ -53,13 +54,13 @@ class _Watched:
             try:
                 with self.lock:
                     self.ident, self.running = threading.get_ident(), True
-                with use_budget(budget):
+                with use_budget(budget), collector_paused():
                     return fn(*args)
             finally:
                 with self.lock:
                     self.running = False  # from here on no HardStop is sent
         except HardStop:
-            raise BudgetExceeded(budget.reason()) from None
+            raise budget.exceeded() from None
         finally:
             if self.sent:
                 _drain()
@@ -102,7 +103,7 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any) -> T:
                 try:
                     return task.result()
                 except HardStop:  # arrived on its way out of the thread: the budget ran out all the same
-                    raise BudgetExceeded(budget.reason()) from None
+                    raise budget.exceeded() from None
             now = time.monotonic()
             if not gone.is_set() and await request.is_disconnected():
                 gone.set()

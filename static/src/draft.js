@@ -4,6 +4,7 @@
 // brings the edits back into the editor, as one undoable change; opening other code only offers
 // them (a shared link opens what it says). A run of the draft's code, or undoing back to the
 // entry's code, ends the draft.
+import { t } from "./text.js";
 import { $, store } from "./ui.js";
 
 const KEY = "autograd-explorer:draft";
@@ -40,11 +41,11 @@ export class Draft {
     if (!saved || typeof saved.code !== "string" || saved.code === opened) return;
     if (saved.base === opened) {
       editor.setText(saved.code, "input.draft");
-      this.tell("Your unrun edits are back (they are not run yet).", "Discard them", function () {
+      this.tell(t("Your unrun edits are back (they are not run yet)."), t("Discard them"), function () {
         editor.setText(opened, "input.draft");
       });
     } else {
-      this.tell("You have unrun code from an earlier visit.", "Put it in the editor", function () {
+      this.tell(t("You have unrun code from an earlier visit."), t("Put it in the editor"), function () {
         editor.setText(saved.code, "input.draft");
       }, function () { store.remove(KEY); }); // dismissed: not offered again
     }

@@ -1,5 +1,6 @@
 // The Examples menu: picking one puts its code in the editor (one undoable change) and runs it.
 // Code the user edited is never replaced without asking.
+import { t } from "./text.js";
 import { $ } from "./ui.js";
 
 export class Gallery {
@@ -25,8 +26,8 @@ export class Gallery {
     if (!example) { this.show(this.shown); return; }
     const text = this.editor.text();
     if (this.edited(text) && text !== example.code && !window.confirm(
-      "Replace the code in the editor with the example “" + example.title + "”?\n\n" +
-      "Your edits have not been run. (Ctrl+Z in the editor brings them back.)")) {
+      t("Replace the code in the editor with the example “{title}”?", { title: example.title }) + "\n\n" +
+      t("Your edits have not been run. (Ctrl+Z in the editor brings them back.)"))) {
       this.show(this.shown);
       return;
     }

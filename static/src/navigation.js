@@ -7,6 +7,7 @@
 // address, never from stored state. A run that arrives after its entry was left (Back while it
 // ran) never writes into another entry's address.
 import { decode, encode, permalink } from "./permalink.js";
+import { withLang } from "./text.js";
 
 const ADDRESS_AFTER_MS = 500; // once the reader stops stepping: each write makes the browser look at the favicon
 
@@ -39,7 +40,7 @@ export class Navigation {
     if (url) return;
     const self = this;
     encode(code).then(function (token) {
-      const url = location.origin + "/?code=" + token;
+      const url = withLang(location.origin + "/?code=" + token);
       if (self.entry === entry && url !== location.href) history.replaceState(null, "", url);
     });
   }

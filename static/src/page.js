@@ -11,6 +11,7 @@ import { decode, encode, permalink } from "./permalink.js";
 import { Runs } from "./runs.js";
 import { Share } from "./share.js";
 import { Split } from "./split.js";
+import { withLang } from "./text.js";
 import { $, copy } from "./ui.js";
 
 const AX = (window.AX = window.AX || {});
@@ -25,7 +26,7 @@ function playground(editor, runs) {
   const gallery = select ? new Gallery(select, examples, editor, edited) : { showCode() {} };
   navigation = new Navigation(editor, runs, examples, gallery);
   gallery.onPick = function (example) {
-    navigation.push(example.code, "/?example=" + encodeURIComponent(example.slug));
+    navigation.push(example.code, withLang("/?example=" + encodeURIComponent(example.slug)));
     runs.submit({});
   };
   new Draft(editor, runs, function () { return navigation.entryCode; });

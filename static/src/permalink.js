@@ -1,6 +1,8 @@
 // Permalink tokens: raw DEFLATE of the UTF-8 code in unpadded base64url, the format
 // app/web/permalink.py reads and writes, so the page, the embed and the SVG export open the same URLs.
 
+import { withLang } from "./text.js";
+
 function stream(bytes, transform) {
   return new Response(new Blob([bytes]).stream().pipeThrough(transform)).arrayBuffer();
 }
@@ -28,9 +30,9 @@ export function decode(token) {
   });
 }
 
-// The playground URL that opens `code` (and `step`, counted from 1, when given).
+// The playground URL that opens `code` (and `step`, counted from 1, when given), in the page's language.
 export function permalink(code, step) {
   return encode(code).then(function (token) {
-    return location.origin + "/?code=" + token + (step ? "&step=" + step : "");
+    return withLang(location.origin + "/?code=" + token + (step ? "&step=" + step : ""));
   });
 }

@@ -1,5 +1,6 @@
 // Share: a link to the code in the editor (run or not; the dialog says which), copied at once, and
 // its short link /s/<id> (POST /api/links) with a copy button. A run's link keeps the step on screen.
+import { t, withLang } from "./text.js";
 import { $, copy } from "./ui.js";
 import { permalink } from "./permalink.js";
 
@@ -16,8 +17,8 @@ export class Share {
     button.addEventListener("click", function () { self.open(); });
     $("share-close", dialog).addEventListener("click", function () { dialog.close(); });
     dialog.addEventListener("click", function (event) { if (event.target === dialog) dialog.close(); });
-    $("share-copy", dialog).addEventListener("click", function () { self.copy(ui.link, "Link copied"); });
-    $("share-copy-short", dialog).addEventListener("click", function () { self.copy(ui.short, "Short link copied"); });
+    $("share-copy", dialog).addEventListener("click", function () { self.copy(ui.link, t("Link copied")); });
+    $("share-copy-short", dialog).addEventListener("click", function () { self.copy(ui.short, t("Short link copied")); });
     [ui.link, ui.short].forEach(function (field) {
       field.addEventListener("focus", function () { field.select(); });
     });
@@ -29,18 +30,18 @@ export class Share {
     const step = ran && run.count ? run.step + 1 : 0;
     const ui = this.ui;
     ui.state.textContent = ran
-      ? (step ? "The code as run, opening at step " + step + " of " + run.count + "." : "The code as run.")
-      : "The code in the editor, not run yet: the link opens it and runs it.";
+      ? (step ? t("The code as run, opening at step {step} of {count}.", { step, count: run.count }) : t("The code as run."))
+      : t("The code in the editor, not run yet: the link opens it and runs it.");
     ui.state.setAttribute("data-ran", ran ? "1" : "0");
     ui.link.value = ui.short.value = "";
-    ui.short.placeholder = "making a short link…";
+    ui.short.placeholder = t("making a short link…");
     ui.status.textContent = "";
     if (!this.dialog.open) this.dialog.showModal();
     permalink(code, step).then(function (url) {
       if (asked !== self.asked) return;
       ui.link.value = url;
       window.AX.lastShared = url; // tests read the link without the clipboard
-      self.copy(ui.link, "Link copied");
+      self.copy(ui.link, t("Link copied"));
     });
     this.shortLink(code, step).then(function (url) {
       if (asked === self.asked) ui.short.value = url;
@@ -54,8 +55,8 @@ export class Share {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (body) {
-        if (!response.ok) throw new Error(body.detail || "No short link right now; the link above works.");
-        return location.origin + body.url + (step ? "?step=" + step : "");
+        if (!response.ok) throw new Error(body.detail || t("No short link right now; the link above works."));
+        return withLang(location.origin + body.url + (step ? "?step=" + step : ""));
       });
     });
   }
@@ -66,7 +67,7 @@ export class Share {
     copy(field.value).then(function () { status.textContent = done; }, function () {
       field.focus();
       field.select();
-      status.textContent = "Press Ctrl+C to copy";
+      status.textContent = t("Press Ctrl+C to copy");
     });
   }
 }

@@ -57,6 +57,8 @@ def normalised(result: dict, source: str) -> dict:
     uninitialised = "empty" in source or "resize_" in source
     if result.get("error"):
         result["error"].pop("output", None)  # added after the recording (what it printed before failing)
+        result["error"].pop("code", None)  # the message's id and fields (i18n), added after it too
+        result["error"].pop("params", None)
     for step in result["steps"]:
         step["stdout"] = ADDRESS.sub("0x…", step["stdout"])  # printed objects: where they happen to live
         for sid, storage in step["storages"].items():

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import pytest
 
-from app.render import build_explorer
+from app.render import build_explorer, frame_at
 from app.render.explorer import ExplorerView
 from app.schema import DeltaTrace, RunResult
 from app.trace.delta import expand
@@ -61,3 +61,23 @@ def views_code() -> str:
         "c = x.clone()\n"
         "d = x.detach()\n"
     )
+
+
+def shown_strips(view: ExplorerView, step: int | None = None) -> list:
+    """(group, strip) of every memory strip on screen at ``step`` (default: the step shown first)."""
+    frame = frame_at(view, step)
+    return [(group, strip) for group, strip in view.memory.strips() if frame.shows(strip.k)]
+
+
+def strip_of(view: ExplorerView, tid: str, step: int | None = None):
+    """The strip on screen at ``step`` that has a row for tensor ``tid`` (and its group)."""
+    frame = frame_at(view, step)
+    found = [(g, s) for g, s in shown_strips(view, step) if any(frame.ref(r.k) == tid for r in s.rows)]
+    assert len(found) == 1, f"{len(found)} strips show {tid} at step {frame.step}"
+    return found[0]
+
+
+def row_of(view: ExplorerView, tid: str, step: int | None = None):
+    frame = frame_at(view, step)
+    _, strip = strip_of(view, tid, step)
+    return next(r for r in strip.rows if frame.ref(r.k) == tid)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app.render.footprint import Layout, cell_map, coverage, is_contiguous, layout_flags
-from tests.render.conftest import explore, run_namespace, torch_cells, trace_v1
+from tests.render.conftest import explore, row_of, run_namespace, strip_of, torch_cells, trace_v1
 
 CASES = {
     "contiguous": lambda: torch.arange(12.).reshape(3, 4),
@@ -67,10 +67,7 @@ def test_coverage_of_large_storages() -> None:
 
 def _row(view, name: str):
     """The memory row of the tensor variable ``name`` at the last step."""
-    tid = trace_variables(view)[name]
-    rows = [r for g in view.memory.groups for s in g.strips for r in s.rows if r.tensor == tid]
-    assert rows, f"no memory row for {name} ({tid})"
-    return rows[-1]
+    return row_of(view, trace_variables(view)[name])
 
 
 def trace_variables(view) -> dict[str, str]:
@@ -78,8 +75,7 @@ def trace_variables(view) -> dict[str, str]:
 
 
 def _strip_of(view, name: str):
-    tid = trace_variables(view)[name]
-    return next(s for g in view.memory.groups for s in g.strips if any(r.tensor == tid for r in s.rows))
+    return strip_of(view, trace_variables(view)[name])[1]
 
 
 @pytest.mark.parametrize("name", ["x", "t", "s", "n", "e", "c", "d"])

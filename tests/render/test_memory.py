@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.render import frame_at
-from tests.render.conftest import explore, trace
+from tests.render.conftest import explore, row_of, shown_strips, strip_of, trace_v1
 
 HELD = (
     "a = torch.tensor([1., 2., 3.], requires_grad=True)\n"
@@ -14,51 +14,51 @@ HELD = (
 )
 
 
-def _strips(view, storage: str):
-    return [s for g in view.memory.groups for s in g.strips if s.storage == storage]
-
-
-def _shown_at(view, k: int, step: int) -> bool:
-    return frame_at(view, step).shows(k)
-
-
 def test_a_storage_only_the_graph_keeps_moves_to_held_by_the_graph() -> None:
     view = explore(HELD)
-    result = trace(HELD)
-    h_storage = result.steps[1].tensors[result.steps[1].variables["h"]].storage
-    named, held = sorted(_strips(view, h_storage), key=lambda s: s.group != "named")
-    assert (named.group, held.group) == ("named", "graph")
+    steps = trace_v1(HELD).steps
+    h = steps[1].variables["h"]
+    h_storage = steps[1].tensors[h].storage
+    group, strip = strip_of(view, h, 2)
+    assert group.name == "named" and frame_at(view, 2).ref(strip.k) == h_storage
     after_del = 3  # the step after `del h`: SinBackward0 saved h, nobody names it
-    assert _shown_at(view, named.k, 2) and not _shown_at(view, named.k, after_del)
-    assert _shown_at(view, held.k, after_del) and not _shown_at(view, held.k, 2)
-    note = frame_at(view, after_del).text(held.note_k)
+    group, strip = strip_of(view, h, after_del)
+    assert group.name == "graph" and frame_at(view, after_del).ref(strip.k) == h_storage
+    note = frame_at(view, after_del).text(strip.note_k)
     assert "SinBackward0.self" in note and "ExpBackward0.result" in note
+    label = frame_at(view, after_del).text(row_of(view, h, after_del).label_k)
+    assert label == "result of Exp"  # its oldest holder
     # backward frees the saved tensors: the storage is gone from the last step
-    assert not _shown_at(view, held.k, view.step_count - 1)
+    last = view.step_count - 1
+    assert all(frame_at(view, last).ref(s.k) != h_storage for _, s in shown_strips(view, last))
 
 
 def test_in_place_through_an_alias_bumps_both_versions_and_marks_changed_cells() -> None:
     code = "x = torch.zeros(3)\nalias = x.detach()\nalias.add_(1)\nz = x * 2\n"
     view = explore(code)
-    (strip,) = [s for g in view.memory.groups for s in g.strips if len(s.rows) >= 2]
+    x = trace_v1(code).steps[0].variables["x"]
     bump_step = 2
+    _, strip = strip_of(view, x, bump_step)
+    assert len(strip.rows) == 2  # x and alias share one strip
+    at, after, before = frame_at(view, bump_step), frame_at(view, bump_step + 1), frame_at(view, 1)
     for row in strip.rows:
-        assert frame_at(view, bump_step).text(row.version_k) == "v1"
-        assert frame_at(view, bump_step).state(row.version_k) == "bump"
-        assert frame_at(view, bump_step + 1).state(row.version_k) == ""  # marked once, at the bump
-    cells = [frame_at(view, bump_step).text(k) for k in strip.cell_keys]
-    assert cells == ["1.", "1.", "1."]
-    assert all(frame_at(view, bump_step).state(k) == "changed" for k in strip.cell_keys)
-    assert all(frame_at(view, 1).state(k) == "" for k in strip.cell_keys)
+        assert at.text(row.version_k) == "v1" and at.state(row.version_k) == "bump"
+        assert after.state(row.version_k) == ""  # marked once, at the bump
+        assert after.text(row.version_k) == "v1"
+    assert at.text(strip.cells_k).split(" ") == ["1.", "1.", "1."]
+    assert before.text(strip.cells_k).split(" ") == ["0.", "0.", "0."]
+    assert at.state(strip.cells_k).split() == ["0", "1", "2"]  # every cell changed, at that step only
+    assert before.state(strip.cells_k) == "" and after.state(strip.cells_k) == ""
 
 
 def test_large_storages_are_drawn_scaled_with_their_size() -> None:
     code = "big = torch.zeros(1000)\nhalf = big[:500]\nodd = big[1::2]\n"
     view = explore(code)
-    (strip,) = [s for g in view.memory.groups for s in g.strips]
-    assert strip.scaled and strip.cells == 0 and strip.cell_keys == ()
+    ((_, strip),) = shown_strips(view)
+    assert strip.scaled and strip.cells == 0
     assert strip.size == "1000 × float32 · 3.9 KiB" and strip.scale == "scaled: 32 per block"
-    levels = {frame_at(view, 2).text(r.label_k): r.levels for r in strip.rows}
+    frame = frame_at(view, 2)
+    levels = {frame.text(r.label_k): r.levels for r in strip.rows}
     assert levels["big"] == (4,) * 32
     assert levels["half"][:15] == (4,) * 15 and levels["half"][17:] == (0,) * 15
     assert set(levels["odd"]) == {2}
@@ -67,9 +67,26 @@ def test_large_storages_are_drawn_scaled_with_their_size() -> None:
 def test_rows_carry_the_legend_kind() -> None:
     code = "w = torch.ones(2, requires_grad=True)\nv = w * 2\nd = v.detach()\n"
     view = explore(code)
-    kinds = {}
-    for strip in (s for g in view.memory.groups for s in g.strips):
-        for row in strip.rows:
-            kinds[frame_at(view).text(row.label_k)] = frame_at(view).state(row.k)
+    frame = frame_at(view)
+    kinds = {frame.text(r.label_k): frame.state(r.k) for _, s in shown_strips(view) for r in s.rows}
     # w * 2 saves the wrapped number 2 for backward: a tensor only the graph holds
     assert kinds == {"w": "leaf", "v": "nonleaf", "d": "nograd", "other of Mul": "nograd held"}
+
+
+def test_a_strip_shows_no_internal_id() -> None:
+    view = explore(HELD)
+    for step in range(view.step_count):
+        frame = frame_at(view, step)
+        for _, strip in shown_strips(view, step):
+            words = [frame.text(k) for k in (strip.note_k, strip.more_k)] + [strip.size]
+            words += [frame.text(r.label_k) for r in strip.rows]
+            assert not any(w.startswith(("t", "s", "n")) and w[1:].isdigit() for w in " ".join(words).split())
+
+
+def test_a_storage_keeps_its_place_when_a_view_joins_it() -> None:
+    code = "x = torch.ones(3)\nc = x.clone()\nd = x.detach()\n"
+    view = explore(code)
+    last = trace_v1(code).steps[-1]
+    order = [frame_at(view).ref(strip.k) for _, strip in shown_strips(view)]
+    x, c = (last.tensors[last.variables[n]].storage for n in ("x", "c"))
+    assert order == [x, c]  # x's strip stays first, though "x" became "x, d" after c was made

@@ -9,6 +9,10 @@ import pytest
 from sandbox_support import Server
 from test_policy import TEACHING
 
+from app.gallery import get_example
+from app.schema import DeltaResponse
+from app.trace.delta import expand
+
 TUTORIAL = sorted(name for name in TEACHING if name.startswith("tutorial-"))
 
 FORWARD_AD = """\
@@ -60,3 +64,17 @@ def test_cuda_gets_torchs_own_error(gated_server: Server) -> None:
                               'print(device)\ny = torch.ones(2).to("cuda")\n')
     assert result["steps"][-1]["stdout"].startswith("cpu")
     assert result["error"]["kind"] == "runtime" and "CUDA" in result["error"]["message"]
+
+
+def test_the_numpy_gallery_example_shows_sharing_in_the_real_sandbox(gated_server: Server) -> None:
+    example = get_example("numpy-shares-or-copies")
+    assert example is not None
+    result = gated_server.run(example.code)
+    assert result["ok"], result["error"]
+    last = expand(DeltaResponse.model_validate(result)).model_dump()["steps"][-1]  # the state at the end
+    t = last["tensors"][last["variables"]["t"]]
+    arrays = {fact["names"][0]: fact for fact in last["arrays"].values()}
+    assert arrays["a"]["storage"] == arrays["s"]["storage"] == t["storage"]  # .numpy(), np.asarray
+    assert arrays["c"]["storage"] is None and arrays["c"]["owner"] == "numpy"  # np.array copies
+    assert t["values"] == arrays["a"]["values"] == [5.0, 0.0, 0.0] and t["version"] == 0
+    assert arrays["c"]["values"] == [0.0, 7.0, 0.0]

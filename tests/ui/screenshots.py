@@ -1,4 +1,5 @@
-"""Screenshots of every gallery example, to look at: ``python -m tests.ui.screenshots URL OUT_DIR``.
+"""Screenshots of every gallery example, and of a folded leak, to look at:
+``python -m tests.ui.screenshots URL OUT_DIR [WIDTH]``.
 
 Not a test: a person (or a session) views the PNGs to judge the look. Uses Debian's chromium.
 """
@@ -8,8 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from app.bench.scale import LEAK
 from app.gallery import EXAMPLES
 from tests.browser_support import CHROMIUM, CHROMIUM_ARGS
+
+LEAK_ITERATIONS = 30  # enough to fold, quick on today's engine
 
 
 def main(base_url: str, out_dir: str, width: int = 1440) -> None:
@@ -25,6 +29,16 @@ def main(base_url: str, out_dir: str, width: int = 1440) -> None:
             page.wait_for_function("() => window.AX && AX.runs > 0", timeout=60_000)
             page.screenshot(path=str(out / f"{example.slug}.png"), full_page=True)
             print(out / f"{example.slug}.png")
+        # a loop that keeps its losses: one chip and a few strips per family, then both expanded
+        runs = page.evaluate("AX.runs")
+        page.get_by_test_id("code").fill(LEAK.format(n=LEAK_ITERATIONS))
+        page.get_by_test_id("run").click()
+        page.wait_for_function("n => AX.runs > n", arg=runs, timeout=300_000)
+        page.screenshot(path=str(out / "leak.png"), full_page=True)
+        page.locator(".vars .var[data-state~=fold]:not([hidden])").first.click()
+        page.get_by_test_id("memory-fold").first.click()
+        page.screenshot(path=str(out / "leak-expanded.png"), full_page=True)
+        print(out / "leak.png", out / "leak-expanded.png")
         browser.close()
 
 

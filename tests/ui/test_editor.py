@@ -55,7 +55,7 @@ def test_picking_an_example_asks_before_replacing_edits_and_undo_brings_them_bac
 def test_no_line_mark_outlives_its_run(page) -> None:
     open_page(page, "/?example=clone-vs-detach")
     assert page.locator(".cm-step-line").count() == 1
-    page.locator("[data-testid=memory-view] .fp:not([hidden]) .fp-name").first.click()  # selects a tensor
+    page.locator("[data-testid=memory-view] .strip:not([hidden]) .fp-name").first.click()  # selects a tensor
     assert page.locator(".cm-hover-line").count() == 1
     run_code(page, "x = torch.ones(2)\ny = (\n")  # a syntax error: a run without steps
     assert "Python could not read the snippet" in page.get_by_test_id("error").inner_text()

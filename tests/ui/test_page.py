@@ -205,7 +205,7 @@ def test_axe_finds_no_serious_problem_in_the_page_and_its_dialogs(page, scheme: 
     assert serious(axe_violations(page, exclude=("#run",))) == []
     # every kind of token on every kind of line mark: the step's line, the selected tensor's, the error's
     run_code(page, MARKED)
-    page.locator("[data-testid=memory-view] .fp:not([hidden]) .fp-name", has_text="x").first.click()
+    page.locator("[data-testid=memory-view] .strip:not([hidden]) .fp .fp-name", has_text="x").first.click()
     assert page.locator(".cm-step-line, .cm-hover-line, .cm-error-line, [data-role=error-note]").count() == 4
     assert serious(axe_violations(page, exclude=("#run",))) == []
     page.get_by_test_id("share").click()

@@ -123,7 +123,7 @@ def test_printed_markup_stays_text(page) -> None:
     ))
     assert page.evaluate("window.__pwned") is None
     assert "<script>window.__pwned = 2</script>" in page.locator("[data-role=stdout]").inner_text()
-    injected = "#run img, #run b:not([data-k]), #run script:not([type='application/json'])"
+    injected = "#run img, #run b:not([data-k]):not(.cv), #run script:not([type='application/json'])"
     assert page.locator(injected).count() == 0
     assert "<b>bold</b>" in page.get_by_test_id("error").inner_text()
     assert "<img src=x" in page.locator(".vars .var-name").first.inner_text()

@@ -16,6 +16,7 @@ from app.diagnostics.context import Context
 from app.diagnostics.index import At
 from app.diagnostics.source import resolve, text
 from app.diagnostics.trace import fmt_bytes
+from app.i18n import gettext as _
 from app.schema import Diagnostic
 
 RULE = "unneeded-clone"
@@ -74,20 +75,22 @@ def unneeded_clones(context: Context) -> Iterator[Diagnostic]:
             continue  # x = x.clone(): the original is gone, nothing is held twice
         if _modified(context, index, tid) or _modified(context, index, source):
             continue
-        cheaper = (f"`{text(clone.source)}.detach()` instead — it shares memory and costs nothing"
-                   if clone.detached else f"`{text(clone.source)}` itself")
+        fields = {"source": text(clone.source), "target": clone.target, "text": clone.text,
+                  "line": step.line, "size": fmt_bytes(copied)}
+        cheaper = (_("`{source}.detach()` instead — it shares memory and costs nothing")
+                   if clone.detached else _("`{source}` itself")).format(**fields)
         yield Diagnostic(
             rule=RULE, severity="info",
-            title=f"`{clone.target}` is a copy nobody needs",
-            message=(
-                f"Line {step.line} (`{clone.target} = {clone.text}`) copies `{text(clone.source)}` into "
-                f"{fmt_bytes(copied)} of new memory. But neither `{clone.target}` nor `{text(clone.source)}` "
-                f"is modified in place afterwards, so both always hold the same values: the copy costs "
-                f"memory (and a copy pass) for nothing."
-            ),
-            fix=(
-                f"Use {cheaper}. Clone only when one side "
-                f"will be changed in place while the other must keep the old values."
-            ),
+            title=_("`{target}` is a copy nobody needs").format(**fields),
+            message=_(
+                "Line {line} (`{target} = {text}`) copies `{source}` into "
+                "{size} of new memory. But neither `{target}` nor `{source}` "
+                "is modified in place afterwards, so both always hold the same values: the copy costs "
+                "memory (and a copy pass) for nothing."
+            ).format(**fields),
+            fix=_(
+                "Use {cheaper}. Clone only when one side "
+                "will be changed in place while the other must keep the old values."
+            ).format(cheaper=cheaper),
             step=index, line=step.line, tensors=[tid, source], bytes=copied,
         )

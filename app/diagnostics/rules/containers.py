@@ -17,6 +17,7 @@ from app.diagnostics.context import Context
 from app.diagnostics.index import container_of
 from app.diagnostics.source import Add, expr_keys, resolve, text
 from app.diagnostics.trace import exclusive, fmt_bytes, reach
+from app.i18n import gettext as _
 from app.schema import Diagnostic
 
 CONTAINER_RULE = "graph-kept-by-container"
@@ -113,7 +114,7 @@ def _additions(context: Context) -> dict[tuple[str, int], dict[str, int]]:
                 container = container_of(name)
                 if container is not None and (container, tid) not in seen:
                     found.append((place, container, tid))
-        for _, container, tid in sorted(found):
+        for _place, container, tid in sorted(found):
             if (container, tid) not in seen:
                 seen.add((container, tid))
                 added.setdefault((container, context.line(k)), {})[tid] = k
@@ -134,7 +135,7 @@ def container_graphs(context: Context) -> Iterator[Diagnostic]:
             continue
         facts = context.source.at(line)
         loop = facts.loop if facts is not None else None
-        retained, _, nodes = exclusive(view, keys)
+        retained, _storages, nodes = exclusive(view, keys)
         grad_fns = {fn for tid in held if (fn := view.tensor(tid).grad_fn) is not None}  # type: ignore[union-attr]
         if Backwards.of(context).consumed(last, loop, {_bare(container).split("[")[0]}, grad_fns):
             continue
@@ -162,55 +163,59 @@ def _container_diagnostic(
 ) -> Diagnostic:
     view = context.at(last)
     name = _bare(container)
-    value = text(add.value) if add is not None else "the value"
+    value = text(add.value) if add is not None else _("the value")
     scalar = all(view.tensor(tid).shape == [] for tid in held)  # type: ignore[union-attr]
-    how = f"`{context.line_text(line)}`" if context.line_text(line) else f"line {line}"
+    how = f"`{context.line_text(line)}`" if context.line_text(line) else _("line {line}").format(line=line)
     graphs = len(held)
+    fields = {"line": line, "how": how, "value": value, "name": name, "iterations": iterations,
+              "graphs": graphs, "only_here": only_here, "nodes": nodes, "saved": saved,
+              "retained": fmt_bytes(retained), "growth": fmt_bytes(round(growth))}
     earlier = (
-        f"The {only_here} from earlier iterations are kept alive by `{name}` alone"
-        if only_here < graphs else f"All {graphs} are kept alive by `{name}` alone"
-    )
-    head = (
-        f"Line {line} ({how}) runs once per loop iteration and stores the tensor `{value}` in `{name}`. "
-        f"`{value}` still has a grad_fn, and a tensor with a grad_fn keeps its whole autograd graph "
-        f"alive: every operation that produced it and every tensor those operations saved for backward. "
-        f"So when the next iteration computes a new `{value}`, the old graph is not freed — `{name}` "
-        f"still holds it. After {iterations} iterations `{name}` holds {graphs} graphs. "
-    )
+        _("The {only_here} from earlier iterations are kept alive by `{name}` alone")
+        if only_here < graphs else _("All {graphs} are kept alive by `{name}` alone")
+    ).format(**fields)
+    head = _(
+        "Line {line} ({how}) runs once per loop iteration and stores the tensor `{value}` in `{name}`. "
+        "`{value}` still has a grad_fn, and a tensor with a grad_fn keeps its whole autograd graph "
+        "alive: every operation that produced it and every tensor those operations saved for backward. "
+        "So when the next iteration computes a new `{value}`, the old graph is not freed — `{name}` "
+        "still holds it. After {iterations} iterations `{name}` holds {graphs} graphs. "
+    ).format(**fields)
     if saved:
-        message = head + (
-            f"{earlier}: {nodes} graph nodes and {saved} saved tensors, {fmt_bytes(retained)}. Each "
-            f"iteration adds about {fmt_bytes(round(growth))} more that is never freed while `{name}` "
-            f"exists: over thousands of iterations, with real model sizes, this is how a training loop "
-            f"runs out of memory. The memory chart shows it as the \"held only by the graph\" band "
-            f"growing step by step."
-        )
+        message = head + _(
+            "{earlier}: {nodes} graph nodes and {saved} saved tensors, {retained}. Each "
+            "iteration adds about {growth} more that is never freed while `{name}` "
+            "exists: over thousands of iterations, with real model sizes, this is how a training loop "
+            "runs out of memory. The memory chart shows it as the \"held only by the graph\" band "
+            "growing step by step."
+        ).format(earlier=earlier, **fields)
     else:
-        message = head + (
-            f"{earlier}: {nodes} graph nodes and {fmt_bytes(retained)}. backward() already freed what "
-            f"those graphs saved, so here each iteration only adds about {fmt_bytes(round(growth))} plus "
-            f"the nodes — but it never stops growing, and each graph keeps everything it saved as soon "
-            f"as backward() is not called (an evaluation loop, a logging step)."
-        )
+        message = head + _(
+            "{earlier}: {nodes} graph nodes and {retained}. backward() already freed what "
+            "those graphs saved, so here each iteration only adds about {growth} plus "
+            "the nodes — but it never stops growing, and each graph keeps everything it saved as soon "
+            "as backward() is not called (an evaluation loop, a logging step)."
+        ).format(earlier=earlier, **fields)
     if add is not None and add.op in ("append", "add"):
         call = ast.unparse(ast.Call(ast.Attribute(add.container, add.op, ast.Load()), [], []))[:-2]
         fix_item, fix_detach = f"`{call}({value}.item())`", f"`{call}({value}.detach())`"
     else:
         fix_item, fix_detach = f"`{value}.item()`", f"`{value}.detach()`"
     if context.truncated:
-        message += (" (The run stopped at the step limit; if a backward() after the loop goes through "
-                    "these tensors, keeping them is intended.)")
-    fix = (
-        f"Store the number, not the tensor: {fix_item}. `.item()` returns a plain Python float, so each "
-        f"iteration's graph is freed as soon as `{value}` is computed anew. (If you need tensors, "
-        f"{fix_detach} keeps the values without the graph.)" if scalar else
-        f"Store a tensor cut from the graph: {fix_detach} — same values, no graph, so each iteration's "
-        f"graph is freed as soon as `{value}` is computed anew. If you never backpropagate through "
-        f"these values (evaluation, logging), compute them under `with torch.no_grad():` instead."
-    )
+        message += _(" (The run stopped at the step limit; if a backward() after the loop goes through "
+                     "these tensors, keeping them is intended.)")
+    fix = (_(
+        "Store the number, not the tensor: {fix_item}. `.item()` returns a plain Python float, so each "
+        "iteration's graph is freed as soon as `{value}` is computed anew. (If you need tensors, "
+        "{fix_detach} keeps the values without the graph.)") if scalar else _(
+        "Store a tensor cut from the graph: {fix_detach} — same values, no graph, so each iteration's "
+        "graph is freed as soon as `{value}` is computed anew. If you never backpropagate through "
+        "these values (evaluation, logging), compute them under `with torch.no_grad():` instead.")
+    ).format(fix_item=fix_item, fix_detach=fix_detach, value=value)
     return Diagnostic(
         rule=CONTAINER_RULE, severity="warning" if saved else "info",
-        title=f"`{name}` keeps {graphs} autograd graphs alive: memory grows every iteration",
+        title=_("`{name}` keeps {graphs} autograd graphs alive: memory grows every iteration").format(
+            name=name, graphs=graphs),
         message=message, fix=fix, step=last, line=line, tensors=sorted(held, key=_id_order),
         lines=[], bytes=retained,
     )
@@ -226,7 +231,7 @@ def _chained(context: Context, earlier: tuple[int, str, str], later: tuple[int, 
 
     Only nodes made since the earlier grad_fn can lead to it, so the search skips older ones: it
     costs about one iteration's graph, however long the chain already is."""
-    _, _, fn = earlier
+    fn = earlier[2]
     step, tid, later_fn = later
     if later_fn == fn:
         return False
@@ -256,33 +261,35 @@ def chained_graphs(context: Context) -> Iterator[Diagnostic]:
         pairs = zip(points, points[1:], strict=False)
         if len(points) < 3 or not all(_chained(context, a, b) for a, b in pairs):
             continue
-        last, tid, _ = points[-1]
+        last, tid = points[-1][:2]
         view = context.at(last)
         facts = context.source.at(line)
         loop = facts.loop if facts is not None else None
         nodes = set(reach(view, [tid]).nodes)
         if Backwards.of(context).consumed(last, loop, {_bare(key)}, nodes):
             continue
-        retained, _, _ = exclusive(view, {key})
+        retained = exclusive(view, {key})[0]
         first = exclusive(context.at(points[0][0]), {key})[0]
         growth = (retained - first) / (len(points) - 1)
         count = len(nodes)
         name = _bare(key)
+        fields = {"line": line, "code": context.line_text(line), "name": name, "iterations": len(points),
+                  "nodes": count, "retained": fmt_bytes(retained), "growth": fmt_bytes(round(growth))}
         yield Diagnostic(
             rule=CHAIN_RULE, severity="warning",
-            title=f"`{name}` chains every iteration's graph into one",
-            message=(
-                f"Line {line} (`{context.line_text(line)}`) builds `{name}` from its previous value on "
-                f"every loop iteration. `{name}` still has a grad_fn, so its graph links all "
-                f"{len(points)} iterations together: {count} graph nodes, {fmt_bytes(retained)} kept "
-                f"alive only through `{name}`, about {fmt_bytes(round(growth))} more per iteration. "
-                f"Nothing is freed until `{name}` is."
-            ),
-            fix=(
-                f"If `{name}` is a running total for logging, add numbers: `{name} += loss.item()` "
-                f"(or `.detach()` the tensor you add). If you do mean to backpropagate through the sum, "
-                f"call `{name}.backward()` once after the loop — or call `backward()` inside the loop and "
-                f"keep only `.item()` values."
-            ),
+            title=_("`{name}` chains every iteration's graph into one").format(**fields),
+            message=_(
+                "Line {line} (`{code}`) builds `{name}` from its previous value on "
+                "every loop iteration. `{name}` still has a grad_fn, so its graph links all "
+                "{iterations} iterations together: {nodes} graph nodes, {retained} kept "
+                "alive only through `{name}`, about {growth} more per iteration. "
+                "Nothing is freed until `{name}` is."
+            ).format(**fields),
+            fix=_(
+                "If `{name}` is a running total for logging, add numbers: `{name} += loss.item()` "
+                "(or `.detach()` the tensor you add). If you do mean to backpropagate through the sum, "
+                "call `{name}.backward()` once after the loop — or call `backward()` inside the loop and "
+                "keep only `.item()` values."
+            ).format(**fields),
             step=last, line=line, tensors=[tid], bytes=retained,
         )

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from app.diagnostics.context import Context
 from app.diagnostics.index import At
 from app.diagnostics.source import resolve, text
-from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, node_label, reach
+from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach
+from app.i18n import gettext as _
 from app.schema import Diagnostic
 
 LEAF_RULE = "inplace-on-leaf"
@@ -42,14 +43,14 @@ def runtime_errors(context: Context) -> Iterator[Diagnostic]:
     elif MODIFIED_MARK in error.message and not _predicted(context):
         yield Diagnostic(
             rule=SAVED_RULE, severity="error",
-            title="backward() failed: a tensor the graph saved was modified in place",
-            message=(
-                f"backward() at line {error.line} needs tensors that graph nodes saved during the forward "
-                f"pass, and one of them was changed in place after it was saved (torch: "
-                f"\"{error.message.split('. Hint')[0]}\")."
-            ),
-            fix="Write the new value out of place (`y = y * 2` instead of `y.mul_(2)`), or modify a "
-                "`.clone()` of it, or make the change after backward().",
+            title=_("backward() failed: a tensor the graph saved was modified in place"),
+            message=_(
+                "backward() at line {line} needs tensors that graph nodes saved during the forward "
+                "pass, and one of them was changed in place after it was saved (torch: "
+                "\"{torch}\")."
+            ).format(line=error.line, torch=error.message.split(". Hint")[0]),
+            fix=_("Write the new value out of place (`y = y * 2` instead of `y.mul_(2)`), or modify a "
+                  "`.clone()` of it, or make the change after backward()."),
             step=step, line=error.line,
         )
 
@@ -61,13 +62,13 @@ def _predicted(context: Context) -> bool:
 
 def _code(context: Context, line: int | None) -> str:
     code = context.line_text(line)
-    return f" (`{code}`)" if code else ""
+    return _(" (`{code}`)").format(code=code) if code else ""
 
 
 def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
     facts = context.source.at(line) if line is not None else None
     last = context.at(step) if step is not None else None
-    name, tensors, replacement = "the tensor", [], None
+    name, tensors, replacement = _("the tensor"), [], None
     if facts is not None and last is not None:
         for write in facts.writes:
             tid = resolve(last, write.base or write.receiver, facts.func)
@@ -79,22 +80,24 @@ def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
         "`with torch.no_grad(): ...`"
     renamed = replacement.replace(f"{target} = ", f"{target}2 = ", 1) if replacement else None
     out_of_place = f"`{renamed}`" if renamed else "`w2 = w + 1`"
+    fields = {"name": name, "line": line, "code": _code(context, line), "update": update,
+              "out_of_place": out_of_place}
     return Diagnostic(
         rule=LEAF_RULE, severity="error",
-        title=f"In-place change of a leaf that requires grad ({name})",
-        message=(
-            f"Line {line}{_code(context, line)} tries to change {name} in place. {name} is a leaf tensor "
-            f"with requires_grad=True: autograd treats it as an input whose gradient it will compute, and "
-            f"changing it in place while the graph is being recorded would make that gradient refer to "
-            f"values that no longer exist. So torch refuses: \"a leaf Variable that requires grad is being "
-            f"used in an in-place operation\"."
-        ),
-        fix=(
-            f"If this is initialisation or a manual update step, do it where no graph is recorded: "
-            f"{update} (that is what optimizers do). If the new value should be part of the graph, "
-            f"compute it out of place under a new name, {out_of_place}, so that {name} stays the leaf "
-            f"that receives the gradient."
-        ),
+        title=_("In-place change of a leaf that requires grad ({name})").format(**fields),
+        message=_(
+            "Line {line}{code} tries to change {name} in place. {name} is a leaf tensor "
+            "with requires_grad=True: autograd treats it as an input whose gradient it will compute, and "
+            "changing it in place while the graph is being recorded would make that gradient refer to "
+            "values that no longer exist. So torch refuses: \"a leaf Variable that requires grad is being "
+            "used in an in-place operation\"."
+        ).format(**fields),
+        fix=_(
+            "If this is initialisation or a manual update step, do it where no graph is recorded: "
+            "{update} (that is what optimizers do). If the new value should be part of the graph, "
+            "compute it out of place under a new name, {out_of_place}, so that {name} stays the leaf "
+            "that receives the gradient."
+        ).format(**fields),
         step=step, line=line, tensors=tensors,
     )
 
@@ -132,26 +135,26 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
         if loop is not None:
             carried = _carried(context, last, loop, used, facts.func if facts else None)
             if carried:
-                names = ", ".join(f"`{name}`" for name, _ in carried)
-                carried_note = (
-                    f" In a loop this usually means a tensor carried over from an earlier iteration — here "
-                    f"{names}, computed from its own previous value — still links the new graph to the one "
-                    f"already backpropagated."
-                )
+                names = listing(f"`{name}`" for name, _ in carried)
+                carried_note = _(
+                    " In a loop this usually means a tensor carried over from an earlier iteration — here "
+                    "{names}, computed from its own previous value — still links the new graph to the one "
+                    "already backpropagated."
+                ).format(names=names)
                 tensors.extend(tid for _, tid in carried)
-    first = f"backward() at line {previous}" if previous is not None and previous != line else \
-        "an earlier backward()"
-    parts = f" (freed: {', '.join(freed_names)})" if freed_names else ""
+    again = previous is not None and previous != line
+    first = _("backward() at line {line}").format(line=previous) if again else _("an earlier backward()")
+    parts = _(" (freed: {nodes})").format(nodes=listing(freed_names)) if freed_names else ""
     return Diagnostic(
         rule=TWICE_RULE, severity="error",
-        title="backward() through a graph that was already used",
-        message=(
-            f"Line {line}{_code(context, line)} runs backward() through a graph that {first} already went "
-            f"through. To save memory, backward() frees the tensors each node saved as soon as it has used "
-            f"them{parts}, so a second pass has nothing to compute with: \"Trying to backward through the "
-            f"graph a second time\".{carried_note}"
-        ),
-        fix=(
+        title=_("backward() through a graph that was already used"),
+        message=_(
+            "Line {line}{code} runs backward() through a graph that {first} already went "
+            "through. To save memory, backward() frees the tensors each node saved as soon as it has used "
+            "them{parts}, so a second pass has nothing to compute with: \"Trying to backward through the "
+            "graph a second time\".{carried}"
+        ).format(line=line, code=_code(context, line), first=first, parts=parts, carried=carried_note),
+        fix=_(
             "Rebuild the graph before each backward(): compute the forward pass again (inside the loop). "
             "If a tensor is carried across iterations (a hidden state, a running total), cut it at the "
             "start of each iteration with `h = h.detach()`. Only if you really need two passes over the "
@@ -182,7 +185,7 @@ def _carried(
 def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnostic:
     facts = context.source.at(line) if line is not None else None
     tensors: list[str] = []
-    name = "the tensor"
+    name = _("the tensor")
     if facts is not None and step is not None and facts.backwards:
         for root in facts.backwards[0].roots:
             tid = resolve(context.at(step), root, facts.func)
@@ -195,30 +198,32 @@ def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnosti
         if lf is None:
             continue
         at = context.line(index)
-        if lf.grad_off and lf.assigned and f"line {at} runs under torch.no_grad()" not in hints:
-            hints.append(f"line {at} runs under torch.no_grad()")
+        off = _("line {line} runs under torch.no_grad()").format(line=at)
+        if lf.grad_off and lf.assigned and off not in hints:
+            hints.append(off)
         for how, _expr in lf.cuts:
-            if how in ("detach()", ".data") and f"line {at} uses {how}" not in hints:
-                hints.append(f"line {at} uses {how}")
-    found = f" In this snippet: {'; '.join(hints[-3:])}." if hints else ""
+            uses = _("line {line} uses {how}").format(line=at, how=how)
+            if how in ("detach()", ".data") and uses not in hints:
+                hints.append(uses)
+    found = _(" In this snippet: {hints}.").format(hints=_("; ").join(hints[-3:])) if hints else ""
     return Diagnostic(
         rule=NO_GRAPH_RULE, severity="error",
-        title=f"backward() on {name}, which has no graph",
-        message=(
-            f"Line {line}{_code(context, line)} calls backward() on {name}, but it has no grad_fn: none of "
-            f"the tensors it was computed from requires grad, so autograd recorded nothing to go back "
-            f"through. That happens when it was computed under torch.no_grad() / inference_mode, from "
-            f"detach()ed (or .data) values, or when no input was created with requires_grad=True.{found}"
-        ),
-        fix="Create the tensors you want gradients for with `requires_grad=True`, compute the loss from "
-            "them outside `torch.no_grad()`, and do not `.detach()` anything on the way to the loss.",
+        title=_("backward() on {name}, which has no graph").format(name=name),
+        message=_(
+            "Line {line}{code} calls backward() on {name}, but it has no grad_fn: none of "
+            "the tensors it was computed from requires grad, so autograd recorded nothing to go back "
+            "through. That happens when it was computed under torch.no_grad() / inference_mode, from "
+            "detach()ed (or .data) values, or when no input was created with requires_grad=True.{found}"
+        ).format(line=line, code=_code(context, line), name=name, found=found),
+        fix=_("Create the tensors you want gradients for with `requires_grad=True`, compute the loss from "
+              "them outside `torch.no_grad()`, and do not `.detach()` anything on the way to the loss."),
         step=step, line=line, tensors=tensors,
     )
 
 
 def _non_scalar(context: Context, step: int | None, line: int | None) -> Diagnostic:
     facts = context.source.at(line) if line is not None else None
-    name, shape, tensors = "the tensor", "", []
+    name, shape, tensors = _("the tensor"), "", []
     if facts is not None and step is not None and facts.backwards:
         root = facts.backwards[0].roots[0] if facts.backwards[0].roots else None
         if root is not None:
@@ -226,15 +231,15 @@ def _non_scalar(context: Context, step: int | None, line: int | None) -> Diagnos
             tid = resolve(context.at(step), root, facts.func)
             if tid is not None:
                 tensors = [tid]
-                shape = f" (shape {context.at(step).tensor(tid).shape})"  # type: ignore[union-attr]
+                shape = _(" (shape {shape})").format(shape=context.at(step).tensor(tid).shape)  # type: ignore[union-attr]
     return Diagnostic(
         rule=NON_SCALAR_RULE, severity="error",
-        title=f"backward() on {name}, which is not a single number",
-        message=(
-            f"Line {line}{_code(context, line)} calls backward() without an argument on {name}{shape}. "
-            f"Without an argument backward() computes the gradient of one number, so it needs a scalar."
-        ),
-        fix=f"Reduce it first ({name.strip('`')}.sum().backward() or .mean()), or pass the gradient that "
-            f"flows into it: {name.strip('`')}.backward(torch.ones_like({name.strip('`')})).",
+        title=_("backward() on {name}, which is not a single number").format(name=name),
+        message=_(
+            "Line {line}{code} calls backward() without an argument on {name}{shape}. "
+            "Without an argument backward() computes the gradient of one number, so it needs a scalar."
+        ).format(line=line, code=_code(context, line), name=name, shape=shape),
+        fix=_("Reduce it first ({bare}.sum().backward() or .mean()), or pass the gradient that "
+              "flows into it: {bare}.backward(torch.ones_like({bare})).").format(bare=name.strip("`")),
         step=step, line=line, tensors=tensors,
     )

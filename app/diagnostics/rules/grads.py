@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from app.diagnostics.context import Context
 from app.diagnostics.index import At
 from app.diagnostics.source import method_text, resolve, tensors_named, text
-from app.diagnostics.trace import label, leaves_reached
+from app.diagnostics.trace import label, leaves_reached, listing
+from app.i18n import gettext as _
+from app.i18n import ngettext
 from app.schema import Diagnostic
 
 NONE_RULE = "grad-stays-none"
@@ -71,7 +73,7 @@ class Causes:
             facts = context.facts(index)
             before, after = context.before(index), context.at(index)
             sets = []
-            for _, expr in facts.cuts:  # type: ignore[union-attr]
+            for _how, expr in facts.cuts:  # type: ignore[union-attr]
                 tid = resolve(before, expr, facts.func) or resolve(after, expr, facts.func)  # type: ignore[union-attr]
                 names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
                 tids = {tid} if tid is not None else tensors_named(before, names, facts.func)  # type: ignore[union-attr]
@@ -211,52 +213,64 @@ class HigherOrder:
 
 def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str], roots: tuple) -> Diagnostic:
     step = context.at(index)
-    names = ", ".join(label(step, tid) for tid in tids)
-    plural = len(tids) > 1
-    root = f"`{text(roots[0])}`" if roots else "the loss"
-    subject = f"{names} {'require' if plural else 'requires'} grad, but {'their' if plural else 'its'} " \
-              f"`.grad` is still None after backward() at line {step.line}: backward never reached " \
-              f"{'them' if plural else 'it'}."
+    names = listing(label(step, tid) for tid in tids)
+    count = len(tids)
+    fields = {"names": names, "line": step.line, "root": f"`{text(roots[0])}`" if roots else _("the loss"),
+              "call": cause.call, "code": context.line_text(cause.line), "cause_line": cause.line,
+              "expr": cause.expr, "how": cause.how}
+    subject = ngettext(
+        "{names} requires grad, but its `.grad` is still None after backward() at line {line}: backward "
+        "never reached it.",
+        "{names} require grad, but their `.grad` is still None after backward() at line {line}: backward "
+        "never reached them.", count).format(**fields)
     severity = "warning"
-    call = cause.call
-    code = f"line {cause.line} (`{context.line_text(cause.line)}`)"
     if cause.kind == "cut" and cause.deliberate:
         severity = "info"
         new_leaf = "requires_grad_" in context.line_text(cause.line)
-        why = (
-            f" {code[0].upper()}{code[1:]} stops {'them' if plural else 'it'} on purpose: `{call}` shares "
-            f"the memory but not the graph"
-            + (", and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf."
-               if new_leaf else ", so gradients stop there.")
-        )
-        fix = (
-            f"Nothing to fix if that is what you want (freezing, or a new graph that starts there). To train "
-            f"{names}, use `{cause.expr}` without {cause.how}."
-        )
+        why = (ngettext(
+            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the "
+            "graph, "
+            "and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf.",
+            " Line {cause_line} (`{code}`) stops them on purpose: `{call}` shares the memory but not the "
+            "graph, and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf.", count)
+            if new_leaf else ngettext(
+            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the "
+            "graph, "
+            "so gradients stop there.",
+            " Line {cause_line} (`{code}`) stops them on purpose: `{call}` shares the memory but not the "
+            "graph, so gradients stop there.", count)).format(**fields)
+        fix = _(
+            "Nothing to fix if that is what you want (freezing, or a new graph that starts there). To train "
+            "{names}, use `{expr}` without {how}."
+        ).format(**fields)
     elif cause.kind == "cut":
-        why = (
-            f" The path was cut at {code}: `{call}` returns a tensor with no grad_fn, so everything "
-            f"computed from it is invisible to autograd."
-        )
-        fix = (
-            f"Use `{cause.expr}` itself where the loss needs gradients; keep `{cause.how}` for values you "
-            f"only log or store."
-        )
+        why = _(
+            " The path was cut at line {cause_line} (`{code}`): `{call}` returns a tensor with no grad_fn, "
+            "so "
+            "everything computed from it is invisible to autograd."
+        ).format(**fields)
+        fix = _(
+            "Use `{expr}` itself where the loss needs gradients; keep `{how}` for values you "
+            "only log or store."
+        ).format(**fields)
     elif cause.kind == "no_grad":
-        why = (
-            f" It was used at {code} inside a `torch.no_grad()` (or inference_mode) block, where no graph "
-            f"is recorded, so the result does not lead back to it."
-        )
-        fix = "Compute the values the loss depends on outside `torch.no_grad()`; keep no_grad for " \
-              "evaluation and for the parameter update itself."
+        why = _(
+            " It was used at line {cause_line} (`{code}`) inside a `torch.no_grad()` (or inference_mode) "
+            "block, where no graph is recorded, so the result does not lead back to it."
+        ).format(**fields)
+        fix = _("Compute the values the loss depends on outside `torch.no_grad()`; keep no_grad for "
+                "evaluation and for the parameter update itself.")
     else:
-        why = f" The graph of {root} does not use {'them' if plural else 'it'} at all: nothing the loss " \
-              f"was computed from depends on {names}."
-        fix = "Use it in the computation of the loss, or, if it is not meant to be trained, create it " \
-              "without `requires_grad=True` (or call `.requires_grad_(False)`)."
+        why = ngettext(
+            " The graph of {root} does not use it at all: nothing the loss was computed from depends on "
+            "{names}.",
+            " The graph of {root} does not use them at all: nothing the loss was computed from depends on "
+            "{names}.", count).format(**fields)
+        fix = _("Use it in the computation of the loss, or, if it is not meant to be trained, create it "
+                "without `requires_grad=True` (or call `.requires_grad_(False)`).")
     return Diagnostic(
         rule=NONE_RULE, severity=severity,  # type: ignore[arg-type]
-        title=f"{names}: .grad stays None after backward()",
+        title=_("{names}: .grad stays None after backward()").format(**fields),
         message=subject + why, fix=fix, step=index, line=step.line, tensors=tids,
         lines=[cause.line] if cause.line is not None else [],
     )
@@ -322,23 +336,25 @@ def _hidden_cut(
     func = inner.func if inner is not None else None
     cut_line = context.line(j)
     leaves = sorted({leaf for t in inputs for leaf in leaves_reached(before, t)})
-    leaf_names = ", ".join(label(before, leaf) for leaf in leaves) or "the tensors that require grad"
-    source = ", ".join(sorted(label(before, t) for t in inputs))
-    call = method_text(expr, how)
+    leaf_names = listing(label(before, leaf) for leaf in leaves) or _("the tensors that require grad")
+    fields = {"name": name, "how": how, "func": func, "line": step.line, "code": context.line_text(step.line),
+              "source": listing(sorted(label(before, t) for t in inputs)), "cut_line": cut_line,
+              "cut_code": context.line_text(cut_line), "call": method_text(expr, how), "leaves": leaf_names,
+              "expr": text(expr)}
     return Diagnostic(
         rule=CUT_RULE, severity="warning",
-        title=f"`{name}` has no grad_fn: a {how} inside `{func}` cut the graph",
-        message=(
-            f"Line {step.line} (`{context.line_text(step.line)}`) computes `{name}` from {source}, which "
-            f"requires grad, yet `{name}` has no grad_fn: inside `{func}`, line {cut_line} "
-            f"(`{context.line_text(cut_line)}`) calls `{call}`, which returns the same values without the "
-            f"graph. There is no error now, but backward() on `{name}` would fail (there is nothing to go "
-            f"back through), and no gradient can reach {leaf_names}."
-        ),
-        fix=(
-            f"Remove the {how} in `{func}` (use `{text(expr)}` directly) so that `{name}` stays connected to "
-            f"the graph. Detach only values you log, or targets that must stay fixed."
-        ),
+        title=_("`{name}` has no grad_fn: a {how} inside `{func}` cut the graph").format(**fields),
+        message=_(
+            "Line {line} (`{code}`) computes `{name}` from {source}, which "
+            "requires grad, yet `{name}` has no grad_fn: inside `{func}`, line {cut_line} "
+            "(`{cut_code}`) calls `{call}`, which returns the same values without the "
+            "graph. There is no error now, but backward() on `{name}` would fail (there is nothing to go "
+            "back through), and no gradient can reach {leaves}."
+        ).format(**fields),
+        fix=_(
+            "Remove the {how} in `{func}` (use `{expr}` directly) so that `{name}` stays connected to "
+            "the graph. Detach only values you log, or targets that must stay fixed."
+        ).format(**fields),
         step=index, line=step.line, tensors=[tid, *sorted(inputs)], lines=[cut_line],
     )
 
@@ -360,21 +376,26 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
             name = text(expr)
             created = context.first_seen(tid)
             created_line = context.line(created) if created is not None else None
-            where = f" right after line {created_line} creates it" if created_line is not None else ""
+            fields = {"name": name, "line": line, "created": created_line,
+                      "grad_fn": _grad_fn_name(before if before.tensor(tid) is not None else step, tid)}
             yield Diagnostic(
                 rule=NONLEAF_RULE, severity="warning",
-                title=f"`{name}.grad` is always None: `{name}` is not a leaf",
-                message=(
-                    f"Line {line} reads `{name}.grad`. `{name}` was computed by an operation (its "
-                    f"grad_fn is {_grad_fn_name(before if before.tensor(tid) is not None else step, tid)}), "
-                    f"so it is not a leaf, and backward() only fills `.grad` of leaf tensors; the gradients "
-                    f"flowing through intermediate results are freed as soon as they are used. "
-                    f"`{name}.grad` is None here and stays None."
-                ),
-                fix=(
-                    f"Call `{name}.retain_grad()`{where}, before backward(), to keep its gradient; or ask "
-                    f"for it directly: `torch.autograd.grad(loss, {name})`."
-                ),
+                title=_("`{name}.grad` is always None: `{name}` is not a leaf").format(**fields),
+                message=_(
+                    "Line {line} reads `{name}.grad`. `{name}` was computed by an operation (its "
+                    "grad_fn is {grad_fn}), "
+                    "so it is not a leaf, and backward() only fills `.grad` of leaf tensors; the gradients "
+                    "flowing through intermediate results are freed as soon as they are used. "
+                    "`{name}.grad` is None here and stays None."
+                ).format(**fields),
+                fix=(_(
+                    "Call `{name}.retain_grad()` right after line {created} creates it, before backward(), "
+                    "to "
+                    "keep its gradient; or ask for it directly: `torch.autograd.grad(loss, {name})`."
+                ) if created_line is not None else _(
+                    "Call `{name}.retain_grad()`, before backward(), to keep its gradient; or ask for it "
+                    "directly: `torch.autograd.grad(loss, {name})`."
+                )).format(**fields),
                 step=index, line=line, tensors=[tid],
                 lines=[created_line] if created_line is not None else [],
             )
@@ -384,5 +405,5 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
 def _grad_fn_name(view: At, tid: str) -> str:
     node = view.node(view.tensor(tid).grad_fn)  # type: ignore[union-attr]
     if node is None:
-        return "set"
+        return _("set")
     return f"`{node.name}`"

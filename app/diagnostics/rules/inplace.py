@@ -18,6 +18,7 @@ from app.diagnostics.context import Context
 from app.diagnostics.index import MODIFIED_MARK, At
 from app.diagnostics.source import LineFacts, Write, resolve, text
 from app.diagnostics.trace import detached_from, label, node_label, saved_by, version_bumps
+from app.i18n import gettext as _
 from app.schema import Diagnostic
 
 SAVED_RULE = "saved-tensor-modified"
@@ -55,7 +56,7 @@ def saved_modified(context: Context) -> Iterator[Diagnostic]:
     by_line: dict[int, Diagnostic] = {}
     error = context.error
     failed = error is not None and MODIFIED_MARK in error.message
-    for index, _, _, nid, name, complaint in context.index.modified:
+    for index, _tensor, _seen, nid, name, complaint in context.index.modified:
         line = context.line(index)
         if line in by_line:  # one line, several saved tensors: one diagnostic
             continue
@@ -79,11 +80,11 @@ def _saved_diagnostic(
     storage = saved_fact.storage if saved_fact is not None else None
     written = sorted(t for t in bumped if storage is not None and step.tensor(t).storage == storage)  # type: ignore[union-attr]
     tensors = sorted({t for t in (saved_tid, *written) if t is not None})
-    what = label(before, saved_tid) if saved_tid is not None else "a tensor it saved"
+    what = label(before, saved_tid) if saved_tid is not None else _("a tensor it saved")
     versions = VERSIONS.search(complaint)
-    now, expected = (versions.group(1), versions.group(2)) if versions else ("newer", "older")
+    now, expected = (versions.group(1), versions.group(2)) if versions else (_("newer"), _("older"))
     facts = context.source.at(step.line)
-    code = f" (`{facts.text.strip()}`)" if facts is not None else ""
+    code = _(" (`{code}`)").format(code=facts.text.strip()) if facts is not None else ""
     alias_note, fixes = "", []
     writes = _writes_to(context, index, facts, storage) if facts is not None and storage is not None else []
     for write in writes:
@@ -91,39 +92,44 @@ def _saved_diagnostic(
         originals = detached_from(before, receiver) if receiver is not None and not write.via else []
         if write.via or originals:
             alias = text(write.receiver) if not write.via else f"{text(write.base)}.{write.via.lstrip('.')}"
-            alias_note = (
-                f" `{alias}` is a detach() alias of {what}: it shares its memory and its version counter, "
-                f"so writing to it is writing to {what}."
-            )
+            alias_note = _(
+                " `{alias}` is a detach() alias of {what}: it shares its memory and its version counter, "
+                "so writing to it is writing to {what}."
+            ).format(alias=alias, what=what)
             if not write.via and receiver is not None:
                 made_at = context.first_seen(receiver)
                 copy = _independent_copy(context, made_at, text(write.receiver).split("[")[0])
-                fixes.append(f"make `{text(write.receiver).split('[')[0]}` an independent copy where you "
-                             f"create it: {copy}")
+                fixes.append(_("make `{name}` an independent copy where you create it: {copy}").format(
+                    name=text(write.receiver).split("[")[0], copy=copy))
         replacement = write.out_of_place()
         if replacement is not None:
-            fixes.append(f"write the new value out of place: `{replacement}`")
-    fixes.append("or change a copy: `.clone()` first, then modify the clone")
-    outcome = (
-        f" It does: backward() at line {context.error.line} stopped with that error."  # type: ignore[union-attr]
-        if failed else ""
-    )
+            fixes.append(_("write the new value out of place: `{code}`").format(code=replacement))
+    fixes.append(_("or change a copy: `.clone()` first, then modify the clone"))
+    outcome = _(
+        " It does: backward() at line {line} stopped with that error."
+    ).format(line=context.error.line) if failed else ""  # type: ignore[union-attr]
     node_name = node_label(node.name)
-    made = f", created at line {created_line}," if created_line is not None else ""
     # A tensor without a name is described by who saved it: said once, the second mention is "it".
-    again = what if what.startswith("`") else "it"
-    message = (
-        f"Line {step.line}{code} changed {what} in place: its version counter went from {expected} to {now}. "
-        f"But `{node_name}`{made} saved {again} (as `{name}`) to compute gradients later, and needs it "
-        f"unchanged (version {expected}).{alias_note} Any backward() through this graph will therefore "
-        f"fail with \"one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation\".{outcome}"
-    )
-    fix = "Keep the saved value intact: " + "; ".join(fixes) + ". If the change belongs after the " \
-        "gradient step, move it after backward()."
+    again = what if what.startswith("`") else _("it")
+    fields = {"line": step.line, "code": code, "what": what, "expected": expected, "now": now,
+              "node": node_name, "created": created_line, "again": again, "name": name,
+              "alias_note": alias_note, "outcome": outcome}
+    message = (_(
+        "Line {line}{code} changed {what} in place: its version counter went from {expected} to {now}. "
+        "But `{node}`, created at line {created}, saved {again} (as `{name}`) to compute gradients later, "
+        "and needs it unchanged (version {expected}).{alias_note} Any backward() through this graph will "
+        "therefore fail with \"one of the variables needed for gradient computation has been modified by "
+        "an inplace operation\".{outcome}") if created_line is not None else _(
+        "Line {line}{code} changed {what} in place: its version counter went from {expected} to {now}. "
+        "But `{node}` saved {again} (as `{name}`) to compute gradients later, and needs it unchanged "
+        "(version {expected}).{alias_note} Any backward() through this graph will therefore fail with "
+        "\"one of the variables needed for gradient computation has been modified by an inplace "
+        "operation\".{outcome}")).format(**fields)
+    fix = _("Keep the saved value intact: {fixes}. If the change belongs after the gradient step, move it "
+            "after backward().").format(fixes=_("; ").join(fixes))
     return Diagnostic(
         rule=SAVED_RULE, severity="error" if failed else "warning",
-        title=f"backward() will fail: {what} was modified after `{node_name}` saved it",
+        title=_("backward() will fail: {what} was modified after `{node}` saved it").format(**fields),
         message=message, fix=fix, step=index, line=step.line, tensors=tensors,
         lines=[created_line] if created_line is not None else [],
     )
@@ -135,7 +141,7 @@ def _independent_copy(context: Context, made_at: int | None, name: str) -> str:
     for how, expr in facts.cuts if facts is not None else []:
         if how in ("detach()", ".data"):
             return f"`{name} = {text(expr)}.detach().clone()`"
-    return "`.detach().clone()` instead of `.detach()` / `.data`"
+    return _("`.detach().clone()` instead of `.detach()` / `.data`")
 
 
 def alias_writes(context: Context) -> Iterator[Diagnostic]:
@@ -204,28 +210,31 @@ def _alias_diagnostic(
         made_at = context.first_seen(alias)
         made_line = context.line(made_at) if made_at is not None else None
         alias_name = label(before, alias)
-        made = f" (line {made_line}: `{context.line_text(made_line)}`)" if made_line is not None else ""
-        memory = f"{what}'s memory" if what.startswith("`") else f"the memory of {what}"
-        head = (
-            f"{alias_name}{made} is not a copy of {what}: detach() and .data return a tensor that shares "
-            f"{memory} and only drops the gradient tracking. So {code} at line {step.line} changed "
-            f"{what} too."
-        )
+        made = _(" (line {line}: `{code}`)").format(line=made_line, code=context.line_text(made_line)) \
+            if made_line is not None else ""
+        memory = (_("{what}'s memory") if what.startswith("`") else _("the memory of {what}")).format(
+            what=what)
+        head = _(
+            "{alias}{made} is not a copy of {what}: detach() and .data return a tensor that shares "
+            "{memory} and only drops the gradient tracking. So {code} at line {line} changed "
+            "{what} too."
+        ).format(alias=alias_name, made=made, what=what, memory=memory, code=code, line=step.line)
         copy = _independent_copy(context, made_at, alias_name.strip("`"))
-        fix = (
-            f"If you wanted an independent copy, make one where {alias_name} is created: {copy}. If "
-            f"changing {what} is intended, change it directly inside `with torch.no_grad():`, so the "
-            f"intent is visible."
-        )
+        fix = _(
+            "If you wanted an independent copy, make one where {alias} is created: {copy}. If "
+            "changing {what} is intended, change it directly inside `with torch.no_grad():`, so the "
+            "intent is visible."
+        ).format(alias=alias_name, copy=copy, what=what)
         tensors = [alias, *originals]
     else:
         via = write.via or ".data"
-        head = f"{code} at line {step.line} writes into {what} through `{via}`, which autograd cannot see."
-        fix = (
-            f"Do not change a tensor the graph still needs: compute the new value out of place "
-            f"(e.g. `{text(write.base)} + ...` into a new variable), or make the change after backward(), "
-            f"inside `with torch.no_grad():`."
-        )
+        head = _("{code} at line {line} writes into {what} through `{via}`, which autograd cannot "
+                 "see.").format(code=code, line=step.line, what=what, via=via)
+        fix = _(
+            "Do not change a tensor the graph still needs: compute the new value out of place "
+            "(e.g. `{base} + ...` into a new variable), or make the change after backward(), "
+            "inside `with torch.no_grad():`."
+        ).format(base=text(write.base))
         tensors = list(originals)
     severity = "warning"
     if silent:
@@ -233,17 +242,17 @@ def _alias_diagnostic(
         node = node_label(before.node(nid).name)  # type: ignore[union-attr]
         created = context.first_seen(nid)
         created_line = context.line(created) if created is not None else None
-        head += (
-            f" Worse, `{node}` (line {created_line}) saved {label(before, tid)} for backward. A write "
-            f"through `.data` does not move the version counter, so backward() will not fail: it will "
-            f"silently compute gradients from the changed values — wrong for the forward pass that ran."
-        )
+        head += _(
+            " Worse, `{node}` (line {line}) saved {saved} for backward. A write "
+            "through `.data` does not move the version counter, so backward() will not fail: it will "
+            "silently compute gradients from the changed values — wrong for the forward pass that ran."
+        ).format(node=node, line=created_line, saved=label(before, tid))
         severity = "error"
         tensors.append(tid)
     elif caught:
-        head += " The graph saved it, so backward() will fail (see the saved-tensor warning on this line)."
+        head += _(" The graph saved it, so backward() will fail (see the saved-tensor warning on this line).")
     return Diagnostic(
         rule=ALIAS_RULE, severity=severity,  # type: ignore[arg-type]
-        title=f"In-place write through a detached alias changed {what}",
+        title=_("In-place write through a detached alias changed {what}").format(what=what),
         message=head, fix=fix, step=index, line=step.line, tensors=sorted(set(tensors)),
     )

@@ -1,0 +1,36 @@
+"""The cyclic garbage collector, paused while the server works on one trace.
+
+Reading a trace (validating the worker's JSON, replaying it for diagnostics, building the views)
+allocates hundreds of thousands of small objects that all live until the answer is written. Python's
+cyclic collector, triggered by allocation counts, rescans that growing heap again and again meanwhile:
+measured on the leak x1000 trace, validation 0.32 s -> 0.12 s and diagnostics 0.89 s -> 0.33 s with it
+paused. The work makes no reference cycles of its own worth collecting mid-way; the collector is back
+as it was when the last such work ends, and ``app.web.gates`` collects after a large trace anyway.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_users = [0, False]  # works running now; whether the collector was on before the first of them
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the collector for the block; nested and concurrent blocks share one pause."""
+    with _lock:
+        if _users[0] == 0:
+            _users[1] = gc.isenabled()
+            gc.disable()
+        _users[0] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users[0] -= 1
+            if _users[0] == 0 and _users[1]:
+                gc.enable()

@@ -1,0 +1,212 @@
+"""The messages our own code writes about a run (the sandbox, the engine, the policy gate, the web
+layer), each under a code: ``RunError.code`` + ``RunError.params`` say which message and with what,
+``RunError.message`` is its English text.
+
+These are written before anyone knows the reader's language (in the sandboxed child, often) and are
+stored in traces, so the page translates them when it draws them (``error_text``), from the code and
+the params. Pure: no torch, no Babel (the sandbox's child imports this); ``N_`` only marks the
+templates for the catalog. A torch exception's own text is never given a code: it stays as torch
+wrote it, inside a translated frame.
+
+Templates use ``str.format`` fields; a field's value is a number, or text that is code, a path, a
+figure or torch's words (never a sentence of ours: that would stay English).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Param = str | int | float
+
+
+def N_(message: str) -> str:  # noqa: N802 - the gettext convention: marked for the catalog
+    return message
+
+
+TEMPLATES: dict[str, str] = {
+    # the sandbox: how a child ended (app/sandbox/outcome.py, child.py, pool.py, runner.py)
+    "timeout.wall": N_("The snippet ran longer than {seconds:g} s and was stopped."),
+    "timeout.cpu": N_("The snippet used more than {seconds} s of CPU time and was stopped."),
+    "timeout.wall_shown": N_("The snippet ran longer than {seconds:g} s and was stopped. The steps up to "
+                             "there are shown."),
+    "timeout.cpu_shown": N_("The snippet used more than {seconds} s of CPU time and was stopped. The steps "
+                            "up to there are shown."),
+    "timeout.wall_forced": N_("The snippet ran longer than {seconds:g} s and kept running after it was told "
+                              "to stop (it catches every exception, even the one that stops it), so it was "
+                              "ended after {steps:,} steps. The steps up to there are shown."),
+    "timeout.cpu_forced": N_("The snippet ran more than {seconds} s of CPU time and kept running after it "
+                             "was told to stop (it catches every exception, even the one that stops it), so "
+                             "it was ended after {steps:,} steps. The steps up to there are shown."),
+    "output.trace_stopped": N_("The snippet's trace is larger than {mib} MiB and was stopped."),
+    "output.trace_cut": N_("The trace is larger than {mib} MiB; only the first {steps} steps are shown."),
+    "memory.killed": N_("The system stopped the snippet, most likely because it used too much memory "
+                        "(the playground allows {mib} MiB per run)."),
+    "memory.limit": N_("The snippet ran out of memory: the playground allows {mib} MiB per run."),
+    "memory.limit_detail": N_("The snippet ran out of memory: the playground allows {mib} MiB per run. "
+                              "({detail})"),
+    "rejected.syscall": N_("The snippet made a system call that the playground does not allow."),
+    "rejected.file_write": N_("The snippet tried to write a file; the playground has no files to write."),
+    "runtime.crash": N_("The snippet crashed its Python process ({signal})."),
+    "runtime.process_exit": N_("The snippet ended its process (exit status {status}) before the trace was "
+                               "complete."),
+    "runtime.no_shared_memory": N_("{detail}\n(The playground's sandbox has no shared memory: "
+                                   "share_memory_() and DataLoader workers cannot work here; use "
+                                   "num_workers=0.)"),
+    "runtime.no_threads": N_("{detail}\n(The playground's sandbox runs a snippet in one process, on one "
+                             "thread: no new processes or threads; use num_workers=0.)"),
+    "internal.restarted": N_("The sandbox restarted while the snippet ran. Please run it again."),
+    "internal.unusable": N_("The sandbox returned an unusable answer, so the run cannot be shown. Please "
+                            "run it again."),
+    "internal.unusable_frame": N_("The sandbox returned an unusable answer ({detail})."),
+    "internal.unusable_schema": N_("The sandbox returned an unusable answer (it does not match the trace "
+                                   "schema)."),
+    # a schema-valid answer whose parts disagree (app/trace/consistency.py): {detail} says where and how
+    "internal.unusable_trace": N_("The sandbox returned an unusable answer: {detail}. The {kept} steps "
+                                  "before it are shown."),
+    "internal.unusable_trace_whole": N_("The sandbox returned an unusable answer: {detail}. No step of it "
+                                        "is shown."),
+    "internal.process_failed": N_("The sandboxed process failed (status {status}) before it could answer."),
+    "internal.worker_crashed": N_("The worker crashed (exit status {status})."),
+    "internal.no_process": N_("The sandbox could not start a process for this run. Please try again."),
+    "internal.unprotected_child": N_("A sandboxed process started without its protection; the run was "
+                                     "refused."),
+    "internal.unfinished": N_("The sandboxed process did not finish. Please run the snippet again."),
+    "internal.not_running": N_("The sandbox is not running ({detail})."),
+    "internal.unprotected": N_("The sandbox is missing required protection on this machine ({missing}), so "
+                               "snippets are not run. Set EXPLORER_UNSAFE_DEV=1 only on a private "
+                               "development machine."),
+    # the engine (app/engine/run.py)
+    "internal.tracer_failed": N_("The tracer failed: {detail}"),
+    "output.printed_too_much": N_("The snippet printed more than {kib} KiB; output was cut there."),
+    "memory.engine": N_("The snippet ran out of memory."),
+    "untraced.recursion": N_("The snippet went on running where the tracer could not follow it: it ran out "
+                             "of stack inside the tracer (recursion too deep). The steps shown end where "
+                             "tracing stopped."),
+    "untraced.caught": N_("The snippet went on running where the tracer could not follow it: the tracer "
+                          "stopped ({type}) and the snippet caught it. The steps shown end where tracing "
+                          "stopped."),
+    # the web layer (app/web/pages.py, gates.py, api.py)
+    "rejected.too_long": N_("The snippet is longer than {kb} KB, the limit."),
+    "rejected.too_long_api": N_("The snippet is longer than {kb} KB."),
+    "rejected.bad_form": N_("The form could not be read: send the fields code, step and view once each."),
+    "rejected.no_code": N_("There is no code to run: type a snippet or pick an example."),
+    "internal.rate": N_("You are running snippets faster than the playground allows. Please wait {seconds} "
+                        "s."),
+    "internal.busy": N_("The playground is busy right now. Please try again in a moment."),
+    "output.v1_too_large": N_('This trace is about {size} in the v1 format, which repeats every tensor at '
+                              'every step; the limit is {limit}. Ask for the delta format instead: '
+                              '{{"code": ..., "format": "delta"}} (each step holds only what its line '
+                              'changed).'),
+    "output.server_budget": N_("The server stopped preparing this view: the server's {seconds:g} s budget "
+                               "for this request ran out. The run itself finished; showing less."),
+    "output.client_left": N_("The server stopped preparing this view: the client closed the connection. "
+                             "The run itself finished; showing less."),
+    "output.unusable_view": N_("The server could not prepare this view: the sandbox's answer is unusable "
+                               "(its parts do not agree with each other) or too deep to draw."),
+    # what a partial answer adds after its note when the run printed something: params["output"]
+    "output.run_output": N_(" Output of the run:\n"),
+    # the policy gate (app/policy.py): what is refused, said in a few shapes
+    "policy.too_deep_or_large": N_("The snippet is nested too deeply (or is too large) to read."),
+    "policy.too_deep": N_("The snippet is nested too deeply to read."),
+    "policy.too_long": N_("The snippet is too long for the playground (more than {nodes:,} pieces of "
+                          "syntax). Try a shorter example."),
+    "policy.too_deep_levels": N_("The snippet is nested too deeply (more than {depth} levels)."),
+    "policy.unavailable": N_("`{what}` is not available in the playground."),
+    "policy.module_attribute": N_("`{what}` (the module `{target}`) is not available in the playground: use "
+                                  "what `{module}` "
+                                  "offers directly, or import one of the modules the playground has."),
+    "policy.module_import": N_("`{what}` (the module `{target}`) is not available in the playground."),
+    "policy.named_call": N_("`{name}` is only available called with an attribute name written in the "
+                            "snippet: `{name}(obj, \"name\", ...)`."),
+    "policy.underscore_name": N_("Names starting with `_` (here `{name}`) are not available in the "
+                                 "playground."),
+    "policy.underscore_attribute": N_("Attributes starting with `_` (here `{name}`) are not available in the "
+                                      "playground."),
+    "policy.underscore_format": N_("Format fields that reach attributes starting with `_` are not available "
+                                   "in the playground."),
+    "policy.module_passed": N_("The module `{module}` can only be used through its attributes here "
+                               "(`{module}.something`), not passed around or stored."),
+    "policy.module_stored": N_("The module `{module}` can only be used through its attributes here, not "
+                               "passed around or stored."),
+    "policy.change_module_attribute": N_("Changing `{what}` is not available in the playground: it belongs "
+                                         "to a module."),
+    "policy.change_module": N_("Changing `{what}` is not available in the playground: it is a module."),
+    "policy.format": N_("`.format` is only available on a string written in the snippet; an f-string works "
+                        "too."),
+    "policy.relative_import": N_("Relative imports is not available in the playground."),
+    "policy.star_import": N_("`from {module} import *` is not available in the playground; import the names "
+                             "you need."),
+    "policy.import": N_("Importing `{module}` is not available in the playground. You can import torch "
+                        "(torch.nn, "
+                        "torch.nn.functional, torch.autograd, torch.optim, torch.utils.data, ...), numpy, "
+                        "math, random, itertools, collections, copy, dataclasses, functools and typing."),
+    "policy.import_runtime": N_("Importing `{module}` is not available in the playground."),
+    "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the "
+                            "playground; use a class "
+                            "statement."),
+    "policy.async": N_("`async` code is not available in the playground."),
+    "policy.match": N_("`match` statements is not available in the playground."),
+    # what to write instead, for the refusals learners meet most (policy.REWRITES)
+    "policy.instead.save": N_("`{what}` is not available in the playground: keep the tensor in a variable."),
+    "policy.instead.load": N_("`{what}` is not available in the playground: build the tensor or model in "
+                              "the snippet."),
+    "policy.instead.from_file": N_("`{what}` is not available in the playground: build the tensor in the "
+                                   "snippet."),
+    "policy.instead.hub": N_("`{what}` is not available in the playground: nothing is downloaded here: "
+                             "build the model in "
+                             "the snippet."),
+    "policy.instead.open": N_("`{what}` is not available in the playground: there are no files here: put "
+                              "the data in the "
+                              "snippet."),
+    "policy.instead.eval": N_("`{what}` is not available in the playground: write the code itself."),
+    "policy.instead.exec": N_("`{what}` is not available in the playground: write the code itself."),
+    "policy.instead.compile": N_("`{what}` is not available in the playground: call the function directly."),
+    "policy.instead.jit": N_("`{what}` is not available in the playground: call the function directly."),
+    "policy.instead.os": N_("`{what}` is not available in the playground: snippets have no access to the "
+                            "operating system."),
+    "policy.instead.sys": N_("`{what}` is not available in the playground: snippets have no access to the "
+                             "interpreter."),
+    "policy.instead.multiprocessing": N_("`{what}` is not available in the playground: use DataLoader(..., "
+                                         "num_workers=0)."),
+    "policy.instead.set_num_threads": N_("`{what}` is not available in the playground: the playground runs "
+                                         "on one thread."),
+    "policy.instead.set_num_interop_threads": N_("`{what}` is not available in the playground: the "
+                                                 "playground runs on one "
+                                                 "thread."),
+    "policy.instead.input": N_("`{what}` is not available in the playground: assign the value in the "
+                               "snippet."),
+    "policy.instead.globals": N_("`{what}` is not available in the playground: use the variable's name."),
+    "policy.instead.locals": N_("`{what}` is not available in the playground: use the variable's name."),
+    "policy.instead.vars": N_("`{what}` is not available in the playground: use the attribute itself, or a "
+                              "dict."),
+    "policy.instead.backends": N_("`{what}` is not available in the playground: the playground runs on the "
+                                  "CPU backend only."),
+}
+
+
+def english(code: str, params: Mapping[str, Param] | None = None) -> str:
+    """The English text of a message (what ``RunError.message`` holds)."""
+    return TEMPLATES[code].format(**(params or {}))
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message said by code, before the language it will be read in is known."""
+
+    code: str
+    params: dict[str, Param] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return english(self.code, self.params)
+
+
+def error_dict(kind: str, error_type: str, code: str, params: Mapping[str, Param] | None = None,
+               line: int | None = None) -> dict:
+    """A ``RunError`` as the sandbox's child and the engine write it (plain data)."""
+    params = dict(params or {})
+    return {"kind": kind, "type": error_type, "message": english(code, params)[:4000], "line": line,
+            "code": code, "params": params}
+
+
+__all__ = ["TEMPLATES", "Message", "Param", "english", "error_dict"]
