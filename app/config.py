@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     # for debugging the engine only; refused unless unsafe_dev is set too).
     sandbox: str = "forkserver"
     prefork: int = 2  # children forked ahead of requests
+    # A second fork server kept warm (its own children forked ahead): a fork server that dies is
+    # replaced in milliseconds instead of the seconds a new one takes to import torch.
+    standby: bool = True
     sandbox_uid_base: int = 61000  # as root, each child runs as base + n
     # Serve even when required sandbox layers are missing (a private development machine only).
     unsafe_dev: bool = False

@@ -61,6 +61,11 @@ TEMPLATES: dict[str, str] = {
     "internal.unusable_frame": N_("The sandbox returned an unusable answer ({detail})."),
     "internal.unusable_schema": N_("The sandbox returned an unusable answer (it does not match the trace "
                                    "schema)."),
+    # a schema-valid answer whose parts disagree (app/trace/consistency.py): {detail} says where and how
+    "internal.unusable_trace": N_("The sandbox returned an unusable answer: {detail}. The {kept} steps "
+                                  "before it are shown."),
+    "internal.unusable_trace_whole": N_("The sandbox returned an unusable answer: {detail}. No step of it "
+                                        "is shown."),
     "internal.process_failed": N_("The sandboxed process failed (status {status}) before it could answer."),
     "internal.worker_crashed": N_("The worker crashed (exit status {status})."),
     "internal.no_process": N_("The sandbox could not start a process for this run. Please try again."),

@@ -33,6 +33,7 @@ from app.bench import Row
 from app.bench.snippets import ADAM
 from app.diagnostics import account, analysis, diagnose
 from app.schema import DeltaTrace
+from app.trace.consistency import Bounds, problem
 
 LEAK = """\
 w = torch.randn(16, requires_grad=True)
@@ -290,7 +291,23 @@ def run() -> list[Row]:
             # What the server runs (``analyze``): both from one replay of the trace.
             Row("analysis", case, "diagnose + account, one pass", both_ms, "ms", target),
         ]
+    rows += consistency_rows()
     ratio = totals["leak ×1000 (synthetic)"] / totals["leak ×100 (synthetic)"]
     rows.append(Row("analysis", "leak ×1000 / leak ×100 (linear ≈ 10, quadratic ≈ 100)", "time ratio", ratio,
                     "×", 15.0))
     return rows
+
+
+def consistency_rows() -> list[Row]:
+    """What the server adds to every answer it accepts (issue 10 §8): the consistency check, beside the
+    schema validation it follows. Target: a tenth of issue 9's 2 s request budget for the leak ×1000."""
+    code, trace = engine(LEAK.format(n=1000))
+    body = trace.model_dump_json()
+    bounds = Bounds(lines=code.count("\n") + 1, max_steps=10_000, max_stdout=64 * 1024)
+    assert problem(trace, bounds) is None  # an honest trace: the whole of it is checked
+    case = f"leak ×1000 (engine), {len(trace.steps):,} steps, {len(body) / 1e6:.1f} MB of JSON"
+    return [
+        Row("analysis", case, "consistency check CPU", _timed(lambda: problem(trace, bounds)), "ms", 200.0),
+        Row("analysis", case, "schema validation CPU (for scale)",
+            _timed(lambda: DeltaTrace.model_validate_json(body)), "ms"),
+    ]

@@ -103,6 +103,8 @@ class SoakServer:
         return 0.0
 
     def fork_server(self) -> int:
+        """The fork server in use: the oldest (its warm standby is started after it)."""
+        found = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -111,9 +113,12 @@ class SoakServer:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == self.process.pid and b"forkserver" in cmdline:
-                return int(entry)
-        raise RuntimeError("no fork server")
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[1]) == self.process.pid and b"forkserver" in cmdline:
+                found.append((int(fields[19]), int(entry)))
+        if not found:
+            raise RuntimeError("no fork server")
+        return min(found)[1]
 
     def stop(self) -> None:
         if self.process.poll() is None:

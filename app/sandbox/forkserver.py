@@ -355,18 +355,18 @@ def main(control_fd: int) -> None:
     # Full collections do not happen in a child anyway: the import made the long-lived generation
     # so large that a run never allocates the quarter of it that would trigger one.
     gc.collect()
-    server.send(
-        {
-            "op": "hello",
-            "pid": server.pid,
-            "landlock_abi": landlock.abi_version(),
-            "read_paths": server.config.read_paths,
-            "euid": os.geteuid(),
-            "huge_page_mib": huge,
-            "workdir": server.workdir,
-        }
-    )
     try:
+        server.send(
+            {
+                "op": "hello",
+                "pid": server.pid,
+                "landlock_abi": landlock.abi_version(),
+                "read_paths": server.config.read_paths,
+                "euid": os.geteuid(),
+                "huge_page_mib": huge,
+                "workdir": server.workdir,
+            }
+        )
         server.serve()
     except ServerGone:
         pass

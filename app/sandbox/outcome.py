@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from app.sandbox.runner import failed, parse_result
 from app.schema import DeltaTrace
+from app.trace.consistency import Bounds
 
 EXIT_SETUP_FAILED, EXIT_FORK_SERVER_GONE, EXIT_JOB_FAILED = 71, 72, 73
 
@@ -31,9 +32,11 @@ def classify(
     cpu: float,
     limits: Limits,
     killed_by_server: bool = False,
+    bounds: Bounds | None = None,
 ) -> DeltaTrace:
     """``stopped``: why the server killed the child ("deadline", "too_big") or None;
-    ``killed_by_server``: the server sent SIGKILL itself (after an unusable answer)."""
+    ``killed_by_server``: the server sent SIGKILL itself (after an unusable answer); ``bounds``: what
+    the answer must stay within (``app.trace.consistency``)."""
     if stopped == "deadline":
         return failed("timeout", "timeout.wall", {"seconds": limits.wall_seconds}, "Timeout")
     if stopped == "too_big":
@@ -48,7 +51,7 @@ def classify(
         return _signalled(os.WTERMSIG(status), cpu, limits)
     code = os.WEXITSTATUS(status)
     if code == 0:
-        return parse_result(data, limits.max_result_bytes)
+        return parse_result(data, limits.max_result_bytes, bounds)
     if code in (EXIT_SETUP_FAILED, EXIT_FORK_SERVER_GONE, EXIT_JOB_FAILED):
         return failed("internal", "internal.process_failed", {"status": code})
     return failed("runtime", "runtime.process_exit", {"status": code}, "ProcessExit")

@@ -4,6 +4,10 @@ Why threads and not asyncio objects: the pool must work from any event loop (uvi
 throw-away loops of a test client), so its I/O is blocking code in worker threads and one reader
 thread per fork server; ``run`` hops into a thread with ``asyncio.to_thread``.
 
+A second fork server is kept warm beside the one in use (``Settings.standby``), with its own children
+forked ahead: when the fork server in use dies, the standby takes over at once (a fork server takes
+seconds to start: it imports torch) and a new standby warms in the background.
+
 Life of a run: take a ready child (a ``spawn`` is sent at once to replace it), read its hello (the
 layers it is under: checked against what this server requires), write the job, read until EOF
 against the wall deadline and the size cap, learn the exit status from the fork server (the only
@@ -34,8 +38,9 @@ from app.run_errors import Param, english
 from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
-from app.sandbox.runner import failed, parse_result
+from app.sandbox.runner import bounds_for, failed, parse_result
 from app.schema import DeltaTrace
+from app.trace.consistency import Bounds
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,7 @@ EXIT_TIMEOUT = 5.0
 EXIT_GRACE = 0.5  # a child that sent an unusable answer: time to exit by itself before we kill it
 WALL_GRACE = 1.0
 RETRY_AFTER_FAILURE = 10.0  # after the child's own alarm: time to serialize and send the partial trace
+STANDBY_RETRY = 5.0  # a standby that failed or died is started again no sooner than this
 
 # The whole environment of the fork server, hence of every child: nothing from the server's.
 HARDWARE_HINTS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -90,6 +96,7 @@ class Child:
     job_fd: int
     result_fd: int
     record: ExitRecord
+    owner: Any = None  # the _ForkServer that forked it: the only one that may kill it
 
     def close(self) -> None:
         for fd in (self.job_fd, self.result_fd):
@@ -191,6 +198,10 @@ class ForkServerPool:
         self._cond = threading.Condition()
         self._server: _ForkServer | None = None
         self._launching = False
+        self._standby: _ForkServer | None = None  # warm, probed, never given runs until it takes over
+        self._standby_launching = False
+        self._standby_failed_at = 0.0
+        self._closed = False
         self._users = 0  # apps whose lifespan holds this pool
         self._last_launch = 0.0
         self.launches = 0
@@ -254,7 +265,8 @@ class ForkServerPool:
                 continue
             except NoChild:
                 break
-            result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate})
+            result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate},
+                                   bounds_for(code, self.settings))
             if result is not None:
                 return result
         return failed("internal", "internal.no_process")
@@ -301,6 +313,7 @@ class ForkServerPool:
                 "ready": len(server.ready) if server else 0,
                 "spawns_pending": len(server.spawns) if server else 0,
                 "fork_server_starts": self.launches,
+                "standby": bool(self._standby and self._standby.alive),
                 "huge_page_mib": self.huge_page_mib,
             },
         }
@@ -308,10 +321,14 @@ class ForkServerPool:
     def close(self) -> None:
         with self._cond:
             server, self._server = self._server, None
-            if server is not None:
-                server.retired = True  # a later run may start a new one (shared pools, test clients)
-        if server is not None:
-            self._shut(server)
+            standby, self._standby = self._standby, None
+            self._closed = True  # a standby still warming is shut when it is ready
+            for one in (server, standby):
+                if one is not None:
+                    one.retired = True  # a later run may start a new one (shared pools, test clients)
+        for one in (server, standby):
+            if one is not None:
+                self._shut(one)
 
     async def aclose(self) -> None:
         """An app's lifespan ends: stop the fork server and its children, unless another app uses them."""
@@ -324,9 +341,14 @@ class ForkServerPool:
     # -- fork server lifecycle -----------------------------------------------------------------
     def _ensure_running(self) -> None:
         with self._cond:
-            while self._launching:
+            self._closed = False
+            # A standby already warming is nearer to serving than a launch from nothing would be.
+            while self._launching or self._standby_launching:
                 self._cond.wait()
             if self._server is not None and self._server.alive:
+                return
+            if self._promote():
+                self._cond.notify_all()
                 return
             self._launching = True
         try:
@@ -343,6 +365,60 @@ class ForkServerPool:
             with self._cond:
                 self._launching = False
                 self._cond.notify_all()
+        self._want_standby()
+
+    # -- the warm standby ----------------------------------------------------------------------
+    def _promote(self) -> bool:
+        """The standby becomes the fork server in use (caller holds the lock); False: there is none."""
+        standby = self._standby
+        if standby is None or not standby.alive:
+            return False
+        self._server, self._standby = standby, None
+        log.warning("fork server replaced by its warm standby")
+        threading.Thread(target=self._want_standby, name="sandbox-standby", daemon=True).start()
+        return True
+
+    def _want_standby(self) -> None:
+        """Start warming a standby unless one is there, warming, or failed moments ago."""
+        if not self.settings.standby or not self.serving:
+            return
+        with self._cond:
+            if self._closed or self._standby is not None or self._standby_launching:
+                return
+            wait = self._standby_failed_at + STANDBY_RETRY - time.monotonic()
+            self._standby_launching = True
+        threading.Thread(target=self._warm_standby, args=(max(wait, 0.0),), name="sandbox-standby",
+                         daemon=True).start()
+
+    def _warm_standby(self, wait: float) -> None:
+        server = None
+        promoted = False
+        try:
+            time.sleep(wait)
+            server = self._launch()
+            self._probe(server)
+            with self._cond:
+                keep = not self._closed and self._standby is None and server.alive
+                if keep:
+                    self._standby = server
+                    if not self._launching and (self._server is None or not self._server.alive):
+                        promoted = self._promote()  # the one in use died while this one warmed
+                    self._cond.notify_all()
+            if not keep:
+                server.retired = True
+                self._shut(server)
+        except Exception as error:  # noqa: BLE001 - the pool serves on without a standby
+            log.warning("sandbox standby did not start: %s: %s", type(error).__name__, error)
+            self._standby_failed_at = time.monotonic()
+            if server is not None:
+                server.retired = True
+                self._shut(server)
+        finally:
+            with self._cond:
+                self._standby_launching = False
+                self._cond.notify_all()
+        if promoted:
+            self._want_standby()  # the one _promote asked for found this launch still running
 
     def _launch(self) -> _ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -397,7 +473,7 @@ class ForkServerPool:
         return server
 
     def _probe(self, server: _ForkServer) -> None:
-        child = self._take()
+        child = self._take(server)
         try:
             hello = self._read_hello(child)
             if hello is None:
@@ -438,7 +514,7 @@ class ForkServerPool:
             for fd in fds:
                 os.set_blocking(fd, False)
             record = ExitRecord()
-            child = Child(int(message["pid"]), message.get("uid"), fds[0], fds[1], record)
+            child = Child(int(message["pid"]), message.get("uid"), fds[0], fds[1], record, server)
             with self._cond:
                 server.records[child.pid] = record
                 _answered(server)
@@ -477,18 +553,27 @@ class ForkServerPool:
             server.alive = False
             ready, server.ready = list(server.ready), collections.deque()
             records, server.records = list(server.records.values()), {}
-            if self._server is server:
+            in_use = self._server is server
+            if in_use:
                 self._server = None
+            elif self._standby is server:
+                self._standby = None
+                self._standby_failed_at = time.monotonic()
             retired = server.retired
+            replaced = in_use and not retired and self._promote()  # before anything slow below
             self._cond.notify_all()
         for child in ready:
             child.close()
         for record in records:
             record.event.set()  # status None: "the sandbox restarted"
         self._shut(server)
-        if not retired:
+        if retired or replaced:
+            return
+        if in_use:
             log.warning("fork server exited; starting a new one")
             self.start()
+        else:
+            self._want_standby()
 
     def _shut(self, server: _ForkServer) -> None:
         server.alive = False
@@ -517,11 +602,12 @@ class ForkServerPool:
     def _stalled(server: _ForkServer) -> bool:
         return bool(server.spawns) and time.monotonic() - server.spawns[0] > SPAWN_TIMEOUT
 
-    def _take(self) -> Child:
+    def _take(self, only: _ForkServer | None = None) -> Child:
+        """A ready child of the fork server in use (or of ``only``: a standby being probed)."""
         deadline = time.monotonic() + HELLO_TIMEOUT
         with self._cond:
             while True:
-                server = self._server
+                server = only or self._server
                 if server is None or not server.alive:
                     raise ForkServerLost
                 if server.ready:
@@ -554,7 +640,7 @@ class ForkServerPool:
             server.records.pop(child.pid, None)
 
     def _kill(self, child: Child) -> None:
-        server = self._server
+        server = child.owner
         if server is not None and server.alive:
             with contextlib.suppress(OSError):
                 server.send({"op": "kill", "pid": child.pid})
@@ -577,9 +663,9 @@ class ForkServerPool:
             return self.settings.unsafe_dev
         return True
 
-    def _execute(self, child: Child, job: dict) -> DeltaTrace | None:
+    def _execute(self, child: Child, job: dict, bounds: Bounds) -> DeltaTrace | None:
         """One run on ``child``; None when the child never got the job (the caller tries another)."""
-        server = self._server
+        server = child.owner
         try:
             hello = self._read_hello(child)
             if hello is None or not self._hello_ok(hello, child):
@@ -604,7 +690,7 @@ class ForkServerPool:
             # early and gone on running). Killing an exiting child is harmless.
             killed = True
             if not stopped:
-                answer = parse_result(data, self.settings.max_result_bytes)
+                answer = parse_result(data, self.settings.max_result_bytes, bounds)
                 if answer.error is None or answer.error.kind != "internal":
                     self._kill(child)
                     return answer  # a well-formed answer: the exit status adds nothing
@@ -617,7 +703,8 @@ class ForkServerPool:
                 self._kill(child)
                 return failed("internal", "internal.unfinished")
             status = child.record.status
-            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed)
+            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed,
+                            bounds=bounds)
         finally:
             child.close()
             if server is not None:
@@ -647,6 +734,7 @@ _POOLS_LOCK = threading.Lock()
 POOL_SETTINGS = (
     "sandbox",
     "prefork",
+    "standby",
     "sandbox_uid_base",
     "unsafe_dev",
     "policy_gate",

@@ -20,6 +20,7 @@ from app.heap import collector_paused
 from app.run_errors import Param, english
 from app.sandbox.frames import FrameError, decode_frame
 from app.schema import DeltaTrace, RunError
+from app.trace.consistency import Bounds, Problem, problem
 
 
 class Runner(Protocol):
@@ -34,15 +35,37 @@ def failed(kind: str, code: str, params: dict[str, Param] | None = None,
     return DeltaTrace(ok=False, steps=[], error=error)
 
 
-def parse_result(data: bytes, max_bytes: int) -> DeltaTrace:
+def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> DeltaTrace:
+    """The child's frame as a trace: schema-valid, then consistent (``app.trace.consistency``: a
+    snippet that took over its process can write any bytes), or an ``UnusableAnswer`` error."""
     try:
         body = decode_frame(data, max_bytes)
         with collector_paused():  # a large trace is a heap of small models: see app/heap.py
-            return DeltaTrace.model_validate_json(body)
+            trace = DeltaTrace.model_validate_json(body)
+            found = problem(trace, bounds or Bounds())
     except FrameError as error:
         return failed("internal", "internal.unusable_frame", {"detail": str(error)}, "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
         return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
+    return trace if found is None else unusable(trace, found)
+
+
+def unusable(trace: DeltaTrace, found: Problem) -> DeltaTrace:
+    """An inconsistent trace: the steps before the first bad one (each checked, so as safe to show as
+    any trace) and an error that says what was wrong. The answer's own error is not repeated: it came
+    with the bad bytes."""
+    kept = trace.steps[:found.step] if found.step is not None else []
+    detail = str(found)[:1000]
+    error = failed("internal", "internal.unusable_trace" if kept else "internal.unusable_trace_whole",
+                   {"detail": detail, "kept": len(kept)}, "UnusableAnswer").error
+    return DeltaTrace(ok=False, error=error, steps=kept)
+
+
+def bounds_for(code: str, settings: Settings) -> Bounds:
+    """What an honest run of ``code`` stays within. Lines: an upper bound (Python also ends a line
+    at a lone carriage return)."""
+    return Bounds(lines=code.count("\n") + code.count("\r") + 1, max_steps=settings.max_steps,
+                  max_stdout=settings.max_stdout_bytes)
 
 
 class SubprocessRunner:
@@ -84,4 +107,4 @@ class SubprocessRunner:
             return failed("timeout", "timeout.wall", {"seconds": settings.wall_seconds})
         if process.returncode != 0 and not stdout:
             return failed("internal", "internal.worker_crashed", {"status": process.returncode})
-        return parse_result(stdout, settings.max_result_bytes)
+        return parse_result(stdout, settings.max_result_bytes, bounds_for(code, settings))

@@ -201,31 +201,45 @@ def _is_fork_server(pid: int) -> bool:
         return False
 
 
+def _started(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 1 << 62
+
+
+def fork_servers(server: Server) -> list[int]:
+    """The server's fork servers, oldest first: the one in use, then its warm standby (if any)."""
+    return sorted((pid for pid, ppid, _uid in processes() if ppid == server.pid and _is_fork_server(pid)),
+                  key=_started)
+
+
 def fork_server_pid(server: Server, timeout: float = 10) -> int:
+    """The fork server in use: the oldest (a standby is started after it, and takes over when it dies)."""
     deadline = time.monotonic() + timeout
     while True:
-        for pid, ppid, _uid in processes():
-            if ppid == server.pid and _is_fork_server(pid):
-                return pid
+        found = fork_servers(server)
+        if found:
+            return found[0]
         if time.monotonic() > deadline:
             raise AssertionError("no fork server found")
         time.sleep(0.1)
 
 
 def assert_no_strays(server: Server, prefork: int = 2) -> None:
-    """Only the fork server's pre-forked children may be left: nothing outlives its request."""
+    """Only the fork servers' pre-forked children may be left: nothing outlives its request."""
     deadline = time.monotonic() + 5
     while True:
-        forker = fork_server_pid(server)
+        forkers = fork_servers(server)
         table = list(processes())
-        children = [pid for pid, ppid, _ in table if ppid == forker]
+        children = [pid for pid, ppid, _ in table if ppid in forkers]
         grandchildren = [pid for pid, ppid, _ in table if ppid in children]
         # A child that escaped its parent would be reparented to init, or be a sandbox uid's child.
         sandboxed = {pid for pid, _, uid in table if uid in UID_RANGE}
         sandbox_uids = [
             pid for pid, ppid, uid in table if uid in UID_RANGE and (ppid == 1 or ppid in sandboxed)
         ]
-        if len(children) <= prefork and not grandchildren and not sandbox_uids:
+        if forkers and len(children) <= prefork * len(forkers) and not grandchildren and not sandbox_uids:
             return
         if time.monotonic() > deadline:
             raise AssertionError(

@@ -20,6 +20,7 @@ from sandbox_support import (
     assert_no_strays,
     benign_expected,
     fork_server_pid,
+    fork_servers,
     processes,
     start_server,
 )
@@ -40,8 +41,20 @@ def test_a_crashing_child_fails_only_its_own_request(ungated_server: Server) -> 
     assert_no_strays(ungated_server)
 
 
+def _standby_warm(server: Server, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        pool = server.health().json()["pool"]
+        if pool["standby"] or time.monotonic() > deadline:
+            return pool
+        time.sleep(0.2)
+
+
 def test_the_fork_server_comes_back(gated_server: Server) -> None:
-    before = fork_server_pid(gated_server)
+    """Killed, the fork server in use is replaced by its warm standby (no launch on the way: a
+    launch imports torch), and a new standby warms behind it."""
+    assert _standby_warm(gated_server)["standby"]
+    before, standby = fork_servers(gated_server)
     starts = gated_server.health().json()["pool"]["fork_server_starts"]
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(gated_server.run, SPIN)
@@ -51,9 +64,20 @@ def test_the_fork_server_comes_back(gated_server: Server) -> None:
     # The run in flight fails with a plain message; its child died with the fork server.
     assert error["kind"] == "internal" and "restarted" in error["message"]
     assert_benign(gated_server)
-    assert fork_server_pid(gated_server) != before
-    assert gated_server.health().json()["pool"]["fork_server_starts"] == starts + 1
+    assert fork_server_pid(gated_server) == standby
+    assert _standby_warm(gated_server)["fork_server_starts"] == starts + 1  # the new standby only
+    assert fork_servers(gated_server)[0] == standby
     assert not [pid for pid, ppid, _ in processes() if ppid == before]
+    assert_no_strays(gated_server)
+
+
+def test_a_lost_standby_is_warmed_again_without_touching_runs(gated_server: Server) -> None:
+    assert _standby_warm(gated_server)["standby"]
+    in_use, standby = fork_servers(gated_server)
+    os.kill(standby, signal.SIGKILL)
+    assert_benign(gated_server)  # served by the fork server in use, which stays
+    assert _standby_warm(gated_server)["standby"]
+    assert fork_servers(gated_server)[0] == in_use and standby not in fork_servers(gated_server)
     assert_no_strays(gated_server)
 
 

@@ -1,0 +1,352 @@
+"""Does a schema-valid trace also agree with itself? The worker's answer is hostile data: a snippet that
+takes over its sandboxed process can write any bytes, and pydantic only proves each field's type.
+
+``problem(trace, bounds)`` replays the trace once (``app.trace.replay``) and returns the first thing no
+engine run can produce, or None. What it holds every step to (what the engine guarantees, and what the
+diagnostics and renderers rely on):
+
+* layout: ``stride`` has one entry per dimension (or none, for a tensor without a storage: sparse and
+  nested layouts), sizes, strides, offsets and byte counts are non-negative 64-bit numbers, and a
+  tensor's extent fits its storage (``offset + 1 + Σ (size-1)·stride`` elements of its dtype) unless
+  the engine said it does not (``unavailable["values"]``: a view of a storage resized smaller);
+* values: nested exactly as the shape (at most 64 elements), a summary for the same element count, a
+  storage's values one per element of its bytes;
+* references: every name, ``storage``, ``grad_fn``, ``grad``, ``_base``, ``next``, ``variable`` and
+  ``saved`` id, and a backward step's ``node`` / ``received`` / ``sent``, is alive after that step.
+  Past a cap (``StepFields.capped``: "tensors" / "nodes") the engine leaves the objects it did not
+  read out of the step, so references to those kinds may dangle there, never names or storages;
+* changes: a dropped id existed before its step and is not set again in it; a live node keeps its
+  ``next`` (torch's ``next_functions`` never change; past the node cap, and in the step after it, ids
+  may be given anew), and no node is its own ancestor among the nodes a step adds (the autograd
+  graph is acyclic; the graph view classifies a step's new nodes by walking them);
+* the run: ``ok`` exactly when there is no error, phases with their fields (``node`` on backward steps
+  only, ``sent`` aligned with the node's ``next``), and, when ``bounds`` says so, at most ``max_steps``
+  steps, ``max_stdout`` characters printed and lines within the snippet.
+
+Linear in the trace: each step costs what it sets or drops (references are counted, not rescanned);
+only a failure scans the state once, to name the reference it found dangling.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.trace.replay import Changes, State, replay
+
+MAX_VALUES = 64  # the engine sends values for tensors of at most this many elements
+LIMIT = 1 << 63  # torch's sizes, strides, offsets and byte counts are int64
+BITS = re.compile(r"^(?:u?int|float|bfloat|complex)(\d+)$")  # float32 -> 4 bytes, complex64 -> 8
+TARGETS = ("tensors", "storages", "nodes")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the server asked the run for (None: not checked)."""
+
+    lines: int | None = None  # lines of the snippet
+    max_steps: int | None = None
+    max_stdout: int | None = None  # characters printed, all steps together
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The first inconsistency: at ``step`` (0-based; None: the trace as a whole), and what it is."""
+
+    step: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason if self.step is None else f"step {self.step + 1}: {self.reason}"
+
+
+class _Found(Exception):  # noqa: N818 - internal control flow, never leaves this module
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | None:  # noqa: B008 - frozen
+    """The first inconsistency of ``trace``, or None when every step agrees with itself."""
+    if trace.ok != (trace.error is None):
+        return Problem(None, "it says ok=" + str(trace.ok).lower() + " with" + ("" if trace.error else "out")
+                       + " an error")
+    if bounds.max_steps is not None and len(trace.steps) > bounds.max_steps:
+        return Problem(None, f"it has {len(trace.steps)} steps, more than the {bounds.max_steps} allowed")
+    checker = _Checker(bounds)
+    changes = None
+    try:
+        for state, changes in replay(trace):
+            checker.step(state, changes)
+    except _Found as found:
+        return Problem(changes.index if changes is not None else None, found.reason)
+    return None
+
+
+def itemsize(dtype: str, storage: StorageFact) -> int:
+    """Bytes per element of ``dtype`` (a tensor may view its storage as another dtype)."""
+    if dtype == "bool":
+        return 1
+    match = BITS.match(dtype)
+    if match and int(match.group(1)) % 8 == 0:
+        return int(match.group(1)) // 8
+    return max(storage.element_size, 1)
+
+
+def extent(fact: TensorFact) -> int:
+    """One past the last storage element the tensor can reach (0: it reaches none)."""
+    if any(size == 0 for size in fact.shape):
+        return 0
+    return fact.storage_offset + 1 + sum((n - 1) * s for n, s in zip(fact.shape, fact.stride, strict=True))
+
+
+def _nested(values: Any, shape: list[int], depth: int = 0) -> bool:
+    """``values`` is nested lists exactly as ``shape`` says, with scalars at the bottom."""
+    if depth == len(shape):
+        return not isinstance(values, list)
+    if not isinstance(values, list) or len(values) != shape[depth]:
+        return False
+    return all(_nested(item, shape, depth + 1) for item in values)
+
+
+def _int64(value: int) -> bool:
+    return 0 <= value < LIMIT
+
+
+def check_tensor(tid: str, fact: TensorFact) -> None:
+    """What one tensor fact must say about itself (its storage is checked by the caller)."""
+    if not all(map(_int64, (*fact.shape, *fact.stride, fact.storage_offset))):
+        raise _Found(f"tensor {tid} has a negative or out-of-range size, stride or offset")
+    if fact.version is not None and not _int64(fact.version):
+        raise _Found(f"tensor {tid} has version {fact.version}")
+    if (fact.stride or fact.storage is not None) and len(fact.stride) != len(fact.shape):
+        raise _Found(f"tensor {tid} has {len(fact.stride)} strides for {len(fact.shape)} dimensions")
+    unknown_shape = "shape" in fact.unavailable
+    if fact.values is not None:
+        if unknown_shape or "values" in fact.unavailable:
+            raise _Found(f"tensor {tid} has values the trace says were unavailable")
+        if math.prod(fact.shape) > MAX_VALUES:
+            raise _Found(f"tensor {tid} carries values for more than {MAX_VALUES} elements")
+        if not _nested(fact.values, fact.shape):
+            raise _Found(f"tensor {tid}'s values are not nested as its shape {fact.shape}")
+    if fact.summary is not None and not unknown_shape and fact.summary.numel != math.prod(fact.shape):
+        raise _Found(f"tensor {tid}'s summary counts {fact.summary.numel} elements, its shape "
+                     f"{math.prod(fact.shape)}")
+
+
+def check_storage(sid: str, fact: StorageFact) -> None:
+    if not _int64(fact.nbytes) or not 1 <= fact.element_size <= 64:
+        raise _Found(f"storage {sid} has {fact.nbytes} bytes of {fact.element_size}-byte elements")
+    if fact.values is not None and len(fact.values) != fact.nbytes // fact.element_size:
+        raise _Found(f"storage {sid} has {len(fact.values)} values for "
+                     f"{fact.nbytes // fact.element_size} elements")
+
+
+def check_extent(tid: str, fact: TensorFact, storage: StorageFact) -> None:
+    if "values" in fact.unavailable or "shape" in fact.unavailable:
+        return  # the engine saw it reach past its storage (resized smaller) and read no values
+    end = extent(fact) * itemsize(fact.dtype, storage)
+    if end > storage.nbytes:
+        raise _Found(f"tensor {tid} reaches byte {end} of storage {fact.storage}, which has "
+                     f"{storage.nbytes}")
+
+
+def _references(kind: str, fact: Any) -> Iterator[tuple[str, str]]:
+    """(target kind, id) of everything a live fact refers to: variables to tensors, tensors to their
+    storage, node, .grad and ._base, nodes to their next nodes, leaf and saved tensors."""
+    if kind == "variables":
+        yield "tensors", fact
+    elif kind == "tensors":
+        if fact.storage is not None:
+            yield "storages", fact.storage
+        if fact.grad_fn is not None:
+            yield "nodes", fact.grad_fn
+        for target in (fact.grad, fact.base):
+            if target is not None:
+                yield "tensors", target
+    else:
+        for target in fact.next:
+            if target is not None:
+                yield "nodes", target
+        if fact.variable is not None:
+            yield "tensors", fact.variable
+        for target in fact.saved.values():
+            if target is not None:
+                yield "tensors", target
+
+
+class _Checker:
+    """The counts carried from step to step, so that each step costs what it changed."""
+
+    def __init__(self, bounds: Bounds) -> None:
+        self.bounds = bounds
+        self.printed = 0
+        # (target kind, id) -> how many live facts refer to it; strict ones (names, storages) apart.
+        self.refs: dict[tuple[str, str], list[int]] = {}
+        self.dangling = {"strict": 0, "tensors": 0, "storages": 0, "nodes": 0}  # storages: strict only
+        self.on_storage: dict[str, set[str]] = {}  # storage id -> live tensors on it
+        self.rank: dict[str, int] = {}  # node -> 1 + the longest path below it among known nodes
+        self.nodes_capped = False  # the previous step was cut by the node cap
+
+    def step(self, state: State, changes: Changes) -> None:
+        delta = changes.delta
+        self._header(delta)
+        self._drops(changes)
+        for sid in delta.storages:
+            check_storage(sid, state.storages[sid])
+        for tid, fact in delta.tensors.items():
+            check_tensor(tid, fact)
+        self._presence(state, changes)
+        self._count(state, changes)
+        self._layouts(state, changes)
+        self._nodes(state, changes)
+        self._dangling(state, delta.capped)
+        self._backward(state, changes)
+
+    def _header(self, delta: Any) -> None:
+        bounds = self.bounds
+        limit = bounds.lines if bounds.lines is not None else LIMIT
+        if not 0 <= delta.line <= limit:
+            raise _Found(f"it is at line {delta.line} of a {limit}-line snippet")
+        self.printed += len(delta.stdout)
+        if bounds.max_stdout is not None and self.printed > bounds.max_stdout:
+            raise _Found(f"the run printed more than the {bounds.max_stdout} characters allowed")
+        if delta.phase == "forward" and (delta.node is not None or delta.received or delta.sent):
+            raise _Found("a forward step carries a backward pass's node or gradients")
+        if delta.phase == "backward" and delta.node is None:
+            raise _Found("a backward step names no node")
+
+    def _drops(self, changes: Changes) -> None:
+        delta = changes.delta
+        for kind in ("variables", *TARGETS):
+            old = getattr(changes, "old_" + kind)
+            set_here = getattr(delta, kind)
+            for ident in getattr(delta.dropped, kind):
+                if old.get(ident) is None:
+                    raise _Found(f"it drops {_what(kind, ident)}, which does not exist")
+                if ident in set_here:
+                    raise _Found(f"it both drops and sets {_what(kind, ident)}")
+
+    def _presence(self, state: State, changes: Changes) -> None:
+        """Targets that appeared or disappeared: their referrers stop or start dangling."""
+        for kind in TARGETS:
+            current = getattr(state, kind)
+            for ident, old in getattr(changes, "old_" + kind).items():
+                counts = self.refs.get((kind, ident))
+                if counts is None or (old is None) == (ident not in current):
+                    continue
+                sign = 1 if old is not None else -1  # gone: its references now dangle
+                self.dangling["strict"] += sign * counts[0]
+                self.dangling[kind] += sign * counts[1]
+
+    def _count(self, state: State, changes: Changes) -> None:
+        for kind in ("variables", "tensors", "nodes"):
+            current = getattr(state, kind)
+            for ident, old in getattr(changes, "old_" + kind).items():
+                new = current.get(ident)
+                if old is not None:
+                    self._refer(state, kind, old, -1)
+                if new is not None:
+                    self._refer(state, kind, new, 1)
+
+    def _refer(self, state: State, kind: str, fact: Any, sign: int) -> None:
+        for target, ident in _references(kind, fact):
+            counts = self.refs.setdefault((target, ident), [0, 0])
+            strict = kind == "variables" or target == "storages"
+            counts[0 if strict else 1] += sign
+            if ident not in getattr(state, target):
+                self.dangling["strict" if strict else target] += sign
+            if counts == [0, 0]:
+                del self.refs[(target, ident)]
+
+    def _layouts(self, state: State, changes: Changes) -> None:
+        """Every tensor set here fits its storage; a storage whose size changed still fits its tensors."""
+        for tid, old in changes.old_tensors.items():
+            if old is not None and old.storage is not None:
+                self.on_storage.get(old.storage, set()).discard(tid)
+            fact = state.tensors.get(tid)
+            if fact is not None and fact.storage is not None:
+                self.on_storage.setdefault(fact.storage, set()).add(tid)
+                storage = state.storages.get(fact.storage)
+                if storage is not None:
+                    check_extent(tid, fact, storage)
+        for sid, old in changes.old_storages.items():
+            storage = state.storages.get(sid)
+            if storage is None:
+                continue
+            if old is not None and old.nbytes != storage.nbytes:  # resize_: rare, so rechecked whole
+                for tid in self.on_storage.get(sid, ()):
+                    check_extent(tid, state.tensors[tid], storage)
+
+    def _nodes(self, state: State, changes: Changes) -> None:
+        # Past the node cap the engine may meet a node again under a new id (an AccumulateGrad it
+        # could not read is forgotten), so its parents' next ids change there and in the step after.
+        loose = "nodes" in changes.delta.capped or self.nodes_capped
+        self.nodes_capped = "nodes" in changes.delta.capped
+        added: dict[str, NodeFact] = {}
+        for nid, old in changes.old_nodes.items():
+            fact = state.nodes.get(nid)
+            if fact is None:
+                self.rank.pop(nid, None)
+            elif old is None:
+                added[nid] = fact
+            elif old.next != fact.next and not loose:
+                raise _Found(f"node {nid}'s next functions changed (torch never changes them)")
+        for nid in added:
+            if nid not in self.rank:
+                self._rank(nid, added)
+
+    def _rank(self, start: str, added: dict[str, NodeFact]) -> None:
+        """Rank the nodes added at this step below ``start`` (iterative: graphs are long chains)."""
+        visiting = {start}
+        stack: list[tuple[str, Iterator[str | None]]] = [(start, iter(added[start].next))]
+        while stack:
+            nid, pending = stack[-1]
+            for target in pending:
+                if target in visiting:
+                    raise _Found(f"node {target} is its own ancestor (the autograd graph is acyclic)")
+                if target is not None and target in added and target not in self.rank:
+                    visiting.add(target)
+                    stack.append((target, iter(added[target].next)))
+                    break
+            else:
+                stack.pop()
+                visiting.discard(nid)
+                self.rank[nid] = 1 + max((self.rank.get(t, 0) for t in added[nid].next if t is not None),
+                                         default=0)
+
+    def _dangling(self, state: State, capped: dict[str, int]) -> None:
+        dangling = self.dangling
+        if dangling["strict"] or any(dangling[kind] and kind not in capped for kind in ("tensors", "nodes")):
+            raise _Found(_name_dangling(state, capped))
+
+    def _backward(self, state: State, changes: Changes) -> None:
+        delta = changes.delta
+        if delta.phase != "backward":
+            return
+        node = state.nodes.get(delta.node or "")
+        if node is None and "nodes" not in delta.capped:
+            raise _Found(f"its backward node {delta.node} does not exist")
+        if node is not None and delta.sent and len(delta.sent) != len(node.next):
+            raise _Found(f"it sends {len(delta.sent)} gradients along {len(node.next)} edges")
+        for tid in (*delta.received, *delta.sent):
+            if tid is not None and tid not in state.tensors and "tensors" not in delta.capped:
+                raise _Found(f"its backward pass names tensor {tid}, which does not exist")
+
+
+def _what(kind: str, ident: str) -> str:
+    return f"name {ident!r}" if kind == "variables" else f"{kind[:-1]} {ident}"
+
+
+def _name_dangling(state: State, capped: dict[str, int]) -> str:
+    """The first reference to something not alive (a failure only: one scan of the state)."""
+    for kind in ("variables", "tensors", "nodes"):
+        for ident, fact in getattr(state, kind).items():
+            for target, ref in _references(kind, fact):
+                strict = kind == "variables" or target == "storages"
+                if ref not in getattr(state, target) and (strict or target not in capped):
+                    return f"{_what(kind, ident)} refers to {target[:-1]} {ref}, which does not exist"
+    return "a reference does not resolve"  # the counts say so; nothing else is expected here
