@@ -191,6 +191,7 @@ class GraphEvents:
         for nid in born:
             self._node_born.setdefault(nid, index)
             self.events.node_lines.setdefault(nid, changes.line)
+        self._assign_modules(born, step)
         for nid in born:
             self._classify_node(nid, step, 0)
         for nid in changes.old_nodes:
@@ -250,8 +251,49 @@ class GraphEvents:
                 savers = self._saved_by.setdefault(tid, set())
                 savers.add(nid) if sign > 0 else savers.discard(nid)
 
+    def _assign_modules(self, born: list[str], step: StepInput) -> None:
+        """The module path of every node born this step, inputs before the nodes they feed: a node
+        applies module ``m`` when every input it has is a parameter of ``m`` (or applies ``m`` only).
+        Iterative: one line may build a chain of thousands of nodes (``[h := h * 2 for ...]``)."""
+        nodes = step.state.nodes
+        todo = set(born)
+        entered: set[str] = set()
+        for root in born:
+            stack = [(root, False)]
+            while stack:
+                nid, inputs_done = stack.pop()
+                if nid not in todo:
+                    continue
+                if inputs_done:
+                    todo.discard(nid)
+                    self._node_module[nid] = self._module_from_inputs(nodes[nid], step)
+                    continue
+                if nid in entered:  # met again before its inputs were done: a cycle (forged)
+                    continue
+                entered.add(nid)
+                stack.append((nid, True))
+                stack.extend((nxt, False) for nxt in nodes[nid].next if nxt in todo)
+
+    def _module_from_inputs(self, node: NodeFact, step: StepInput) -> tuple[str | None, bool]:
+        """(module, whether the node only applies that module's parameters)."""
+        if is_accumulate(node):
+            names = step.holding.names(node.variable) if node.variable is not None else []
+            return _module_of(names), True
+        modules: set[str] = set()
+        param_only = True
+        for nxt in node.next:
+            present = nxt is not None and nxt in step.state.nodes
+            module, only = self._node_module.get(nxt, (None, False)) if present else (None, False)
+            if module is not None and only:
+                modules.add(module)
+            else:
+                param_only = False  # an input without grad, or not one module's parameter
+        module = next(iter(modules)) if len(modules) == 1 else None
+        return module, param_only and module is not None
+
     def _classify_node(self, nid: str, step: StepInput, depth: int) -> int:
-        """A node's class: its line, its name and the shape of what its own line built under it."""
+        """A node's class: its line, its name and the shape of what its own line built under it (at
+        most ``CLASS_DEPTH`` deep, so the recursion is bounded)."""
         found = self._node_class.get(nid)
         if found is not None:
             return found
@@ -261,33 +303,19 @@ class GraphEvents:
             names = step.holding.names(tid) if tid is not None else []
             pattern = _INDEX.sub("[#]", names[0]) if names else ""
             klass = self._klass(("acc", step.changes.line, pattern))
-            self._node_module[nid] = (_module_of(names), True)
         else:
             children: list[Any] = []
-            modules: set[str] = set()
-            param_only = True
             for nxt in node.next:
                 child = step.state.nodes.get(nxt) if nxt is not None else None
                 if child is None:  # an input without grad: this node applies something to data
                     children.append("x")
-                    param_only = False
-                    continue
-                if is_accumulate(child):  # which parameter it is matters, not when it appeared
+                elif is_accumulate(child):  # which parameter it is matters, not when it appeared
                     children.append(("a", self._classify_node(nxt, step, CLASS_DEPTH)))
                 elif self._node_born.get(nxt) == step.index and depth < CLASS_DEPTH:
                     children.append(self._classify_node(nxt, step, depth + 1))
                 else:
                     children.append("x")  # made earlier (another iteration, another line): outside
-                    if nxt not in self._node_module:
-                        self._classify_node(nxt, step, CLASS_DEPTH)  # its module, for ours
-                module, only = self._node_module.get(nxt, (None, False))
-                if module is not None and only:
-                    modules.add(module)
-                else:
-                    param_only = False
             klass = self._klass(("fn", step.changes.line, short_node_name(node.name), tuple(children)))
-            module = next(iter(modules)) if len(modules) == 1 else None
-            self._node_module[nid] = (module, param_only and module is not None)
         if depth == 0 or nid not in self._node_class:
             self._node_class[nid] = klass
         return klass

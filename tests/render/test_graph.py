@@ -336,3 +336,12 @@ class _Feed:
 
     def add_step(self, step) -> None:
         self.events.add_step(step)
+
+
+def test_a_chain_of_thousands_of_nodes_built_by_one_line_is_drawn() -> None:
+    """One line builds a 1,500-node chain: the view is built (no recursion as deep as the chain)."""
+    code = "import torch\nh = torch.ones(2, requires_grad=True)\nhs = [h := h * 1.01 for _ in range(1500)]\n"
+    view = explore(code)
+    assert view.step_count == 3
+    assert view.graph.nodes  # drawn (folded or capped), not failed
+    assert sys.getrecursionlimit() == 1000  # and nothing raised the limit to get there
