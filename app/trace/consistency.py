@@ -15,6 +15,7 @@ diagnostics and renderers rely on):
   ``saved`` id, and a backward step's ``node`` / ``received`` / ``sent``, is alive after that step.
   Past a cap (``StepFields.capped``: "tensors" / "nodes") the engine leaves the objects it did not
   read out of the step, so references to those kinds may dangle there, never names or storages;
+* numpy arrays, when set: their layout, within the storage they say they share (or their buffer);
 * changes: a dropped id existed before its step and is not set again in it; a live node keeps its
   ``next`` (torch's ``next_functions`` never change; past the node cap, and in the step after it, ids
   may be given anew), and no node is its own ancestor among the nodes a step adds (the autograd
@@ -35,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.schema import ArrayFact, DeltaTrace, NodeFact, StorageFact, TensorFact
 from app.trace.replay import Changes, State, replay
 
 MAX_VALUES = 64  # the engine sends values for tensors of at most this many elements
@@ -145,6 +146,32 @@ def check_storage(sid: str, fact: StorageFact) -> None:
                      f"{fact.nbytes // fact.element_size} elements")
 
 
+def check_array(aid: str, fact: ArrayFact, state: State) -> None:
+    """A numpy array fact, when it is set: its own layout, and the bytes it reaches inside the
+    storage it says it shares (the engine matched it by that memory range), or inside its buffer."""
+    if len(fact.strides) != len(fact.shape) or not all(map(_int64, (*fact.shape, fact.offset))):
+        raise _Found(f"array {aid} has {len(fact.strides)} strides for {len(fact.shape)} dimensions, or a "
+                     "negative size or offset")
+    if not 1 <= fact.itemsize <= 64 or not all(abs(stride) < LIMIT for stride in fact.strides):
+        raise _Found(f"array {aid} has {fact.itemsize}-byte items or an out-of-range stride")
+    too_many = math.prod(fact.shape) > MAX_VALUES
+    if fact.values is not None and (too_many or not _nested(fact.values, fact.shape)):
+        raise _Found(f"array {aid}'s values are not nested as its shape {fact.shape}")
+    if fact.storage is not None:
+        storage = state.storages.get(fact.storage)
+        if storage is None:
+            raise _Found(f"array {aid} refers to storage {fact.storage}, which does not exist here")
+        size = storage.nbytes
+    else:
+        size = fact.buffer_nbytes
+    if size is None or any(n == 0 for n in fact.shape):
+        return
+    low = fact.offset + sum(min(0, (n - 1) * st) for n, st in zip(fact.shape, fact.strides, strict=True))
+    high = fact.offset + sum(max(0, (n - 1) * st) for n, st in zip(fact.shape, fact.strides, strict=True))
+    if low < 0 or high + fact.itemsize > size:
+        raise _Found(f"array {aid} reaches bytes {low} to {high + fact.itemsize} of a {size}-byte buffer")
+
+
 def check_extent(tid: str, fact: TensorFact, storage: StorageFact) -> None:
     if "values" in fact.unavailable or "shape" in fact.unavailable:
         return  # the engine saw it reach past its storage (resized smaller) and read no values
@@ -199,6 +226,8 @@ class _Checker:
             check_storage(sid, state.storages[sid])
         for tid, fact in delta.tensors.items():
             check_tensor(tid, fact)
+        for aid, fact in delta.arrays.items():
+            check_array(aid, fact, state)
         self._presence(state, changes)
         self._count(state, changes)
         self._layouts(state, changes)
@@ -221,7 +250,7 @@ class _Checker:
 
     def _drops(self, changes: Changes) -> None:
         delta = changes.delta
-        for kind in ("variables", *TARGETS):
+        for kind in ("variables", *TARGETS, "arrays"):
             old = getattr(changes, "old_" + kind)
             set_here = getattr(delta, kind)
             for ident in getattr(delta.dropped, kind):

@@ -39,6 +39,9 @@ TENSOR = {
 }
 STORAGE = {"nbytes": 24, "element_size": 4, "dtype": "float32", "values": [1.0] * 6}
 NODE = {"name": "MulBackward0", "next": [], "variable": None, "saved": {}}
+# t1's memory seen by numpy (t.numpy()): 6 float32 elements from byte 0
+ARRAY = {"names": ["a"], "shape": [6], "strides": [4], "dtype": "float32", "itemsize": 4, "storage": "s1",
+         "offset": 0, "owner": "torch"}
 GOOD_STEP = {"line": 1, "variables": {"x": "t1"}, "tensors": {"t1": TENSOR}, "storages": {"s1": STORAGE}}
 
 
@@ -85,6 +88,12 @@ FORGED = [
     ("forward-with-gradients", _trace({"line": 2, "received": ["t1"]}), "forward step carries"),
     ("ok-with-error", {**_trace(), "error": {"kind": "runtime", "type": "E", "message": "m"}}, "ok=true"),
     ("too-much-output", _trace({"line": 2, "stdout": "x" * 70_000}), "printed more than"),
+    ("array-dangling-storage", _trace({"line": 2, "arrays": {"a1": {**ARRAY, "storage": "s9"}}}),
+     "storage s9"),
+    ("array-past-storage", _trace({"line": 2, "arrays": {"a1": {**ARRAY, "offset": 20}}}), "24-byte buffer"),
+    ("array-values-nesting", _trace({"line": 2, "arrays": {"a1": {**ARRAY, "values": [1.0]}}}),
+     "not nested as its shape"),
+    ("array-dropped-missing", _trace({"line": 2, "dropped": {"arrays": ["a4"]}}), "drops array a4"),
 ]
 
 
@@ -97,7 +106,7 @@ def test_every_golden_trace_is_consistent() -> None:
 
 
 def test_the_unforged_base_is_consistent() -> None:
-    trace = DeltaTrace.model_validate(_trace({"line": 2, "variables": {"y": "t1"}}))
+    trace = DeltaTrace.model_validate(_trace({"line": 2, "variables": {"y": "t1"}, "arrays": {"a1": ARRAY}}))
     assert problem(trace, bounds_for(CODE, Settings())) is None
 
 
@@ -223,6 +232,9 @@ ENGINE_SNIPPETS = {
                         "d = torch.ones(3, dtype=torch.bfloat16)\ne = torch.ones(1).expand(100)\n"
                         "q = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8)\n"
                         "r = torch.view_as_real(torch.tensor([1 - 2j, 1j]))\n",
+    "numpy-bridge": "import numpy as np\nt = torch.arange(6.0)\na = t.numpy()\nb = np.asarray(t)[1:]\n"
+                    "c = np.array(t)\nd = a[::-2]\ne = torch.from_numpy(np.ones(3))\na[0] = 5\n"
+                    "del t\nq = 1\n",
     "past-both-caps": "ws = [torch.ones(1, requires_grad=True) for _ in range(90)]\n"
                       "ls = [w * 2 for w in ws]\ns = sum(ls)\ns.backward()\ndel ls\nq = 1\n",
 }
@@ -240,4 +252,8 @@ def test_the_engines_own_traces_are_consistent(name: str, monkeypatch: pytest.Mo
     if name == "past-both-caps":
         assert {k for s in trace.steps for k in s.capped} == {"tensors", "nodes"}
         assert any(s.phase == "backward" for s in trace.steps)
+    if name == "numpy-bridge":  # arrays on t's storage (views, a reversed one) and on their own buffers
+        arrays = [fact for s in trace.steps for fact in s.arrays.values()]
+        assert any(f.storage for f in arrays) and any(f.storage is None for f in arrays)
+        assert any(any(st < 0 for st in f.strides) for f in arrays)
     assert problem(trace, bounds_for(code, Settings())) is None
