@@ -280,8 +280,11 @@ def server_time(trace, code: str) -> tuple[float, float, Any]:  # noqa: ANN001
 
 
 class _GraphOnly:
+    """What ``_graph.html`` reads of an ExplorerView: the graph, and the backward passes (none here)."""
+
     def __init__(self, graph) -> None:  # noqa: ANN001
         self.graph = graph
+        self.passes = ()
 
 
 def _trace(code: str):  # noqa: ANN202
