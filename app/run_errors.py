@@ -112,8 +112,8 @@ TEMPLATES: dict[str, str] = {
     "policy.too_long": N_("The snippet is too long for the playground (more than {nodes:,} pieces of "
                           "syntax). Try a shorter example."),
     "policy.too_deep_levels": N_("The snippet is nested too deeply (more than {depth} levels)."),
-    "policy.unavailable": N_("`{what}` is not available in the playground: keep what you need in variables and "
-                             "build it with torch, numpy or your own functions instead."),
+    "policy.unavailable": N_("`{what}` is not available in the playground: keep what you need in variables "
+                             "and build it with torch, numpy or your own functions instead."),
     "policy.module_attribute": N_("`{what}` (the module `{target}`) is not available in the playground: use "
                                   "what `{module}` "
                                   "offers directly, or import one of the modules the playground has."),
@@ -135,8 +135,8 @@ TEMPLATES: dict[str, str] = {
     "policy.change_module": N_("Changing `{what}` is not available in the playground: it is a module."),
     "policy.format": N_("`.format` is only available on a string written in the snippet; an f-string works "
                         "too."),
-    "policy.relative_import": N_("Relative imports are not available in the playground: import the modules by name (torch, numpy, "
-                                 "math, ...)."),
+    "policy.relative_import": N_("Relative imports are not available in the playground: import the modules "
+                                 "by name (torch, numpy, math, ...)."),
     "policy.star_import": N_("`from {module} import *` is not available in the playground; import the names "
                              "you need."),
     "policy.import": N_("Importing `{module}` is not available in the playground. You can import torch "

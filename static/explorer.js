@@ -300,7 +300,10 @@
       dt.textContent = pair[0];
       var dd = document.createElement("dd");
       dd.textContent = pair[1];
-      if (pair[0] === t("values")) dd.className = "values"; // the row's label, in the page's language
+      if (pair[0] === t("values")) { // the row's label, in the page's language
+        dd.className = "values";
+        dd.tabIndex = 0; // a long row scrolls sideways: the keyboard must reach it too
+      }
       nodes.push(dt, dd);
     });
     ui.facts.replaceChildren.apply(ui.facts, nodes);
