@@ -10,6 +10,8 @@ as it was when the last such work ends, and ``app.web.gates`` collects after a l
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import threading
 from collections.abc import Iterator
@@ -34,3 +36,17 @@ def collector_paused() -> Iterator[None]:
             _users[0] -= 1
             if _users[0] == 0 and _users[1]:
                 gc.enable()
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def limit_malloc_arenas(count: int = 2) -> None:
+    """Let glibc keep at most ``count`` malloc arenas in the server process.
+
+    Each worker thread that builds a large answer gets an arena of its own by default (up to 8 per
+    core) and glibc keeps every arena's high-water mark: after a flood of concurrent large answers
+    the server stays that much larger (``python -m app.bench soak``). Two arenas bound that growth;
+    the threads that share them spend their time in Python, not in malloc. A no-op off glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, count)

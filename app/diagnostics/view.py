@@ -42,6 +42,7 @@ class Bar:
     variable_h: float
     graph_y: float
     graph_h: float
+    tip: str = ""  # what the bar stands for, in words (its tooltip)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class TimelineView:
     peak_graph: str
     points: list[list[int]]  # per step: [variable, graph, shared, total] bytes, for the readout
     cursor_x: float
+    top: str = "0 B"  # the bytes at the chart's top (its axis)
 
 
 def segments(text: str) -> list[tuple[str, bool]]:
@@ -87,10 +89,17 @@ def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int
         top = max(chunk, key=lambda m: m.total_bytes)
         variable_h = top.variable_bytes * scale
         graph_h = top.graph_bytes * scale
+        last = first + len(chunk) - 1
+        parts = {"first": first + 1, "last": last + 1, "variables": fmt_bytes(top.variable_bytes),
+                 "graph": fmt_bytes(top.graph_bytes)}
+        tip = (gettext("step {first}: {variables} through variables, {graph} held only by the graph")
+               if first == last else
+               gettext("steps {first}–{last} (their largest): {variables} through variables, {graph} held "
+                       "only by the graph")).format(**parts)
         bars.append(Bar(
-            first=first, last=first + len(chunk) - 1, x=index * BAR_WIDTH,
+            first=first, last=last, x=index * BAR_WIDTH,
             variable_y=CHART_HEIGHT - variable_h, variable_h=variable_h,
-            graph_y=CHART_HEIGHT - variable_h - graph_h, graph_h=graph_h,
+            graph_y=CHART_HEIGHT - variable_h - graph_h, graph_h=graph_h, tip=tip,
         ))
     return TimelineView(
         steps=count, width=max(len(bars), 1) * BAR_WIDTH, height=CHART_HEIGHT, bar_width=BAR_WIDTH,
@@ -98,6 +107,7 @@ def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int
         peak_graph=fmt_bytes(max((m.graph_bytes for m in memory), default=0)),
         points=[[m.variable_bytes, m.graph_bytes, m.shared_bytes, m.total_bytes] for m in memory],
         cursor_x=(min(current, count - 1) // per_bar) * BAR_WIDTH if count else 0.0,
+        top=fmt_bytes(max(peak or 0, own_peak)),
     )
 
 

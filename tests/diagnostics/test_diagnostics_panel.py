@@ -79,6 +79,25 @@ def test_long_runs_are_bucketed() -> None:
     assert view.bars[1].first == view.bars[0].last + 1 and view.cursor_x == view.bars[-1].x
 
 
+def test_the_chart_has_an_axis_and_each_bar_says_its_bytes() -> None:
+    from app.diagnostics.trace import fmt_bytes
+    from app.schema import MemoryAccount
+
+    memory = [MemoryAccount(step=i, total_bytes=100 * i + 5000, variable_bytes=5000, graph_bytes=100 * i,
+                            shared_bytes=0) for i in range(1000)]
+    view = timeline_view(memory)
+    assert view.top == fmt_bytes(99_900 + 5000)  # the chart's top is its peak
+    per_bar = view.bars[0].last + 1
+    last = view.bars[-2]  # a bar stands for several steps: it says their largest
+    assert last.tip.startswith(f"steps {last.first + 1}–{last.last + 1} (their largest)")
+    assert fmt_bytes(100 * last.last) in last.tip and fmt_bytes(5000) in last.tip
+    assert per_bar > 1
+    html = render("_memory_timeline.html", timeline=timeline_view(memory[:3]))
+    tip = f"step 3: {fmt_bytes(5000)} through variables, {fmt_bytes(200)} held only by the graph"
+    assert f"<title>{tip}</title>" in html
+    assert ">step 1<" in html and ">step 3<" in html and f">{fmt_bytes(5200)}<" in html
+
+
 def test_segments_mark_code() -> None:
     assert segments("use `x.item()` now") == [("use ", False), ("x.item()", True), (" now", False)]
     assert segments("odd ` tick") == [("odd ` tick", False)]
