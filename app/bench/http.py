@@ -38,7 +38,7 @@ COLD = (
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as probe:
@@ -46,11 +46,26 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 180) -> bool:
+    """Poll ``url``/healthz until it answers 200 (True), the server exits or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None:
+            return False
+        time.sleep(0.2)
+    return False
+
+
 class BenchServer:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         """``env``: settings of the bench's own (``EXPLORER_*``) over the defaults."""
         self.workdir = Path(tempfile.mkdtemp(prefix="explorer-bench-"))
-        self.port = _free_port()
+        self.port = free_port()
         env = {
             **os.environ,
             "EXPLORER_DATA_DIR": str(self.workdir / "data"),
@@ -80,18 +95,9 @@ class BenchServer:
             stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"bench server did not start; see {self.workdir / 'server.log'}")
+        if not wait_until_healthy(self.url, self.process):
+            self.stop()
+            raise RuntimeError(f"bench server did not start; see {self.workdir / 'server.log'}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

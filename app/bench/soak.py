@@ -32,6 +32,7 @@ from pathlib import Path
 import httpx
 
 from app.bench import Row
+from app.bench.http import free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = 3000
@@ -70,9 +71,7 @@ class Report:
 class SoakServer:
     def __init__(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="explorer-soak-"))
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         env = {**os.environ, "EXPLORER_DATA_DIR": str(self.workdir / "data"),
                "EXPLORER_RATE_PER_MINUTE": "1000000000", "EXPLORER_RATE_BURST": "1000000000",
                "EXPLORER_WALL_SECONDS": "2", "EXPLORER_CPU_SECONDS": "2", "EXPLORER_BODY_SECONDS": "2",
@@ -83,18 +82,9 @@ class SoakServer:
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"soak server did not start; see {self.workdir / 'server.log'}")
+        if not wait_until_healthy(self.url, self.process):
+            self.stop()
+            raise RuntimeError(f"soak server did not start; see {self.workdir / 'server.log'}")
 
     def rss_mib(self) -> float:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
