@@ -348,7 +348,11 @@ class SnapshotTaker:
         # Roots first, in walk order: what new or rebound names reach, and named tensors that may
         # have changed — met in the order the whole snapshot meets them; then a backward step's own.
         seeds = set(bound.values()) | {t for t in dirty if roots.get(t)}
-        for tid in sorted(seeds, key=lambda t: self._first_position(t, names)):
+        named_now: dict[str, list[str]] = defaultdict(list)  # tensor -> the names this step bound to it
+        for name, tid in names.items():
+            if tid is not None:
+                named_now[tid].append(name)
+        for tid in sorted(seeds, key=lambda t: self._first_position(t, names, named_now)):
             obj = self.tensor_ids.object(tid)
             if obj is not None:
                 reader.add_tensor(tid, obj)
@@ -495,10 +499,12 @@ class SnapshotTaker:
                 candidates.append(target)
         return removed
 
-    def _first_position(self, tid: str, names: dict[str, str | None]) -> tuple[int, ...]:
-        """Where the whole snapshot first meets ``tid`` among the names (walk order)."""
+    def _first_position(self, tid: str, names: dict[str, str | None],
+                        named_now: dict[str, list[str]]) -> tuple[int, ...]:
+        """Where the whole snapshot first meets ``tid`` among the names (walk order). ``named_now``:
+        the names this step bound, by tensor (a step that binds n names sorts n seeds by them)."""
         mine = [n for n in self.names_of.get(tid, ()) if names.get(n, tid) == tid]
-        mine += [n for n, t in names.items() if t == tid]
+        mine += named_now.get(tid, ())
         return min((self.walker.position(n) for n in mine), default=(1 << 30,))
 
     def _locate(self, ident: str, memo: dict[str, Any]) -> Any:
