@@ -41,6 +41,14 @@ CLASS_DEPTH = 4  # how deep a line's own subgraph shapes its vertices' class
 LABEL_NAMES = 3  # a tensor with more names reads "a, b, c +5"
 
 History = list[tuple[int, Any]]  # (step, value from that step on); value None/False/0: none
+OrderedSet = dict[str, None]  # a set that iterates in insertion order
+
+
+def _mark(members: OrderedSet, ident: str, sign: int) -> None:
+    if sign > 0:
+        members[ident] = None
+    else:
+        members.pop(ident, None)
 
 
 def record(history: History, step: int, value: Any) -> None:
@@ -145,10 +153,12 @@ class GraphEvents:
         self._node_class: dict[str, int] = {}
         self._node_born: dict[str, int] = {}
         self._node_module: dict[str, tuple[str | None, bool]] = {}  # node -> (module, param only)
-        self._parents: dict[str, set[str]] = {}  # node -> nodes whose next_functions name it
-        self._var_nodes: dict[str, set[str]] = {}  # tensor -> AccumulateGrad nodes of it
-        self._saved_by: dict[str, set[str]] = {}  # tensor -> nodes that saved it
-        self._grad_users: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
+        # Ordered sets (dicts of None): what is met in them is drawn in that order, and the order of
+        # a set of strings would follow the process's hash seed (PYTHONHASHSEED) into the payload.
+        self._parents: dict[str, OrderedSet] = {}  # node -> nodes whose next_functions name it
+        self._var_nodes: dict[str, OrderedSet] = {}  # tensor -> AccumulateGrad nodes of it
+        self._saved_by: dict[str, OrderedSet] = {}  # tensor -> nodes that saved it
+        self._grad_users: dict[str, OrderedSet] = {}  # node -> tensors whose grad_fn it is
         self._tensor_vertex: dict[str, str] = {}  # tensor -> its out/free vertex now
         self._in_edges: dict[str, dict[str, int]] = {}  # node -> src vertex -> multiplicity
         self._facts_seen: dict[tuple, int] = {}
@@ -178,15 +188,15 @@ class GraphEvents:
     def add_step(self, step: StepInput) -> None:
         state, changes = step.state, step.changes
         index = step.index
-        dirty_tensors: set[str] = set(changes.old_tensors)
-        moved_nodes: set[str] = set()  # appeared or disappeared: their parents' edges change
+        dirty_tensors: OrderedSet = dict.fromkeys(changes.old_tensors)
+        moved_nodes: OrderedSet = {}  # appeared or disappeared: their parents' edges change
         for nid, old in changes.old_nodes.items():
             new = state.nodes.get(nid)
             self._index_node(nid, old, -1, dirty_tensors)
             self._index_node(nid, new, +1, dirty_tensors)
             if (old is None) != (new is None):
-                moved_nodes.add(nid)
-                dirty_tensors |= self._grad_users.get(nid, set())
+                moved_nodes[nid] = None
+                dirty_tensors.update(self._grad_users.get(nid, {}))
         born = [nid for nid in changes.old_nodes if changes.old_nodes[nid] is None and nid in state.nodes]
         for nid in born:
             self._node_born.setdefault(nid, index)
@@ -201,20 +211,21 @@ class GraphEvents:
                 if parent in state.nodes and parent not in changes.old_nodes:
                     self._draw_edges(parent, step)
         for name, old in changes.old_variables.items():
-            dirty_tensors.add(old) if old is not None else None
+            if old is not None:
+                dirty_tensors[old] = None
             new = state.variables.get(name)
             if new is not None:
-                dirty_tensors.add(new)
+                dirty_tensors[new] = None
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
             old_fn, new_fn = (old.grad_fn if old else None), (new.grad_fn if new else None)
             if old_fn != new_fn:
                 if old_fn is not None:
-                    self._grad_users.get(old_fn, set()).discard(tid)
+                    self._grad_users.get(old_fn, {}).pop(tid, None)
                 if new_fn is not None:
-                    self._grad_users.setdefault(new_fn, set()).add(tid)
-        touched = dirty_tensors | step.held.renamed
-        for tid in touched | step.held.reheld:
+                    self._grad_users.setdefault(new_fn, {})[tid] = None
+        touched = dirty_tensors | dict.fromkeys(sorted(step.held.renamed))
+        for tid in touched | dict.fromkeys(sorted(step.held.reheld)):
             self._draw_tensor(tid, step)
             label = tensor_label(tid, step.holding)
             if tid not in touched and self._reads_the_same(tid, label):
@@ -235,21 +246,18 @@ class GraphEvents:
         every iteration saves cost O(iterations) per step."""
         return self._labels.get(tid) == label
 
-    def _index_node(self, nid: str, node: NodeFact | None, sign: int, dirty: set[str]) -> None:
+    def _index_node(self, nid: str, node: NodeFact | None, sign: int, dirty: OrderedSet) -> None:
         if node is None:
             return
         for nxt in node.next:
             if nxt is not None:
-                parents = self._parents.setdefault(nxt, set())
-                parents.add(nid) if sign > 0 else parents.discard(nid)
+                _mark(self._parents.setdefault(nxt, {}), nid, sign)
         if node.variable is not None:
-            users = self._var_nodes.setdefault(node.variable, set())
-            users.add(nid) if sign > 0 else users.discard(nid)
-            dirty.add(node.variable)
+            _mark(self._var_nodes.setdefault(node.variable, {}), nid, sign)
+            dirty[node.variable] = None
         for tid in node.saved.values():
             if tid is not None:
-                savers = self._saved_by.setdefault(tid, set())
-                savers.add(nid) if sign > 0 else savers.discard(nid)
+                _mark(self._saved_by.setdefault(tid, {}), nid, sign)
 
     def _assign_modules(self, born: list[str], step: StepInput) -> None:
         """The module path of every node born this step, inputs before the nodes they feed: a node
