@@ -21,6 +21,7 @@ import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
 from app.engine.backward import BackwardWatch, NodeRan, freed_message
+from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
     SNIPPET_FILENAME,
@@ -185,7 +186,10 @@ def trace_delta(
     try:
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
-        with warnings.catch_warnings(), touches:
+        # (the snippet's hooks on graph nodes are seen only while they are registered: app.engine.hooks)
+        hook_watch = HookWatch(lambda: setattr(touches, "whole", True)) if registers_hooks(source) \
+            else contextlib.nullcontext()
+        with warnings.catch_warnings(), touches, hook_watch:
             # what torch warns about while we read facts is ours, not the snippet's
             warnings.filterwarnings("ignore", module=r"app\.engine\.")
             tracer.run(code, scope["namespace"])

@@ -429,7 +429,8 @@ class GraphEvents:
 
     # ---- the inspector -----------------------------------------------------------------------
     def _inspect(self, nid: str, step: StepInput) -> None:
-        """The node's facts now: next_functions, and each saved tensor with its versions."""
+        """The node's facts now: next_functions, each saved tensor with its versions, its metadata
+        keys and its hooks."""
         state, holding = step.state, step.holding
         node = state.nodes[nid]
         nexts = []
@@ -449,8 +450,11 @@ class GraphEvents:
                 now = int(found.group(1))
             label = tensor_label(tid, holding) if tid is not None else "—"
             saved.append([name, tid, label, was, now, saved_state(node, name), error or ""])
-        entry = [nexts, saved]
-        signature = (tuple(map(tuple, nexts)), tuple(map(tuple, saved)))
+        # metadata keys, and [kind, name] per hook (pre / post / tensor; the snippet's function or null)
+        hooks = [[hook.kind, hook.name] for hook in node.hooks]
+        entry = [nexts, saved, list(node.metadata), hooks]
+        signature = (tuple(map(tuple, nexts)), tuple(map(tuple, saved)), tuple(node.metadata),
+                     tuple(map(tuple, hooks)))
         fact_index = self._facts_seen.get(signature)
         if fact_index is None:
             fact_index = self._facts_seen[signature] = len(self.events.facts)
