@@ -44,6 +44,13 @@ History = list[tuple[int, Any]]  # (step, value from that step on); value None/F
 OrderedSet = dict[str, None]  # a set that iterates in insertion order
 
 
+def _in_order(ids: set[str]) -> OrderedSet:
+    """A set of ids as an ordered set, in an order no hash seed decides."""
+    if not ids:
+        return {}
+    return dict.fromkeys(sorted(ids) if len(ids) > 1 else ids)
+
+
 def _mark(members: OrderedSet, ident: str, sign: int) -> None:
     if sign > 0:
         members[ident] = None
@@ -224,10 +231,10 @@ class GraphEvents:
                     self._grad_users.get(old_fn, {}).pop(tid, None)
                 if new_fn is not None:
                     self._grad_users.setdefault(new_fn, {})[tid] = None
-        touched = dirty_tensors | dict.fromkeys(sorted(step.held.renamed))
-        for tid in touched | dict.fromkeys(sorted(step.held.reheld)):
-            self._draw_tensor(tid, step)
+        touched = dirty_tensors | _in_order(step.held.renamed)
+        for tid in touched | _in_order(step.held.reheld):
             label = tensor_label(tid, step.holding)
+            self._draw_tensor(tid, step, label)
             if tid not in touched and self._reads_the_same(tid, label):
                 continue
             self._labels[tid] = label
@@ -392,8 +399,9 @@ class GraphEvents:
             record(self.events.edges.setdefault((src, key), []), step.index, count)
         self._in_edges[nid] = counts
 
-    def _draw_tensor(self, tid: str, step: StepInput) -> None:
-        """The out/free vertex of a tensor bound to a variable (none for a leaf drawn by its node)."""
+    def _draw_tensor(self, tid: str, step: StepInput, label: str) -> None:
+        """The out/free vertex of a tensor bound to a variable (none for a leaf drawn by its node),
+        labelled ``label`` (``tensor_label`` now)."""
         state, holding, index = step.state, step.holding, step.index
         fact = state.tensors.get(tid)
         key = None
@@ -412,7 +420,6 @@ class GraphEvents:
             self._tensor_vertex.pop(tid, None)
             return
         self._tensor_vertex[tid] = key
-        label = tensor_label(tid, holding)
         if key.startswith("out:"):
             nid = fact.grad_fn
             klass = self._klass(("out", self._node_class.get(nid, -1)))
@@ -436,8 +443,10 @@ class GraphEvents:
         nexts = []
         for nxt in node.next:
             child = state.nodes.get(nxt) if nxt is not None else None
-            gone = "None" if nxt is None else _("gone")
-            nexts.append([nxt, short_node_name(child.name) if child else gone])
+            if child is not None:
+                nexts.append([nxt, short_node_name(child.name)])
+            else:
+                nexts.append([nxt, "None" if nxt is None else _("gone")])
         saved = []
         for name in dict.fromkeys([*node.saved, *node.saved_errors]):
             tid = node.saved.get(name)
