@@ -62,25 +62,33 @@ def node_key(node: Any) -> Any:
 
 class HookWatch:
     """Notes the hook dicts of nodes while a snippet runs (``with watch:``); ``on_change()`` is called
-    when a line registers or removes a hook."""
+    when a line registers or removes a hook. ``active`` False: a snippet that never mentions hooks,
+    watched by nothing. ``with watch.quiet():`` around the engine's own reading of a step, which
+    registers no hook and would pay a profile call for each of its many calls (half the run)."""
 
-    def __init__(self, on_change: Any) -> None:
+    def __init__(self, on_change: Any, active: bool = True) -> None:
         self._on_change = on_change
+        self.active = active
         self._dicts: dict[Any, dict[str, weakref.ref]] = {}  # node key -> kind -> its hook dict
         self._pending: list[tuple[Any, str]] = []  # (node, kind) of the registering C call in flight
         self._previous: Any = None
 
     def __enter__(self) -> HookWatch:
         global _current
-        _current = self
-        self._previous = sys.getprofile()
-        sys.setprofile(self._profile)
+        if self.active:
+            _current = self
+            self._previous = sys.getprofile()
+            sys.setprofile(self._profile)
         return self
 
     def __exit__(self, *_exc: object) -> None:
         global _current
-        sys.setprofile(self._previous)
-        _current = None
+        if self.active:
+            sys.setprofile(self._previous)
+            _current = None
+
+    def quiet(self) -> _Quiet:
+        return _Quiet(self._profile if self.active else None)
 
     def hooks(self, node: Any) -> list[dict[str, Any]]:
         kinds = self._dicts.get(node_key(node))
@@ -125,6 +133,24 @@ class HookWatch:
             node, _kind = self._pending[-1]
             if getattr(arg, "__self__", None) is node and getattr(arg, "__name__", "") in NODE_METHODS:
                 self._pending.pop()
+
+
+class _Quiet:
+    """No profile function while the block runs (if one was on)."""
+
+    __slots__ = ("_profile", "_was")
+
+    def __init__(self, profile: Any) -> None:
+        self._profile = profile
+
+    def __enter__(self) -> None:
+        self._was = sys.getprofile() if self._profile is not None else None
+        if self._was is not None:
+            sys.setprofile(None)
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._was is not None:
+            sys.setprofile(self._was)
 
 
 def _ours(frame: FrameType | None) -> bool:

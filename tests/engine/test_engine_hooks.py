@@ -107,7 +107,8 @@ def test_metadata_keys_are_torchs_and_reading_them_leaves_no_mark() -> None:
     assert plain.error is None
     steps = _steps(METADATA)
     # The engine read every node's metadata before the snippet's first look: it cannot tell.
-    assert steps[-1].stdout == plain.stdout  # (v1: all printed so far)
+    # (v1: all printed so far; a warning torch prints names the file the code was compiled as)
+    assert steps[-1].stdout == plain.stdout.replace("<plain>", "<snippet>")
     assert plain.stdout.startswith("0 {} True\n['note']\n")
     by_line = {s.line: s for s in steps}
 
