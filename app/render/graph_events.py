@@ -242,7 +242,8 @@ class GraphEvents:
                 if nid in state.nodes and f"leaf:{nid}" in self.events.vertices:
                     self._label(self.events.vertices[f"leaf:{nid}"], index, label)
             for nid in self._saved_by.get(tid, ()):
-                if nid in state.nodes:
+                # (a node set at this step was drawn above, from the same labels)
+                if nid in state.nodes and nid not in changes.old_nodes:
                     self._draw_chips(nid, state.nodes[nid], step)
                     self._inspect(nid, step)
         self.events.count = index + 1
