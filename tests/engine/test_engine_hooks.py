@@ -120,3 +120,17 @@ def test_metadata_keys_are_torchs_and_reading_them_leaves_no_mark() -> None:
     assert keys(5, "y") == ["note"]  # written at line 5: seen at that line's step
     assert keys(9, "y") == ["note"]
     assert keys(9, "w") == sorted(plain.namespace["w"].grad_fn.metadata) == ["traceback_"]
+
+
+def test_the_new_fields_keep_the_contract() -> None:
+    """Empty, they are left out of the JSON (traces from before them read the same); set, they
+    survive both formats."""
+    from app.trace.delta import compress
+
+    delta = DeltaTrace.model_validate(trace_delta(HOOKS))
+    v1 = expand(delta)
+    assert expand(DeltaTrace.model_validate(compress(v1))) == v1
+    dumped = [n for s in v1.model_dump(mode="json")["steps"] for n in s["nodes"].values()]
+    assert any("hooks" in n for n in dumped)
+    assert all("metadata" not in n for n in dumped)  # no node of HOOKS has metadata keys
+    assert all(n["hooks"] for n in dumped if "hooks" in n)
