@@ -90,10 +90,28 @@ def has_lazy_bits(t: torch.Tensor) -> bool:
     return t.is_conj() or t.is_neg()
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32`` for ``torch.float32``: formatted once per dtype (str() of a dtype is a Python-level
+    call, paid at every tensor and storage read otherwise)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+def device_name(t: torch.Tensor) -> str:
+    # ``t.device`` makes a device object and str() formats it (2.5 µs a read); nearly every tensor
+    # here is on the CPU, which a flag says.
+    return "cpu" if t.is_cpu else str(t.device)
+
+
 def signature(t: torch.Tensor) -> tuple:
     """What a live twin of a re-created saved copy must share with it (conj and neg bits included:
     ``exp``'s saved result is not its conjugated twin)."""
-    return (list(t.shape), list(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."),
+    return (list(t.shape), list(t.stride()), t.storage_offset(), dtype_name(t.dtype),
             t.is_conj(), t.is_neg())
 
 
@@ -241,7 +259,7 @@ class Reader:
         values = self.run.values
         fact = {
             "shape": layout[0],
-            "dtype": str(t.dtype).removeprefix("torch."),
+            "dtype": dtype_name(t.dtype),
             "stride": layout[1],
             "storage_offset": layout[2],
             "storage": storage_id,
@@ -256,7 +274,7 @@ class Reader:
             "is_view": t._is_view(),
             "retains_grad": t.retains_grad,
             "is_inference": False,
-            "device": str(t.device),
+            "device": device_name(t),
             "is_conj": t.is_conj(),
             "is_neg": t.is_neg(),
             "unavailable": unavailable,
@@ -307,7 +325,7 @@ class Reader:
                 return None
             sid = ids.of_storage(storage)
         if sid not in self.storages:
-            dtype = str(t.dtype).removeprefix("torch.")
+            dtype = dtype_name(t.dtype)
             if self.run.storage_fresh(sid, dtype, tid):
                 nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
                 elements = self.run.values.storage_values(t, nbytes)

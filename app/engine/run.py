@@ -95,7 +95,7 @@ def trace_delta(
 
     freed_message()  # asked of torch before the run: its own backward pass must not be traced
     # Same seed every run, so a permalink reproduces the same numbers.
-    torch.manual_seed(SEED)
+    _seed_torch()
     random.seed(SEED)
 
     output = CappedOutput(limits.max_stdout)
@@ -240,6 +240,16 @@ def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
 
 def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] | None) -> dict[str, Any]:
     return {"format": "delta", "ok": error is None, "truncated": truncated, "error": error, "steps": steps}
+
+
+def _seed_torch() -> None:
+    """Seed torch's generators. Without a GPU the CPU generator is the only one: torch.manual_seed
+    would also queue a lazy CUDA seeding that formats a stack trace on every call (0.4 ms, a third of
+    a small run) for a device this process does not have."""
+    if torch.cuda.is_available():
+        torch.manual_seed(SEED)
+    else:
+        torch.default_generator.manual_seed(SEED)
 
 
 def trace_snippet(
