@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.autograd.function import BackwardCFunction
 
+from app.engine.hooks import inspector_facts
 from app.engine.ids import tensor_pointer
 from app.engine.names import iterate_sequence, kind_of, object_dict
 from app.engine.values import MAX_VALUES, nest
@@ -363,6 +364,7 @@ class Reader:
             if self.node_keys.get(nid) != key:  # met before its leaf had an id: file it under the leaf
                 self.run.node_ids.also(key, nid)
                 self.node_keys[nid] = key
+        fact.update(inspector_facts(node, leaf))  # metadata keys, hooks (app.engine.hooks)
         for attribute in saved_names(node, self.run.saved_names):
             self._read_saved(fact, nid, node, attribute)
         if isinstance(node, BackwardCFunction):  # a custom Function: what the snippet kept on ctx

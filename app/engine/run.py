@@ -21,6 +21,7 @@ import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
 from app.engine.backward import BackwardWatch, NodeRan, freed_message
+from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
     SNIPPET_FILENAME,
@@ -98,6 +99,8 @@ def trace_delta(
     random.seed(SEED)
 
     output = CappedOutput(limits.max_stdout)
+    # The snippet's hooks on graph nodes are seen only as they are registered (app.engine.hooks).
+    hook_watch = HookWatch(lambda: setattr(touches, "whole", True), active=registers_hooks(source))
     taker = SnapshotTaker(full=limits.full_snapshots)
     touches = Touches()
     lines = source.split("\n")
@@ -118,7 +121,8 @@ def trace_delta(
         # methods, a saved-tensor hook): whatever it prints is not the snippet's output.
         sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
         try:
-            steps.append(taker.take(line, printed, scopes, touches))
+            with hook_watch.quiet():
+                steps.append(taker.take(line, printed, scopes, touches))
         except (RecursionError, MemoryError):
             raise  # the snippet's own doing (it recursed deep, or filled memory): report it as such
         except Exception as exc:
@@ -141,7 +145,8 @@ def trace_delta(
         sys.settrace(None)
         try:
             scopes = snippet_scopes(ran.frame, scope["namespace"])
-            steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
+            with hook_watch.quiet():
+                steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
         except (RecursionError, MemoryError):
             raise
         except Exception as exc:
@@ -185,7 +190,7 @@ def trace_delta(
     try:
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
-        with warnings.catch_warnings(), touches:
+        with warnings.catch_warnings(), touches, hook_watch:
             # what torch warns about while we read facts is ours, not the snippet's
             warnings.filterwarnings("ignore", module=r"app\.engine\.")
             tracer.run(code, scope["namespace"])
