@@ -18,6 +18,7 @@ import signal
 import sys
 from typing import Any
 
+import orjson
 import torch
 
 from app import policy
@@ -209,8 +210,15 @@ def run_job(job: dict, config: layers.ChildConfig) -> dict:
     return result
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+def _encode(value: Any) -> bytes:
+    """Compact UTF-8 JSON. orjson writes a large trace 4-7x faster than the json module (90-200 ms of a
+    real-size run's answer, on the request's path). What it refuses (an integer past 64 bits) goes
+    through the json module. (orjson writes a float NaN or infinity as null; the engine never sends
+    one: non-finite values travel as the strings "NaN" / "Infinity", app.engine.values.json_scalar.)"""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def encode_result(result: dict, max_bytes: int) -> bytes:
@@ -225,7 +233,7 @@ def encode_result(result: dict, max_bytes: int) -> bytes:
     truncated = bool(result.get("truncated"))
     steps = result.get("steps", [])
     for index, step in enumerate(steps):
-        encoded = _dumps(step).encode()
+        encoded = _encode(step)
         if size + len(encoded) + 1 > budget:
             truncated = True
             if error is None:
@@ -235,8 +243,8 @@ def encode_result(result: dict, max_bytes: int) -> bytes:
         parts.append(encoded)
         size += len(encoded) + 1
     ok = bool(result.get("ok")) and error is None
-    head = _dumps({"format": "delta", "ok": ok, "truncated": truncated, "error": error})
-    return head[:-1].encode() + b',"steps":[' + b",".join(parts) + b"]}"
+    head = _encode({"format": "delta", "ok": ok, "truncated": truncated, "error": error})
+    return head[:-1] + b',"steps":[' + b",".join(parts) + b"]}"
 
 
 def serve_one(
@@ -265,7 +273,7 @@ def serve_one(
             "threads": int(status.get("Threads", "0")),
             "env": sorted(os.environ),
         }
-        write_all(result_fd, encode_frame(_dumps(hello).encode()))
+        write_all(result_fd, encode_frame(_encode(hello)))
     except BaseException:  # noqa: BLE001 - anything here means: do not run user code
         os._exit(EXIT_SETUP_FAILED)
     try:
@@ -273,7 +281,7 @@ def serve_one(
         os.close(job_fd)
         _FORCE.update(fd=result_fd, config=config)
         if job.get("kind") == "probe":
-            result_bytes = _dumps(probe()).encode()
+            result_bytes = _encode(probe())
         else:
             result_bytes = encode_result(run_job(job, config), config.max_result_bytes)
         sys.stdout = sys.stderr = None  # type: ignore[assignment] - nothing may write after this
@@ -291,8 +299,8 @@ def _answer_memory(result_fd: int, config: layers.ChildConfig) -> None:
         error = error_dict("memory", "MemoryError", "memory.limit", {"mib": config.memory_mib})
         write_all(
             result_fd,
-            encode_frame(_dumps({"format": "delta", "ok": False, "truncated": True, "error": error,
-                                 "steps": []}).encode()),
+            encode_frame(_encode({"format": "delta", "ok": False, "truncated": True, "error": error,
+                                  "steps": []})),
         )
     except BaseException:  # noqa: BLE001
         os._exit(EXIT_JOB_FAILED)
