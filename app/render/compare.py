@@ -1,4 +1,5 @@
-"""Bug vs fix, side by side: the two runs of a gallery example and its ``fixed_twin``.
+"""Bug vs fix, side by side: the two runs of a gallery example and its ``fixed_twin``, or of any two
+codes (``code_pair``: a docs author's "before" and "after", neither from the gallery).
 
 Pure: two validated traces in, one ``CompareView`` out. Each side is the playground's own view model
 (``build_explorer``), its diagnostics and its memory-over-time chart, the two charts drawn on one
@@ -19,7 +20,7 @@ Linear in the steps of both runs.
 from __future__ import annotations
 
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -39,7 +40,8 @@ ROLES = ("bug", "fix")
 
 @dataclass(frozen=True)
 class Side:
-    role: str  # "bug" | "fix"
+    role: str  # "bug" | "fix": the first side and the second
+    badge: str  # "The bug" / "The fix" for a gallery pair, "Code A" / "Code B" for two codes
     example: Example  # in the request's language
     view: ExplorerView
     frame: Frame
@@ -78,6 +80,40 @@ def twin_pair(slug: str) -> tuple[Example, Example] | None:
         if bug.fixed_twin == slug:
             return bug, example
     return None
+
+
+def code_pair(a: str, b: str) -> tuple[Example, Example]:
+    """Two codes of the user's as the sides of a compare. No slug: they are not gallery examples, so
+    nothing translates their comments (``shown``) and nothing names one of them the bug."""
+    return Example("", "", "", a), Example("", "", "", b)
+
+
+def shown(example: Example, other: Example) -> Example:
+    """The example as the request's language shows it: a gallery example localized; a user's code as
+    it was written (``localized`` caches per example: user codes must never enter it), titled by its
+    first line the other side does not have."""
+    if example.slug:
+        return localized(example)
+    lines = example.code.splitlines()
+    first = min(changed_lines(example.code, other.code), default=0)
+    title = lines[first - 1].strip() if first else _("the same code as the other side")
+    return replace(example, title=title if len(title) <= MAX_TITLE else title[:MAX_TITLE - 1] + "…")
+
+
+MAX_TITLE = 60
+
+
+def heading(bug: Example, fix: Example) -> str:
+    """The compare's heading (page, embed, picture), from the sides as ``shown``."""
+    if bug.slug:
+        return _("Bug vs fix: {bug} / {fix}").format(bug=bug.title, fix=fix.title)
+    return _("Code A vs code B")
+
+
+def _badge(role: str, gallery: bool) -> str:
+    if gallery:
+        return _("The bug") if role == "bug" else _("The fix")
+    return _("Code A") if role == "bug" else _("Code B")
 
 
 def partner(code: str) -> tuple[str, str] | None:
@@ -161,7 +197,8 @@ def step_map(a_lines: tuple[int, ...] | list[int], b_lines: tuple[int, ...] | li
 def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrace],
                  step: int | None = None, limits: RunLimits | None = None) -> CompareView:
     """Both sides of a pair; ``step`` (0-based) is the bug's step shown first, the fix shows its match."""
-    bug, fix = localized(bug), localized(fix)
+    gallery = bool(bug.slug)
+    bug, fix = shown(bug, fix), shown(fix, bug)
     # matched on the traces' own lines (what the views' lines are), so each side is built once
     lines = [step.line for step in traces[0].steps], [step.line for step in traces[1].steps]
     to_fix = step_map(lines[0], lines[1], line_map(bug.code, fix.code))
@@ -175,7 +212,8 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
     for role, example, view, (diagnostics, memory) in zip(ROLES, (bug, fix), views, found, strict=True):
         frame = frame_at(view)
         sides.append(Side(
-            role=role, example=example, view=view, frame=frame, payload=client_payload(view),
+            role=role, badge=_badge(role, gallery), example=example, view=view, frame=frame,
+            payload=client_payload(view),
             diagnostics=[diagnostic_view(d) for d in diagnostics],
             timeline=timeline_view(memory, frame.step, peak=peak),
             changed=changed_lines(example.code, (fix if role == "bug" else bug).code),
@@ -199,7 +237,7 @@ def compare_svg(view: CompareView, which: str = "both", theme: str = "light") ->
     cv = Canvas(c)
     x = PAD
     for side, picture, (w, _h) in zip(view.sides, pictures, sizes, strict=True):
-        badge = _("The bug") if side.role == "bug" else _("The fix")
+        badge = side.badge
         colour = c["error"] if side.role == "bug" else c["nonleaf"]
         cv.rect(x, PAD, w, 4, colour, rx=2)
         cv.text(x, PAD + HEAD_H, f"{badge}: {side.example.title}", 14, c["head"], family=SANS, weight=700)
@@ -208,8 +246,7 @@ def compare_svg(view: CompareView, which: str = "both", theme: str = "light") ->
         x += w + GAP
     peak = _("Both memory charts share one scale: 0 to {peak}.").format(peak=fmt_bytes(view.peak))
     cv.text(PAD, top - 6, peak, 11, c["muted"], family=SANS)
-    bug, fix = view.bug.example.title, view.fix.example.title
-    title = clean(_("Bug vs fix: {bug} / {fix}").format(bug=bug, fix=fix))
+    title = clean(heading(view.bug.example, view.fix.example))
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{title}"><title>{title}</title>'
