@@ -196,7 +196,8 @@ def step_map(a_lines: tuple[int, ...] | list[int], b_lines: tuple[int, ...] | li
 
 def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrace],
                  step: int | None = None, limits: RunLimits | None = None) -> CompareView:
-    """Both sides of a pair; ``step`` (0-based) is the bug's step shown first, the fix shows its match."""
+    """Both sides of a pair; ``step`` (0-based, default: its last) is the bug's step shown first, the fix
+    shows its match."""
     gallery = bool(bug.slug)
     bug, fix = shown(bug, fix), shown(fix, bug)
     # matched on the traces' own lines (what the views' lines are), so each side is built once
@@ -204,7 +205,9 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
     to_fix = step_map(lines[0], lines[1], line_map(bug.code, fix.code))
     to_bug = step_map(lines[1], lines[0], line_map(fix.code, bug.code))
     bug_view = build_explorer(traces[0], bug.code, step, limits)
-    fix_step = to_fix[bug_view.initial] if step is not None and to_fix else None  # the fix opens on the match
+    # The fix opens on the match of the bug's opening step (its last by default), not on its own last:
+    # both sides open at the same point of the program.
+    fix_step = to_fix[bug_view.initial] if to_fix else None
     views = [bug_view, build_explorer(traces[1], fix.code, fix_step, limits)]
     found = [analysis(trace, example.code) for example, trace in zip((bug, fix), traces, strict=True)]
     peak = max((m.total_bytes for _, memory in found for m in memory), default=0)

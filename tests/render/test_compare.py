@@ -87,6 +87,14 @@ def test_an_opening_step_opens_the_fix_on_its_match() -> None:
 
 
 @pytest.mark.parametrize("slug", PAIRS)
+def test_without_a_step_both_sides_open_synchronised(slug: str) -> None:
+    view = _compare(slug)
+    bug = view.bug.frame.step
+    assert bug == view.bug.view.step_count - 1  # the bug opens on its last step
+    assert view.fix.frame.step == view.to_fix[bug]  # and the fix on that step's match, not on its own last
+
+
+@pytest.mark.parametrize("slug", PAIRS)
 def test_both_charts_are_drawn_on_one_scale(slug: str) -> None:
     view = _compare(slug)
     per_byte = set()
