@@ -443,7 +443,7 @@ class MemoryBuilder:
             else:
                 levels = _levels(coverage(layout, shape.nbytes, BINS))
             description = f"{fmt.shape(layout.shape)} · stride {fmt.shape(layout.stride)}"
-            drawn = None if shape.scaled else grid(layout, shape.count, dtype == shape.dtype)
+            drawn = grid(layout, shape.count, dtype == shape.dtype, values=not shape.scaled)
             rows.append(Row(k((*key, "row", r)), k((*key, "row", r, "label")), k((*key, "row", r, "version")),
                             description, layout_flags(layout), marks, levels, drawn))
         cells = 0 if shape.scaled else shape.count

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app.render.footprint import Layout
-from app.render.grid import MAX_COLS, MAX_ROWS, grid
+from app.render.grid import INDEX_COLS, INDEX_ROWS, MAX_COLS, MAX_ROWS, grid
 from tests.render.conftest import explore, row_of, trace_v1
 
 CASES = {
@@ -51,10 +51,17 @@ def test_no_grid_where_it_would_not_be_the_tensor() -> None:
 
 
 def test_the_memory_view_draws_a_grid_for_each_matrix_on_a_small_storage() -> None:
-    code = "w = torch.arange(6.).reshape(2, 3)\nt = w.t()\nv = w.view(torch.int32)\nb = torch.zeros(10, 10)\n"
+    code = ("w = torch.arange(6.).reshape(2, 3)\nt = w.t()\nv = w.view(torch.int32)\n"
+            "b = torch.zeros(10, 20)\nbt = b.t()\n")
     view = explore(code)
     names = dict(trace_v1(code).steps[-1].variables)
     assert row_of(view, names["w"]).grid.cells == (0, 1, 2, 3, 4, 5)
     assert row_of(view, names["t"]).grid.cells == (0, 3, 1, 4, 2, 5)
     assert row_of(view, names["v"]).grid is None  # int32 read of float32 cells
-    assert row_of(view, names["b"]).grid is None  # 100 elements: a scaled strip, no values to show
+    assert row_of(view, names["w"]).grid.values and not row_of(view, names["w"]).grid.window
+    # 200 elements: no values were read, so the grid is where each element lives, in a smaller window
+    big, transposed = row_of(view, names["b"]).grid, row_of(view, names["bt"]).grid
+    assert not big.values and (big.rows, big.cols) == (INDEX_ROWS, INDEX_COLS)
+    assert big.row(1) == tuple(range(20, 20 + INDEX_COLS))
+    assert transposed.row(1) == tuple(1 + 20 * c for c in range(INDEX_COLS))
+    assert transposed.window == "rows 0–5 of 20 · columns 0–7 of 10"

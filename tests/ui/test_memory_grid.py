@@ -7,6 +7,7 @@ the storage cell torch says it lives in (``storage_offset + r * stride(0) + c * 
 from __future__ import annotations
 
 import os
+import re
 
 import torch
 
@@ -37,13 +38,19 @@ def _grids(page) -> dict[str, tuple[list[list[str]], list[list[int]]]]:
     return page.evaluate("""() => {
       const out = {};
       for (const grid of document.querySelectorAll('[data-testid=memory-view] .strip:not([hidden]) .grid')) {
-        const name = grid.querySelector('caption .fp-name').textContent;
+        const name = grid.querySelector('.grid-head .fp-name').textContent;
         const rows = [...grid.querySelectorAll('tbody tr')];
         out[name] = [rows.map(r => [...r.querySelectorAll('td b')].map(b => b.textContent)),
                      rows.map(r => [...r.querySelectorAll('td')].map(td => +td.dataset.c))];
       }
       return out;
     }""")
+
+
+def _grid(page, name: str):
+    """The grid of the tensor labelled exactly ``name`` (not ``big._base`` for ``big``)."""
+    label = page.locator(".grid-head .fp-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    return page.locator("[data-testid=memory-view] .grid", has=label)
 
 
 def test_grids_show_each_tensor_as_torch_indexes_it(page) -> None:
@@ -70,7 +77,7 @@ def test_grids_show_each_tensor_as_torch_indexes_it(page) -> None:
 def test_pointing_at_a_grid_cell_marks_its_storage_cell(page) -> None:
     open_page(page, "/")
     run_code(page, "w = torch.arange(6.).reshape(2, 3)\nt = w.t()\n")
-    transposed = page.locator(".grid", has=page.locator("caption .fp-name", has_text="t"))
+    transposed = _grid(page, "t")
     transposed.locator("tbody tr").nth(2).locator("td").nth(1).hover()  # t[2, 1] = w[1, 2]: cell 5
     pointed = page.locator(".pointed")
     assert pointed.count() == 3  # the strip's cell 5, and the grid cells of w and t that read it
@@ -83,14 +90,21 @@ def test_a_big_grid_is_a_window_and_fits_a_dark_phone(page) -> None:
     page.set_viewport_size({"width": 390, "height": 844})
     page.emulate_media(color_scheme="dark")
     open_page(page, "/")
-    run_code(page, "x = torch.tensor([1., 2.])\ne = x.expand(40, 2)\nw = torch.zeros(1, 30)\n")
-    grid = page.locator(".grid", has=page.locator("caption .fp-name", has_text="e"))
+    run_code(page, "x = torch.tensor([1., 2.])\ne = x.expand(40, 2)\nw = torch.zeros(1, 30)\n"
+                   "big = torch.zeros(10, 20).t()\n")
+    grid = _grid(page, "e")
     assert grid.locator("tbody tr").count() == 16
-    assert "rows 0–15 of 40" in grid.locator("caption").inner_text()
+    assert "rows 0–15 of 40" in grid.locator(".grid-head").inner_text()
     assert grid.locator("td b").all_inner_texts() == ["1.", "2."] * 16
-    wide = page.locator(".grid", has=page.locator("caption .fp-name", has_text="w"))
-    assert "columns 0–11 of 30" in wide.locator("caption").inner_text()
+    wide = _grid(page, "w")
+    assert "columns 0–11 of 30" in wide.locator(".grid-head").inner_text()
     assert wide.locator("tbody td").count() == 12
+    # 200 elements: no values read, only where each element lives, as torch addresses it
+    big = _grid(page, "big")
+    assert "where each element lives" in big.locator(".grid-head").inner_text()
+    oracle = torch.zeros(10, 20).t()
+    cells = [(oracle[1, c].data_ptr() - oracle.data_ptr()) // oracle.element_size() for c in range(8)]
+    assert big.locator("tbody tr").nth(1).locator("td").all_inner_texts() == [f"@{n}" for n in cells]
     assert page.evaluate("document.documentElement.scrollWidth") <= 390  # a wide grid scrolls in itself
     assert serious(axe_violations(page, include=("[data-testid=memory-view]",))) == []
 
