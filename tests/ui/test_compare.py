@@ -119,9 +119,10 @@ def test_the_compare_view_fits_a_phone(page, path: str) -> None:
     assert len(boxes) == 2 and all(left >= 0 and right <= 390 for left, right in boxes)
 
 
-@pytest.mark.parametrize("width", [360, 390, 800])
-def test_stacked_sides_share_one_sticky_stepper(page, width: int) -> None:
+@pytest.mark.parametrize(("width", "scheme"), [(360, "light"), (390, "dark"), (800, "light")])
+def test_stacked_sides_share_one_sticky_stepper(page, width: int, scheme: str) -> None:
     page.set_viewport_size({"width": width, "height": 780})
+    page.emulate_media(color_scheme=scheme)
     _open(page, "/compare?example=inplace-through-detach")
     stepper = page.get_by_test_id("compare-stepper")
     labels = stepper.locator("[data-role=compare-label]")
