@@ -84,6 +84,11 @@ def test_pointing_at_a_grid_cell_marks_its_storage_cell(page) -> None:
     assert page.locator(".cell.pointed small").inner_text() == "5"
     assert page.locator(".grid td.pointed b").all_inner_texts() == ["5.", "5."]
     assert "hl" in (transposed.get_attribute("class") or "")  # the tensor lights up everywhere, as a row does
+    page.mouse.move(0, 0)
+    transposed.focus()  # the keyboard's way to the same facts
+    shown = page.locator("[data-role=detail]").get_attribute("data-tensor")
+    assert shown == transposed.get_attribute("data-t")
+    assert page.locator("[data-role=detail-title]").inner_text() == "t"
 
 
 def test_a_big_grid_is_a_window_and_fits_a_dark_phone(page) -> None:
