@@ -94,10 +94,19 @@ def shown(example: Example, other: Example) -> Example:
     first line the other side does not have."""
     if example.slug:
         return localized(example)
-    lines = example.code.splitlines()
-    first = min(changed_lines(example.code, other.code), default=0)
-    title = lines[first - 1].strip() if first else _("the same code as the other side")
+    title = _first_difference(example.code, other.code) or _("no line the other side lacks")
     return replace(example, title=title if len(title) <= MAX_TITLE else title[:MAX_TITLE - 1] + "…")
+
+
+def _first_difference(code: str, other: str) -> str:
+    """The first line of ``code`` (stripped) that is not the same line of ``other``, "" if none. One
+    pass, not a diff: the routes title a user's pair with it outside any budget (the aligned diff the
+    step matching uses runs in the compare's work, under the runs' budget)."""
+    lines, others = code.splitlines(), other.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() and (i >= len(others) or line.strip() != others[i].strip()):
+            return line.strip()
+    return ""
 
 
 MAX_TITLE = 60

@@ -64,6 +64,7 @@ def test_a_side_that_fails_says_why_and_the_other_is_still_drawn(page) -> None:
     failing, working = page.locator(SIDE_A), page.locator(SIDE_B)
     assert "raised an error" in failing.get_by_test_id("error").inner_text()
     assert working.get_by_test_id("error").count() == 0
+    working.get_by_test_id("step-last").click()  # it opened beside the failing line; its run is all there
     assert working.locator("[data-testid=memory-view] .strip:not([hidden])").count() >= 1
     assert page.get_by_test_id("open-fix").get_attribute("href") == "/?" + urlencode({"code": encode_code(B)})
     _open(page, "/embed?" + _query(A, BROKEN))
