@@ -146,20 +146,36 @@ def _statements(code: str) -> list[str]:
     return [line.strip() for line in lines]
 
 
-def _opcodes(a: str, b: str) -> list[tuple[str, int, int, int, int]]:
+Ops = list[tuple[str, int, int, int, int]]
+_FLIP = {"insert": "delete", "delete": "insert"}
+
+
+def _opcodes(a: str, b: str) -> Ops:
     return SequenceMatcher(None, _statements(a), _statements(b), autojunk=False).get_opcodes()
+
+
+def _mirror(ops: Ops) -> Ops:
+    """The same alignment read from the other side (b against a)."""
+    return [(_FLIP.get(tag, tag), j1, j2, i1, i2) for tag, i1, i2, j1, j2 in ops]
 
 
 def changed_lines(a: str, b: str) -> frozenset[int]:
     """1-based lines of ``a`` that ``b`` does not have as they are."""
-    return frozenset(i + 1 for tag, i1, i2, _j1, _j2 in _opcodes(a, b) if tag != "equal"
-                     for i in range(i1, i2))
+    return _changed(_opcodes(a, b))
+
+
+def _changed(ops: Ops) -> frozenset[int]:
+    return frozenset(i + 1 for tag, i1, i2, _j1, _j2 in ops if tag != "equal" for i in range(i1, i2))
 
 
 def line_map(a: str, b: str) -> dict[int, int]:
     """1-based line of ``a`` -> the line of ``b`` it corresponds to (lines compared stripped)."""
+    return _mapping(_opcodes(a, b))
+
+
+def _mapping(ops: Ops) -> dict[int, int]:
     mapping: dict[int, int] = {}
-    for tag, i1, i2, j1, j2 in _opcodes(a, b):
+    for tag, i1, i2, j1, j2 in ops:
         if tag in ("equal", "replace"):
             # a replaced block pairs its lines in order: the changed line and its fix
             for offset in range(min(i2 - i1, j2 - j1)):
@@ -211,8 +227,12 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
     bug, fix = shown(bug, fix), shown(fix, bug)
     # matched on the traces' own lines (what the views' lines are), so each side is built once
     lines = [step.line for step in traces[0].steps], [step.line for step in traces[1].steps]
-    to_fix = step_map(lines[0], lines[1], line_map(bug.code, fix.code))
-    to_bug = step_map(lines[1], lines[0], line_map(fix.code, bug.code))
+    # one alignment of the two codes, read both ways: one diff (of a user's code, up to its size
+    # limit, it is the costliest part of a small compare), not four
+    ops = _opcodes(bug.code, fix.code)
+    aligned = {"bug": ops, "fix": _mirror(ops)}
+    to_fix = step_map(lines[0], lines[1], _mapping(aligned["bug"]))
+    to_bug = step_map(lines[1], lines[0], _mapping(aligned["fix"]))
     bug_view = build_explorer(traces[0], bug.code, step, limits)
     # The fix opens on the match of the bug's opening step (its last by default), not on its own last:
     # both sides open at the same point of the program.
@@ -228,7 +248,7 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
             payload=client_payload(view),
             diagnostics=[diagnostic_view(d) for d in diagnostics],
             timeline=timeline_view(memory, frame.step, peak=peak),
-            changed=changed_lines(example.code, (fix if role == "bug" else bug).code),
+            changed=_changed(aligned[role]),
         ))
     return CompareView(bug=sides[0], fix=sides[1], to_fix=tuple(to_fix), to_bug=tuple(to_bug), peak=peak)
 
