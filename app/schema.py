@@ -32,6 +32,8 @@ Field meanings (the public contract of ``POST /api/run``):
   tensors (≤ 64 elements); ``unavailable["values"]`` says why they were not read.
 * ``NodeFact.next`` lists ``next_functions`` in order (null where torch has None);
   ``saved`` maps a saved name (without ``_saved_``) to a tensor id, or to null when backward freed it.
+  ``metadata`` are the keys of ``grad_fn.metadata``, ``hooks`` the hooks torch runs for the node
+  (``HookFact``); both optional, absent when empty.
 
 Two formats carry the same trace (``POST /api/run`` answers v1 unless asked for ``"format": "delta"``):
 
@@ -143,6 +145,23 @@ class StorageFact(_Fact):
     values: list[Scalar] | None = Field(default=None, max_length=64)
 
 
+HookKind = Literal["pre", "post", "tensor"]
+
+
+class HookFact(_Fact):
+    """A hook torch runs for a node (``NodeFact.hooks``): ``pre`` from ``grad_fn.register_prehook``,
+    ``post`` from ``grad_fn.register_hook``, ``tensor`` from ``t.register_hook`` on a tensor whose
+    grad_fn (or, for a leaf, whose ``AccumulateGrad``) the node is. ``name`` is the ``__qualname__``
+    of a function the snippet defined, null for any other callable."""
+
+    kind: HookKind
+    name: str | None = Field(default=None, max_length=MAX_NAME)
+
+
+def _empty(value: list) -> bool:
+    return not value
+
+
 class NodeFact(_Fact):
     name: str = Field(max_length=MAX_NAME)
     next: list[str | None] = Field(max_length=256)
@@ -151,6 +170,12 @@ class NodeFact(_Fact):
     # Saved tensors that can no longer be unpacked: freed by backward, or modified in place since
     # they were saved (torch's own message, which predicts the backward failure).
     saved_errors: dict[str, str] = Field(default_factory=dict)
+    # The keys of ``grad_fn.metadata`` (anomaly mode's ``traceback_``, the snippet's own), and the
+    # hooks torch will run for the node, in the order torch runs each kind. Left out of the JSON when
+    # empty: traces from before they existed read the same.
+    metadata: list[Annotated[str, Field(max_length=MAX_NAME)]] = Field(
+        default_factory=list, max_length=64, exclude_if=_empty)
+    hooks: list[HookFact] = Field(default_factory=list, max_length=64, exclude_if=_empty)
 
 
 ArrayOwner = Literal["torch", "numpy", "other"]

@@ -166,6 +166,13 @@
     list.push(dt, dd);
   }
 
+  // [kind, name]: a hook torch runs for the node, named by the snippet's function when it is one
+  function hookText(hook) {
+    var t = window.AXT.t;
+    var kind = hook[0] === "pre" ? t("node pre-hook") : hook[0] === "post" ? t("node hook") : t("tensor hook");
+    return hook[1] ? kind + " " + hook[1] : kind;
+  }
+
   Viewer.prototype.renderInspector = function () {
     var t = window.AXT.t;
     var el = this.inspected, list = [];
@@ -205,9 +212,10 @@
         row(list, t("saved {name}", { name: s[0] }), text, s[5] ? "gi-" + s[5] : "");
         if (s[6]) row(list, "", s[6], "gi-message");
       });
+      var keys = entry[2] || [], hooks = entry[3] || [];
+      row(list, t("metadata keys"), keys.length ? keys.length + ": " + keys.join(", ") : t("none"));
+      row(list, t("hooks"), hooks.length ? hooks.length + ": " + hooks.map(hookText).join(", ") : t("none"));
     }
-    row(list, t("metadata keys"), t("not recorded by the trace"));
-    row(list, t("hooks"), t("not recorded by the trace"));
     facts.replaceChildren.apply(facts, list);
   };
 

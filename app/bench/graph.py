@@ -262,20 +262,24 @@ def compare(cases: list[tuple[str, Any]]) -> list[Row]:
 
 def server_time(trace, code: str) -> tuple[float, float, Any]:  # noqa: ANN001
     """The graph's work for one run: replay, fold, lay out, and the panel's markup of one step.
-    Wall-clock and this process's CPU time (the machine is shared: CPU time is our share)."""
+    Wall-clock and this process's CPU time (the machine is shared: CPU time is our share).
+    With the cyclic collector paused, as the server runs every piece of its work (``app.web.work``;
+    ``app/heap.py``): unpaused, it rescans the growing heap at every step of the replay."""
+    from app.heap import collector_paused
     from app.render.graph import GraphBuilder
     from app.render.steps import drive
     from app.render.tracks import Frame, Tracks
     from app.web.pages import templates
 
     started, cpu = time.perf_counter(), time.process_time()
-    tracks = Tracks()
-    builder = GraphBuilder(tracks)
-    count = drive(trace, [builder])
-    graph = builder.finish(count)
-    tracks.close(count)
-    view = _GraphOnly(graph)
-    templates.get_template("_graph.html").render(view=view, f=Frame(tracks, count - 1))
+    with collector_paused():
+        tracks = Tracks()
+        builder = GraphBuilder(tracks)
+        count = drive(trace, [builder])
+        graph = builder.finish(count)
+        tracks.close(count)
+        view = _GraphOnly(graph)
+        templates.get_template("_graph.html").render(view=view, f=Frame(tracks, count - 1))
     return (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000, graph
 
 

@@ -214,10 +214,12 @@ def key_text(key: Any) -> str:
     return f"<{cls.__name__}>"
 
 
-def _dict_members(name: str, value: dict) -> list[Member]:
+def _dict_members(name: str, value: dict, start: int = 0, seen: dict[str, int] | None = None) -> list[Member]:
+    """``d[key]`` members, from the ``start``-th item on; ``seen``: how many earlier keys wrote as
+    each text (two keys that print alike are ``d[1]`` and ``d[1#2]``), updated in place."""
     found = []
-    seen: dict[str, int] = {}
-    for key, item in itertools.islice(dict.items(value), MAX_CONTAINER_ITEMS):
+    seen = {} if seen is None else seen
+    for key, item in itertools.islice(dict.items(value), start, MAX_CONTAINER_ITEMS):
         text = key_text(key)
         count = seen[text] = seen.get(text, 0) + 1
         found.append((f"{name}[{text}]" if count == 1 else f"{name}[{text}#{count}]", item))
@@ -243,18 +245,46 @@ def fingerprint(value: Any, kind: str) -> Any:
         return (_ids(itertools.islice(dict.keys(value), MAX_CONTAINER_ITEMS)),
                 _ids(itertools.islice(dict.values(value), MAX_CONTAINER_ITEMS)))
     if kind == "module":
-        parts: list[Any] = []
-        for _, child in named_modules(value):
-            attributes = object_dict(child)
-            parts.append((id(child), _ids(attributes.keys()), _ids(attributes.values()),
-                          *(_ids(_dict_of(child, a).values()) for a in ("_parameters", "_buffers"))))
-        return tuple(parts)
+        return _module_fingerprint(value)
     if kind == "optimizer":
         return tuple((index, id(entry)) for index, entry in _optimizer_state(value))
     if kind == "function":
         return _ids(v for _, v in _cells(value))
     attributes = _attributes(value, kind)
     return tuple(a for a, _ in attributes), _ids(v for _, v in attributes)
+
+
+_MODULE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _module_fingerprint(module: nn.Module) -> tuple[Any, ...]:
+    """Every module under ``module`` (as ``named_modules`` meets them), its attributes and its
+    parameter, buffer and child dicts, by identity, in one flat tuple: each group is preceded by its
+    keys, so the encoding is unambiguous. Flat, because it is taken for every module at every step
+    (a 20-layer model's fingerprint was 190 µs as nested tuples, a third of a step)."""
+    parts: list[Any] = []
+    seen: set[int] = set()
+    stack = [module]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        attributes = object_dict(current)
+        parts.append(id(current))
+        parts.append(tuple(attributes))
+        parts.extend(map(id, attributes.values()))
+        for attribute in _MODULE_DICTS:
+            held = attributes.get(attribute)
+            if type(held) is dict:
+                parts.append(tuple(held))
+                parts.extend(map(id, held.values()))
+            else:
+                parts.append(None)
+        children = attributes.get("_modules")
+        if type(children) is dict:
+            stack.extend(reversed([child for child in children.values() if kind_of(child) == "module"]))
+    return tuple(parts)
 
 
 def members(name: str, value: Any, kind: str, start: int = 0) -> list[Member]:
@@ -342,6 +372,7 @@ class _Entry:
     child_items: list[list[Item]]  # per nested member, what it contributed
     tensor_addresses: list[int]
     used: int
+    key_texts: dict[str, int] | None = None  # a dict's: how many of its keys wrote as each text
 
 
 def is_array_id(ident: str) -> bool:
@@ -505,19 +536,30 @@ class NameWalker:
                 return entry.items
             entry.child_items, entry.items = parts, items
             return items
-        if entry is not None and kind == "sequence" and not entry.nested and _grew(entry.fingerprint, print_):
-            # a flat list that grew (losses.append(loss)): read its new members only
-            found = members(name, value, kind, len(entry.fingerprint))
-            tail, parts = self._items(found, inner)
-            if not parts:
-                entry.fingerprint, entry.items, entry.used = print_, entry.items + tail, self._step
-                self._register(key, entry, found)
-                return entry.items
-        found = members(name, value, kind)
+        if entry is not None and not entry.nested:
+            # a flat list or dict that only grew (losses.append(loss), history[epoch] = loss): read its
+            # new members only
+            # (counted in place: if the new members hold a container, the whole read below starts over)
+            key_texts = entry.key_texts
+            if kind == "sequence" and _grew(entry.fingerprint, print_):
+                found = members(name, value, kind, len(entry.fingerprint))
+            elif kind == "dict" and key_texts is not None and _grew(entry.fingerprint[0], print_[0]) \
+                    and _grew(entry.fingerprint[1], print_[1]):
+                found = _dict_members(name, value, len(entry.fingerprint[0]), key_texts)
+            else:
+                found = None
+            if found is not None:
+                tail, parts = self._items(found, inner)
+                if not parts:
+                    entry.fingerprint, entry.items, entry.used = print_, entry.items + tail, self._step
+                    self._register(key, entry, found)
+                    return entry.items
+        key_texts = {} if kind == "dict" else None
+        found = _dict_members(name, value, 0, key_texts) if kind == "dict" else members(name, value, kind)
         items, parts = self._items(found, inner)
         if entry is not None:
             self._forget(key, entry)
-        entry = self._cache[key] = _Entry(print_, items, bool(parts), parts, [], self._step)
+        entry = self._cache[key] = _Entry(print_, items, bool(parts), parts, [], self._step, key_texts)
         self._register(key, entry, found)
         return items
 

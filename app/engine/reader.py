@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.autograd.function import BackwardCFunction
 
+from app.engine.hooks import inspector_facts
 from app.engine.ids import tensor_pointer
 from app.engine.names import iterate_sequence, kind_of, object_dict
 from app.engine.values import MAX_VALUES, nest
@@ -89,10 +90,28 @@ def has_lazy_bits(t: torch.Tensor) -> bool:
     return t.is_conj() or t.is_neg()
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32`` for ``torch.float32``: formatted once per dtype (str() of a dtype is a Python-level
+    call, paid at every tensor and storage read otherwise)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
+
+
+def device_name(t: torch.Tensor) -> str:
+    # ``t.device`` makes a device object and str() formats it (2.5 µs a read); nearly every tensor
+    # here is on the CPU, which a flag says.
+    return "cpu" if t.is_cpu else str(t.device)
+
+
 def signature(t: torch.Tensor) -> tuple:
     """What a live twin of a re-created saved copy must share with it (conj and neg bits included:
     ``exp``'s saved result is not its conjugated twin)."""
-    return (list(t.shape), list(t.stride()), t.storage_offset(), str(t.dtype).removeprefix("torch."),
+    return (list(t.shape), list(t.stride()), t.storage_offset(), dtype_name(t.dtype),
             t.is_conj(), t.is_neg())
 
 
@@ -240,7 +259,7 @@ class Reader:
         values = self.run.values
         fact = {
             "shape": layout[0],
-            "dtype": str(t.dtype).removeprefix("torch."),
+            "dtype": dtype_name(t.dtype),
             "stride": layout[1],
             "storage_offset": layout[2],
             "storage": storage_id,
@@ -255,7 +274,7 @@ class Reader:
             "is_view": t._is_view(),
             "retains_grad": t.retains_grad,
             "is_inference": False,
-            "device": str(t.device),
+            "device": device_name(t),
             "is_conj": t.is_conj(),
             "is_neg": t.is_neg(),
             "unavailable": unavailable,
@@ -306,7 +325,7 @@ class Reader:
                 return None
             sid = ids.of_storage(storage)
         if sid not in self.storages:
-            dtype = str(t.dtype).removeprefix("torch.")
+            dtype = dtype_name(t.dtype)
             if self.run.storage_fresh(sid, dtype, tid):
                 nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
                 elements = self.run.values.storage_values(t, nbytes)
@@ -345,6 +364,7 @@ class Reader:
             if self.node_keys.get(nid) != key:  # met before its leaf had an id: file it under the leaf
                 self.run.node_ids.also(key, nid)
                 self.node_keys[nid] = key
+        fact.update(inspector_facts(node, leaf))  # metadata keys, hooks (app.engine.hooks)
         for attribute in saved_names(node, self.run.saved_names):
             self._read_saved(fact, nid, node, attribute)
         if isinstance(node, BackwardCFunction):  # a custom Function: what the snippet kept on ctx

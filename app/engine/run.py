@@ -21,6 +21,7 @@ import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
 from app.engine.backward import BackwardWatch, NodeRan, freed_message
+from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
     SNIPPET_FILENAME,
@@ -94,10 +95,12 @@ def trace_delta(
 
     freed_message()  # asked of torch before the run: its own backward pass must not be traced
     # Same seed every run, so a permalink reproduces the same numbers.
-    torch.manual_seed(SEED)
+    _seed_torch()
     random.seed(SEED)
 
     output = CappedOutput(limits.max_stdout)
+    # The snippet's hooks on graph nodes are seen only as they are registered (app.engine.hooks).
+    hook_watch = HookWatch(lambda: setattr(touches, "whole", True), active=registers_hooks(source))
     taker = SnapshotTaker(full=limits.full_snapshots)
     touches = Touches()
     lines = source.split("\n")
@@ -118,7 +121,8 @@ def trace_delta(
         # methods, a saved-tensor hook): whatever it prints is not the snippet's output.
         sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
         try:
-            steps.append(taker.take(line, printed, scopes, touches))
+            with hook_watch.quiet():
+                steps.append(taker.take(line, printed, scopes, touches))
         except (RecursionError, MemoryError):
             raise  # the snippet's own doing (it recursed deep, or filled memory): report it as such
         except Exception as exc:
@@ -141,7 +145,8 @@ def trace_delta(
         sys.settrace(None)
         try:
             scopes = snippet_scopes(ran.frame, scope["namespace"])
-            steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
+            with hook_watch.quiet():
+                steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
         except (RecursionError, MemoryError):
             raise
         except Exception as exc:
@@ -185,7 +190,7 @@ def trace_delta(
     try:
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
-        with warnings.catch_warnings(), touches:
+        with warnings.catch_warnings(), touches, hook_watch:
             # what torch warns about while we read facts is ours, not the snippet's
             warnings.filterwarnings("ignore", module=r"app\.engine\.")
             tracer.run(code, scope["namespace"])
@@ -235,6 +240,16 @@ def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
 
 def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] | None) -> dict[str, Any]:
     return {"format": "delta", "ok": error is None, "truncated": truncated, "error": error, "steps": steps}
+
+
+def _seed_torch() -> None:
+    """Seed torch's generators. Without a GPU the CPU generator is the only one: torch.manual_seed
+    would also queue a lazy CUDA seeding that formats a stack trace on every call (0.4 ms, a third of
+    a small run) for a device this process does not have."""
+    if torch.cuda.is_available():
+        torch.manual_seed(SEED)
+    else:
+        torch.default_generator.manual_seed(SEED)
 
 
 def trace_snippet(

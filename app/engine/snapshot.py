@@ -92,7 +92,7 @@ class _Plan:
 
     reader: Reader
     names: dict[str, str | None]  # name -> its tensor after the step (None: gone)
-    roots: dict[str, int]  # tensor (or node) -> names bound to it after the step, plus extra roots
+    roots: _Counts  # tensor (or node) -> names bound to it after the step, plus extra roots
     edges: dict[str, tuple[str, ...]] = field(default_factory=dict)  # members read at this step
     removed: set[str] = field(default_factory=set)
 
@@ -125,6 +125,9 @@ class SnapshotTaker:
         self.saved_kinds: dict[str, dict[str, str]] = {}  # node -> saved name -> direct/twin/keyed
         self.edges: dict[str, tuple[str, ...]] = {}
         self.parents: dict[str, dict[str, int]] = defaultdict(dict)  # member -> in-edge sources
+        # member -> its in-edges in all (the sum over ``parents``): a leaf saved by every iteration's
+        # node has thousands of parents, and summing them at every step made a leak quadratic.
+        self.indegree: dict[str, int] = defaultdict(int)
         self.on_storage: dict[str, set[str]] = defaultdict(set)  # storage -> R tensors on it
         self.saving: dict[str, set[str]] = defaultdict(set)  # storage -> nodes saving a tensor on it
         self.saves: dict[str, set[str]] = {}  # node -> the storages it is filed under in ``saving``
@@ -332,25 +335,29 @@ class SnapshotTaker:
         dirty = self._dirty
         names: dict[str, str | None] = dict.fromkeys(gone)
         names.update(bound)
-        roots = dict(self.roots)
+        roots = _Counts(self.roots)
         for name, new in names.items():
             old = self.names.get(name)
             if old is not None:
-                roots[old] -= 1
+                roots.add(old, -1)
             if new is not None:
-                roots[new] = roots.get(new, 0) + 1
+                roots.add(new, 1)
         members = _Members(self.tensors, self.nodes)
         reader = Reader(self, fresh=lambda ident: ident not in members or ident in dirty,
                         cap=_uncapped)
         # Roots first, in walk order: what new or rebound names reach, and named tensors that may
         # have changed — met in the order the whole snapshot meets them; then a backward step's own.
         seeds = set(bound.values()) | {t for t in dirty if roots.get(t)}
-        for tid in sorted(seeds, key=lambda t: self._first_position(t, names)):
+        named_now: dict[str, list[str]] = defaultdict(list)  # tensor -> the names this step bound to it
+        for name, tid in names.items():
+            if tid is not None:
+                named_now[tid].append(name)
+        for tid in sorted(seeds, key=lambda t: self._first_position(t, names, named_now)):
             obj = self.tensor_ids.object(tid)
             if obj is not None:
                 reader.add_tensor(tid, obj)
         for ident, obj in self._extra:
-            roots[ident] = roots.get(ident, 0) + 1
+            roots.add(ident, 1)
             if ident in members and ident not in dirty:
                 continue
             seeds.add(ident)
@@ -462,7 +469,7 @@ class SnapshotTaker:
         def count(ident: str) -> int:
             found = counts.get(ident)
             if found is None:
-                found = counts[ident] = plan.roots.get(ident, 0) + sum(self.parents.get(ident, {}).values())
+                found = counts[ident] = plan.roots.get(ident, 0) + self.indegree.get(ident, 0)
             return found
 
         candidates: list[str] = []
@@ -492,10 +499,12 @@ class SnapshotTaker:
                 candidates.append(target)
         return removed
 
-    def _first_position(self, tid: str, names: dict[str, str | None]) -> tuple[int, ...]:
-        """Where the whole snapshot first meets ``tid`` among the names (walk order)."""
+    def _first_position(self, tid: str, names: dict[str, str | None],
+                        named_now: dict[str, list[str]]) -> tuple[int, ...]:
+        """Where the whole snapshot first meets ``tid`` among the names (walk order). ``named_now``:
+        the names this step bound, by tensor (a step that binds n names sorts n seeds by them)."""
         mine = [n for n in self.names_of.get(tid, ()) if names.get(n, tid) == tid]
-        mine += [n for n, t in names.items() if t == tid]
+        mine += named_now.get(tid, ())
         return min((self.walker.position(n) for n in mine), default=(1 << 30,))
 
     def _locate(self, ident: str, memo: dict[str, Any]) -> Any:
@@ -655,14 +664,19 @@ class SnapshotTaker:
                 del self.saving[sid]
 
     def _reedge(self, ident: str, new: tuple[str, ...]) -> None:
+        indegree = self.indegree
         for target in self.edges.get(ident, ()):
             parents = self.parents[target]
             parents[ident] -= 1
             if not parents[ident]:
                 del parents[ident]
+            indegree[target] -= 1
+            if not indegree[target]:
+                del indegree[target]
         for target in new:
             parents = self.parents[target]
             parents[ident] = parents.get(ident, 0) + 1
+            indegree[target] += 1
         if new:
             self.edges[ident] = new
         else:
@@ -774,7 +788,7 @@ class SnapshotTaker:
         for name, tid in self.names.items():
             self.names_of[tid].add(name)
             self.roots[tid] += 1
-        self.edges, self.parents = {}, defaultdict(dict)
+        self.edges, self.parents, self.indegree = {}, defaultdict(dict), defaultdict(int)
         self.on_storage, self.saving, self.saves = defaultdict(set), defaultdict(set), {}
         self.matched_by, self.keyed_owner = defaultdict(set), {}
         for nid, fact in self.nodes.items():
@@ -791,6 +805,24 @@ class SnapshotTaker:
         for tid in self.tensors:
             self._check_cyclic(tid)
         self.volatile &= set(self.storages)
+
+
+class _Counts:
+    """Counts as a step changes them, over the counts before it: copying them at every step would cost
+    what the names hold (a thousand-item list of losses), not what the step changed."""
+
+    __slots__ = ("_before", "_changed")
+
+    def __init__(self, before: dict[str, int]) -> None:
+        self._before = before
+        self._changed: dict[str, int] = {}
+
+    def get(self, key: str, default: int = 0) -> int:
+        changed = self._changed.get(key)
+        return changed if changed is not None else self._before.get(key, default)
+
+    def add(self, key: str, amount: int) -> None:
+        self._changed[key] = self.get(key) + amount
 
 
 class _Members:

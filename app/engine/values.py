@@ -122,10 +122,10 @@ class ValueWriter:
 
     def tensor_values(self, tensor: torch.Tensor) -> Any:
         """Nested lists for small dense tensors, else None."""
-        if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided or tensor.device.type == "meta":
+        if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided or tensor.is_meta:
             return None
         try:
-            raw = tensor.detach().tolist()
+            raw = tensor.tolist()
         except (RuntimeError, TypeError, ValueError):
             return None
         dims = tensor.dim()
@@ -133,18 +133,20 @@ class ValueWriter:
             return self.scalar(raw, tensor.dtype)
         if tensor.numel() == 0:
             return raw  # nested empty lists: nothing to convert
-        flat = raw
-        for _ in range(dims - 1):
-            flat = list(chain.from_iterable(flat))
-        return nest(self.flat(flat, tensor.dtype), list(tensor.shape))
+        return nest(self.flat(_flatten(raw, dims), tensor.dtype), list(tensor.shape))
 
     def storage_values(self, tensor: torch.Tensor, nbytes: int) -> list[Any] | None:
         """Every element of the tensor's storage, read with the tensor's dtype, in storage order."""
         size = tensor.element_size()
         count = nbytes // size if size else 0
-        if count > MAX_VALUES or tensor.layout != torch.strided or tensor.device.type == "meta":
+        if count > MAX_VALUES or tensor.layout != torch.strided or tensor.is_meta:
             return None
         try:
+            if tensor.numel() == count and tensor.storage_offset() == 0 and tensor.is_contiguous() \
+                    and not (tensor.is_conj() or tensor.is_neg()):
+                # The tensor is its whole storage, in order (a fresh result, the common case): read
+                # it as it is, sparing the detach and as_strided views (half of a small read).
+                return self.flat(_flatten(tensor.tolist(), tensor.dim()), tensor.dtype)
             raw = torch.as_strided(tensor.detach(), (count,), (1,), 0)
             # Conjugate and negative views read through a lazy flip; the memory itself holds the
             # unflipped numbers.
@@ -163,7 +165,7 @@ class ValueWriter:
         if numel <= MAX_VALUES:
             return None
         summary: dict[str, Any] = {"numel": numel}
-        if numel > MAX_SUMMARY_NUMEL or tensor.layout != torch.strided or tensor.device.type == "meta":
+        if numel > MAX_SUMMARY_NUMEL or tensor.layout != torch.strided or tensor.is_meta:
             return summary
         try:
             with torch.no_grad():
@@ -178,6 +180,15 @@ class ValueWriter:
         except (RuntimeError, TypeError, ValueError):
             pass
         return summary
+
+
+def _flatten(nested: Any, dims: int) -> list[Any]:
+    """``tolist()`` of a tensor with ``dims`` dimensions, flat (a 0-d tensor's scalar: one element)."""
+    if dims == 0:
+        return [nested]
+    for _ in range(dims - 1):
+        nested = list(chain.from_iterable(nested))
+    return nested
 
 
 def nest(flat: list[Any], shape: list[int]) -> Any:

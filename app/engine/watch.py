@@ -37,7 +37,8 @@ MUTATING_NAMES = frozenset({"retain_grad", "register_hook", "register_post_accum
 EXPOSING_NAMES = frozenset({"untyped_storage", "storage", "numpy", "__dlpack__", "__array__",
                             "__array_wrap__", "_typed_storage"})
 # Snippet source that may change tensors in ways no torch function call shows.
-WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__")
+# (``.metadata``: a node's metadata dict written, which nothing else sees; app.engine.hooks)
+WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b")
 
 
 # A warning torch raises from C++ names the Python frame that made the call: make that the caller's

@@ -50,7 +50,7 @@ def grad_text(values: object, dims: list[int]) -> str:
 class BackwardMarks:
     """``add_step`` after the graph's own, for every step; ``finish(count)`` once."""
 
-    def __init__(self, events: Events, grad_users: dict[str, set[str]],
+    def __init__(self, events: Events, grad_users: dict[str, dict[str, None]],
                  tensor_vertex: dict[str, str]) -> None:
         self.events = events
         self.grad_users = grad_users  # node -> tensors whose grad_fn it is (kept by GraphEvents)

@@ -41,6 +41,21 @@ CLASS_DEPTH = 4  # how deep a line's own subgraph shapes its vertices' class
 LABEL_NAMES = 3  # a tensor with more names reads "a, b, c +5"
 
 History = list[tuple[int, Any]]  # (step, value from that step on); value None/False/0: none
+OrderedSet = dict[str, None]  # a set that iterates in insertion order
+
+
+def _in_order(ids: set[str]) -> OrderedSet:
+    """A set of ids as an ordered set, in an order no hash seed decides."""
+    if not ids:
+        return {}
+    return dict.fromkeys(sorted(ids) if len(ids) > 1 else ids)
+
+
+def _mark(members: OrderedSet, ident: str, sign: int) -> None:
+    if sign > 0:
+        members[ident] = None
+    else:
+        members.pop(ident, None)
 
 
 def record(history: History, step: int, value: Any) -> None:
@@ -145,10 +160,12 @@ class GraphEvents:
         self._node_class: dict[str, int] = {}
         self._node_born: dict[str, int] = {}
         self._node_module: dict[str, tuple[str | None, bool]] = {}  # node -> (module, param only)
-        self._parents: dict[str, set[str]] = {}  # node -> nodes whose next_functions name it
-        self._var_nodes: dict[str, set[str]] = {}  # tensor -> AccumulateGrad nodes of it
-        self._saved_by: dict[str, set[str]] = {}  # tensor -> nodes that saved it
-        self._grad_users: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
+        # Ordered sets (dicts of None): what is met in them is drawn in that order, and the order of
+        # a set of strings would follow the process's hash seed (PYTHONHASHSEED) into the payload.
+        self._parents: dict[str, OrderedSet] = {}  # node -> nodes whose next_functions name it
+        self._var_nodes: dict[str, OrderedSet] = {}  # tensor -> AccumulateGrad nodes of it
+        self._saved_by: dict[str, OrderedSet] = {}  # tensor -> nodes that saved it
+        self._grad_users: dict[str, OrderedSet] = {}  # node -> tensors whose grad_fn it is
         self._tensor_vertex: dict[str, str] = {}  # tensor -> its out/free vertex now
         self._in_edges: dict[str, dict[str, int]] = {}  # node -> src vertex -> multiplicity
         self._facts_seen: dict[tuple, int] = {}
@@ -178,15 +195,15 @@ class GraphEvents:
     def add_step(self, step: StepInput) -> None:
         state, changes = step.state, step.changes
         index = step.index
-        dirty_tensors: set[str] = set(changes.old_tensors)
-        moved_nodes: set[str] = set()  # appeared or disappeared: their parents' edges change
+        dirty_tensors: OrderedSet = dict.fromkeys(changes.old_tensors)
+        moved_nodes: OrderedSet = {}  # appeared or disappeared: their parents' edges change
         for nid, old in changes.old_nodes.items():
             new = state.nodes.get(nid)
             self._index_node(nid, old, -1, dirty_tensors)
             self._index_node(nid, new, +1, dirty_tensors)
             if (old is None) != (new is None):
-                moved_nodes.add(nid)
-                dirty_tensors |= self._grad_users.get(nid, set())
+                moved_nodes[nid] = None
+                dirty_tensors.update(self._grad_users.get(nid, {}))
         born = [nid for nid in changes.old_nodes if changes.old_nodes[nid] is None and nid in state.nodes]
         for nid in born:
             self._node_born.setdefault(nid, index)
@@ -201,22 +218,23 @@ class GraphEvents:
                 if parent in state.nodes and parent not in changes.old_nodes:
                     self._draw_edges(parent, step)
         for name, old in changes.old_variables.items():
-            dirty_tensors.add(old) if old is not None else None
+            if old is not None:
+                dirty_tensors[old] = None
             new = state.variables.get(name)
             if new is not None:
-                dirty_tensors.add(new)
+                dirty_tensors[new] = None
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
             old_fn, new_fn = (old.grad_fn if old else None), (new.grad_fn if new else None)
             if old_fn != new_fn:
                 if old_fn is not None:
-                    self._grad_users.get(old_fn, set()).discard(tid)
+                    self._grad_users.get(old_fn, {}).pop(tid, None)
                 if new_fn is not None:
-                    self._grad_users.setdefault(new_fn, set()).add(tid)
-        touched = dirty_tensors | step.held.renamed
-        for tid in touched | step.held.reheld:
-            self._draw_tensor(tid, step)
+                    self._grad_users.setdefault(new_fn, {})[tid] = None
+        touched = dirty_tensors | _in_order(step.held.renamed)
+        for tid in touched | _in_order(step.held.reheld):
             label = tensor_label(tid, step.holding)
+            self._draw_tensor(tid, step, label)
             if tid not in touched and self._reads_the_same(tid, label):
                 continue
             self._labels[tid] = label
@@ -224,7 +242,8 @@ class GraphEvents:
                 if nid in state.nodes and f"leaf:{nid}" in self.events.vertices:
                     self._label(self.events.vertices[f"leaf:{nid}"], index, label)
             for nid in self._saved_by.get(tid, ()):
-                if nid in state.nodes:
+                # (a node set at this step was drawn above, from the same labels)
+                if nid in state.nodes and nid not in changes.old_nodes:
                     self._draw_chips(nid, state.nodes[nid], step)
                     self._inspect(nid, step)
         self.events.count = index + 1
@@ -235,21 +254,18 @@ class GraphEvents:
         every iteration saves cost O(iterations) per step."""
         return self._labels.get(tid) == label
 
-    def _index_node(self, nid: str, node: NodeFact | None, sign: int, dirty: set[str]) -> None:
+    def _index_node(self, nid: str, node: NodeFact | None, sign: int, dirty: OrderedSet) -> None:
         if node is None:
             return
         for nxt in node.next:
             if nxt is not None:
-                parents = self._parents.setdefault(nxt, set())
-                parents.add(nid) if sign > 0 else parents.discard(nid)
+                _mark(self._parents.setdefault(nxt, {}), nid, sign)
         if node.variable is not None:
-            users = self._var_nodes.setdefault(node.variable, set())
-            users.add(nid) if sign > 0 else users.discard(nid)
-            dirty.add(node.variable)
+            _mark(self._var_nodes.setdefault(node.variable, {}), nid, sign)
+            dirty[node.variable] = None
         for tid in node.saved.values():
             if tid is not None:
-                savers = self._saved_by.setdefault(tid, set())
-                savers.add(nid) if sign > 0 else savers.discard(nid)
+                _mark(self._saved_by.setdefault(tid, {}), nid, sign)
 
     def _assign_modules(self, born: list[str], step: StepInput) -> None:
         """The module path of every node born this step, inputs before the nodes they feed: a node
@@ -384,8 +400,9 @@ class GraphEvents:
             record(self.events.edges.setdefault((src, key), []), step.index, count)
         self._in_edges[nid] = counts
 
-    def _draw_tensor(self, tid: str, step: StepInput) -> None:
-        """The out/free vertex of a tensor bound to a variable (none for a leaf drawn by its node)."""
+    def _draw_tensor(self, tid: str, step: StepInput, label: str) -> None:
+        """The out/free vertex of a tensor bound to a variable (none for a leaf drawn by its node),
+        labelled ``label`` (``tensor_label`` now)."""
         state, holding, index = step.state, step.holding, step.index
         fact = state.tensors.get(tid)
         key = None
@@ -404,7 +421,6 @@ class GraphEvents:
             self._tensor_vertex.pop(tid, None)
             return
         self._tensor_vertex[tid] = key
-        label = tensor_label(tid, holding)
         if key.startswith("out:"):
             nid = fact.grad_fn
             klass = self._klass(("out", self._node_class.get(nid, -1)))
@@ -421,14 +437,17 @@ class GraphEvents:
 
     # ---- the inspector -----------------------------------------------------------------------
     def _inspect(self, nid: str, step: StepInput) -> None:
-        """The node's facts now: next_functions, and each saved tensor with its versions."""
+        """The node's facts now: next_functions, each saved tensor with its versions, its metadata
+        keys and its hooks."""
         state, holding = step.state, step.holding
         node = state.nodes[nid]
         nexts = []
         for nxt in node.next:
             child = state.nodes.get(nxt) if nxt is not None else None
-            gone = "None" if nxt is None else _("gone")
-            nexts.append([nxt, short_node_name(child.name) if child else gone])
+            if child is not None:
+                nexts.append([nxt, short_node_name(child.name)])
+            else:
+                nexts.append([nxt, "None" if nxt is None else _("gone")])
         saved = []
         for name in dict.fromkeys([*node.saved, *node.saved_errors]):
             tid = node.saved.get(name)
@@ -441,8 +460,11 @@ class GraphEvents:
                 now = int(found.group(1))
             label = tensor_label(tid, holding) if tid is not None else "—"
             saved.append([name, tid, label, was, now, saved_state(node, name), error or ""])
-        entry = [nexts, saved]
-        signature = (tuple(map(tuple, nexts)), tuple(map(tuple, saved)))
+        # metadata keys, and [kind, name] per hook (pre / post / tensor; the snippet's function or null)
+        hooks = [[hook.kind, hook.name] for hook in node.hooks]
+        entry = [nexts, saved, list(node.metadata), hooks]
+        signature = (tuple(map(tuple, nexts)), tuple(map(tuple, saved)), tuple(node.metadata),
+                     tuple(map(tuple, hooks)))
         fact_index = self._facts_seen.get(signature)
         if fact_index is None:
             fact_index = self._facts_seen[signature] = len(self.events.facts)

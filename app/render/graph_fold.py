@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from app.i18n import N_
@@ -88,8 +89,8 @@ def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
     of = {v.key: key for key, group in members.items() for v in group}
     nth = {v.key: n for group in members.values() for n, v in enumerate(group)}  # which iteration
     edges: dict[tuple[str, str], UnitEdge] = {}
-    streams: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
-    for n, ((src, dst), history) in enumerate(events.edges.items()):
+    histories: dict[tuple[str, str], list[History]] = {}  # unit edge -> its members' histories
+    for (src, dst), history in events.edges.items():
         pair = (of[src], of[dst])
         if pair[0] == pair[1] and pair[0].startswith("m:"):
             continue  # inside a module's box
@@ -99,9 +100,10 @@ def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
             edge = edges[pair] = UnitEdge(*pair, edge_kind(src, dst), 0, back=across)
         edge.back = edge.back and across
         edge.count = max(edge.count, max((c for _, c in history), default=0))
-        streams.setdefault(pair, []).extend((step, n, 1 if c else 0) for step, c in history)
-    for pair, stream in streams.items():
-        edges[pair].vis = _any_of(stream)
+        histories.setdefault(pair, []).append(history)
+    for pair, group in histories.items():
+        edges[pair].vis = _shown(group[0]) if len(group) == 1 else \
+            _any_of([(step, n, 1 if c else 0) for n, history in enumerate(group) for step, c in history])
     _fold_grads(events, of, edges)
     return Folding(mode, units, edges)
 
@@ -122,6 +124,14 @@ def _fold_grads(events: Events, of: dict[str, str], edges: dict[tuple[str, str],
         stream = [(step, n, 1 if value else 0) for n, member in enumerate(group)
                   for step, value in events.edge_state[member]]
         edge.state = [(step, "grad" if on else None) for step, on in _any_of(stream)]
+
+
+def _shown(history: History) -> History:
+    """Shown while one member's count is not 0 (``_any_of`` of one member, without its sort)."""
+    out: History = []
+    for step, count in history:
+        record(out, step, bool(count))
+    return out
 
 
 def _any_of(stream: list[tuple[int, int, int]]) -> History:
@@ -191,7 +201,7 @@ def _merge_class(unit: Unit, group: list[Vertex], events: Events) -> None:
             for part, source in (("cvis", events.chip_vis), ("ctext", events.chip_text),
                                  ("cstate", events.chip_state)):
                 changes += [(s, n, part, (name, val)) for s, val in source.get(chip, [])]
-    changes.sort(key=lambda c: (c[0], c[1]))
+    changes.sort(key=itemgetter(0, 1))
     chip_names = list(dict.fromkeys(name for v in group for name in v.chips))
     unit.chips = {name: {"vis": [], "text": [], "state": []} for name in chip_names}
     now: dict[int, dict[str, Any]] = {n: {} for n in range(len(group))}

@@ -18,6 +18,16 @@ INPLACE = (
     "alias.zero_()\n"
 )
 
+HOOKED = (
+    "x = torch.ones(2, requires_grad=True)\n"
+    "y = x.exp()\n"
+    "def scale(g):\n"
+    "    return g * 2\n"
+    "h = y.register_hook(scale)\n"
+    "p = y.grad_fn.register_prehook(lambda grads: None)\n"
+    "y.grad_fn.metadata['tag'] = 1\n"
+)
+
 
 def _view(page) -> dict:
     return page.evaluate("() => ({k: AX.graph.transform.k, x: AX.graph.transform.x, y: AX.graph.transform.y,"
@@ -101,7 +111,7 @@ def test_the_inspector_by_mouse_and_by_keyboard(page) -> None:
     text = inspector.inner_text()
     assert "ExpBackward0" in text and "line 2" in text and "AccumulateGrad" in text
     assert "saved at version 0, now 1" in text and "modified in place" in text
-    assert "not recorded" in text  # metadata and hooks: the trace lacks them and says so
+    assert "metadata keys\nnone" in text and "hooks\nnone" in text
     assert exp.locator("> title").text_content().startswith("ExpBackward0")  # the tooltips
     assert "saved tensor result" in exp.locator(".chip > title").text_content()
     page.get_by_test_id("step-prev").click()  # before zero_(): the saved result is intact
@@ -118,3 +128,18 @@ def test_the_inspector_by_mouse_and_by_keyboard(page) -> None:
     assert focused == "ExpBackward0"
     page.keyboard.press("Enter")
     assert inspector.is_visible() and "ExpBackward0" in inspector.inner_text()
+
+
+def test_the_inspector_lists_metadata_keys_and_hooks_as_they_change(page) -> None:
+    open_page(page)
+    run_code(page, HOOKED)
+    inspector = page.locator("[data-role=graph-inspector]")
+    exp = page.locator("#graph-view .drawing:not([hidden]) .node-fn:not([hidden])", has_text="ExpBackward0")
+    exp.locator(".label").click()
+    text = inspector.inner_text()
+    assert "metadata keys\n1: tag" in text
+    assert "hooks\n2: tensor hook scale, node pre-hook <lambda>" in text
+    page.get_by_test_id("step-prev").click()  # before the metadata was written
+    assert "metadata keys\nnone" in inspector.inner_text()
+    page.get_by_test_id("step-prev").click()  # before the pre-hook
+    assert "hooks\n1: tensor hook scale" in inspector.inner_text()
