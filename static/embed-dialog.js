@@ -51,8 +51,9 @@
       view: $("embed-view"), theme: $("embed-theme"), readonly: $("embed-readonly"),
       autorun: $("embed-autorun"), resize: $("embed-resize"), snippet: $("embed-snippet"),
       image: $("embed-image"), preview: $("embed-preview"), status: $("embed-status"), where: $("embed-where"),
+      compare: $("embed-compare-code"),
     };
-    var state = { code: null, step: 0, source: null };
+    var state = { code: null, step: 0, source: null, compare: "" };
 
     function status(text) {
       ui.status.textContent = text;
@@ -65,7 +66,9 @@
       var origin = location.origin, step = state.step ? "&step=" + state.step : "";
       // the page's language travels along (English is the default: no parameter)
       var lang = window.AXT.lang() !== "en" ? "&lang=" + encodeURIComponent(window.AXT.lang()) : "";
-      var query = state.source + step + "&view=" + ui.view.value + "&theme=" + ui.theme.value + lang;
+      // two codes side by side: both travel as tokens (code=…&compare_code=…), opened at /compare
+      var pair = state.compare && state.source.indexOf("code=") === 0 ? state.source + "&compare_code=" + state.compare : "";
+      var query = (pair || state.source) + step + "&view=" + ui.view.value + "&theme=" + ui.theme.value + lang;
       var src = origin + "/embed?" + query + (ui.readonly.checked ? "&readonly=1" : "") +
         (ui.autorun.checked ? "&autorun=1" : "");
       var html = '<iframe src="' + attr(src) + '" title="' + attr(t("Autograd Explorer")) + '" width="100%" height="560" ' +
@@ -74,7 +77,7 @@
       ui.snippet.value = html;
       ui.preview.href = src;
       var image = origin + "/render.svg?" + query;
-      var playground = origin + "/?" + state.source + step + lang;
+      var playground = origin + (pair ? "/compare?" + pair : "/?" + state.source) + step + lang;
       var alt = state.step ? t("Autograd Explorer, step {step}", { step: state.step }) : t("Autograd Explorer");
       ui.image.value = "[![" + alt + "](" + image + ")](" + playground + ")";
     }
@@ -95,7 +98,21 @@
       }, function () { ui.snippet.value = t("This snippet could not be stored as a short link; try again."); });
     }
 
+    // The other code of a side-by-side embed, encoded as it is typed (a long one cannot travel in a link).
+    function compareWith() {
+      var other = ui.compare.value;
+      if (!other.trim()) { state.compare = ""; render(); return; }
+      AX.encode(other).then(function (token) {
+        if (ui.compare.value !== other) return; // typed on since: the newer text is on its way
+        var fits = token.length <= LONG_TOKEN && (!state.source || state.source.indexOf("code=") === 0);
+        state.compare = fits ? token : "";
+        if (!fits) status(t("Too long to compare in a link: the embed shows this code alone."));
+        render();
+      });
+    }
+
     button.addEventListener("click", open);
+    ui.compare.addEventListener("input", compareWith);
     $("embed-close").addEventListener("click", function () { dialog.close(); });
     dialog.addEventListener("click", function (event) { if (event.target === dialog) dialog.close(); });
     [ui.view, ui.theme, ui.readonly, ui.autorun, ui.resize].forEach(function (el) {

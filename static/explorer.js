@@ -75,6 +75,9 @@
       if (el.hasAttribute("data-cells")) {
         el._cells = el.querySelectorAll(".cell b");
         el._from = +el.getAttribute("data-cells");
+      } else if (el.hasAttribute("data-grid")) { // a 2-D tensor's grid: cell i shows storage cell _map[i]
+        el._cells = el.querySelectorAll("td b");
+        el._map = el.getAttribute("data-grid").split(" ").map(Number);
       }
       el._ref = "data-" + (el.getAttribute("data-ref") || "t");
       var list = self.els.get(k);
@@ -154,7 +157,7 @@
   Explorer.prototype.setText = function (el, value) {
     if (el._cells) {
       var values = value.split(" ");
-      for (var i = 0; i < el._cells.length; i++) el._cells[i].textContent = values[el._from + i] || "";
+      for (var i = 0; i < el._cells.length; i++) el._cells[i].textContent = values[this.cellOf(el, i)] || "";
     } else if (el.hasAttribute("data-camera")) this.camera(el, value);
     else el.textContent = value;
   };
@@ -163,8 +166,22 @@
     if (!el._cells) { el.setAttribute("data-state", words); return; }
     var changed = new Set(words ? words.split(" ").map(Number) : []);
     for (var i = 0; i < el._cells.length; i++) {
-      el._cells[i].setAttribute("data-state", changed.has(el._from + i) ? "changed" : "");
+      el._cells[i].setAttribute("data-state", changed.has(this.cellOf(el, i)) ? "changed" : "");
     }
+  };
+
+  // The storage cell the i-th drawn cell of a strip line (or of a tensor's grid) shows.
+  Explorer.prototype.cellOf = function (el, i) {
+    return el._map ? el._map[i] : el._from + i;
+  };
+
+  // Pointing at a storage cell (in its strip or in a tensor's grid) marks it and every grid cell
+  // that reads it: where a transposed view's [r, c] lives, and which elements share one cell.
+  Explorer.prototype.point = function (cell) {
+    var strip = cell && cell.closest(".strip"), c = cell && cell.getAttribute("data-c");
+    if (this.pointed) this.pointed.forEach(function (el) { el.classList.remove("pointed"); });
+    this.pointed = strip ? Array.prototype.slice.call(strip.querySelectorAll('[data-c="' + c + '"]')) : null;
+    if (this.pointed) this.pointed.forEach(function (el) { el.classList.add("pointed"); });
   };
 
   Explorer.prototype.camera = function (svg, box) {
@@ -371,9 +388,13 @@
       self.hover(target ? target.getAttribute("data-t") : null);
       var node = target ? null : event.target.closest("[data-n]");
       if (node !== self.nodeHovered) { self.nodeHovered = node; self.hoverNode(node); }
+      var cell = event.target.closest("[data-c]");
+      if (cell !== self.cellHovered) { self.cellHovered = cell; self.point(cell); }
     });
     root.addEventListener("mouseleave", function () {
       self.hover(null);
+      self.cellHovered = null;
+      self.point(null);
       self.nodeHovered = null;
       self.hoverNode(null);
     });

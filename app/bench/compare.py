@@ -45,7 +45,7 @@ def _measure(bug: Example, fix: Example) -> tuple[str, float, float, float]:
     view = compare_view(bug, fix, traces)
     build_ms = _best(lambda: compare_view(bug, fix, traces))
     page_ms = _best(lambda: render("compare.html", heading="", compare=view, which="both", problem=None,
-                                   pair=(bug, fix), compare_peak=""))
+                                   opens=[], compare_peak=""))
     lines = line_map(bug.code, fix.code)
     match_ms = _best(lambda: step_map(view.bug.view.lines, view.fix.view.lines, lines), 5)
     return case, build_ms, page_ms, match_ms

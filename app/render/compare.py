@@ -1,4 +1,5 @@
-"""Bug vs fix, side by side: the two runs of a gallery example and its ``fixed_twin``.
+"""Bug vs fix, side by side: the two runs of a gallery example and its ``fixed_twin``, or of any two
+codes (``code_pair``: a docs author's "before" and "after", neither from the gallery).
 
 Pure: two validated traces in, one ``CompareView`` out. Each side is the playground's own view model
 (``build_explorer``), its diagnostics and its memory-over-time chart, the two charts drawn on one
@@ -19,7 +20,7 @@ Linear in the steps of both runs.
 from __future__ import annotations
 
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -39,7 +40,8 @@ ROLES = ("bug", "fix")
 
 @dataclass(frozen=True)
 class Side:
-    role: str  # "bug" | "fix"
+    role: str  # "bug" | "fix": the first side and the second
+    badge: str  # "The bug" / "The fix" for a gallery pair, "Code A" / "Code B" for two codes
     example: Example  # in the request's language
     view: ExplorerView
     frame: Frame
@@ -80,6 +82,49 @@ def twin_pair(slug: str) -> tuple[Example, Example] | None:
     return None
 
 
+def code_pair(a: str, b: str) -> tuple[Example, Example]:
+    """Two codes of the user's as the sides of a compare. No slug: they are not gallery examples, so
+    nothing translates their comments (``shown``) and nothing names one of them the bug."""
+    return Example("", "", "", a), Example("", "", "", b)
+
+
+def shown(example: Example, other: Example) -> Example:
+    """The example as the request's language shows it: a gallery example localized; a user's code as
+    it was written (``localized`` caches per example: user codes must never enter it), titled by its
+    first line the other side does not have."""
+    if example.slug:
+        return localized(example)
+    title = _first_difference(example.code, other.code) or _("no line the other side lacks")
+    return replace(example, title=title if len(title) <= MAX_TITLE else title[:MAX_TITLE - 1] + "…")
+
+
+def _first_difference(code: str, other: str) -> str:
+    """The first line of ``code`` (stripped) that is not the same line of ``other``, "" if none. One
+    pass, not a diff: the routes title a user's pair with it outside any budget (the aligned diff the
+    step matching uses runs in the compare's work, under the runs' budget)."""
+    lines, others = code.splitlines(), other.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() and (i >= len(others) or line.strip() != others[i].strip()):
+            return line.strip()
+    return ""
+
+
+MAX_TITLE = 60
+
+
+def heading(bug: Example, fix: Example) -> str:
+    """The compare's heading (page, embed, picture), from the sides as ``shown``."""
+    if bug.slug:
+        return _("Bug vs fix: {bug} / {fix}").format(bug=bug.title, fix=fix.title)
+    return _("Code A vs code B")
+
+
+def _badge(role: str, gallery: bool) -> str:
+    if gallery:
+        return _("The bug") if role == "bug" else _("The fix")
+    return _("Code A") if role == "bug" else _("Code B")
+
+
 def partner(code: str) -> tuple[str, str] | None:
     """(slug to compare, "bug" | "fix") when ``code`` is exactly one side of a gallery pair in the
     request's language: the run of it can offer the comparison."""
@@ -101,20 +146,36 @@ def _statements(code: str) -> list[str]:
     return [line.strip() for line in lines]
 
 
-def _opcodes(a: str, b: str) -> list[tuple[str, int, int, int, int]]:
+Ops = list[tuple[str, int, int, int, int]]
+_FLIP = {"insert": "delete", "delete": "insert"}
+
+
+def _opcodes(a: str, b: str) -> Ops:
     return SequenceMatcher(None, _statements(a), _statements(b), autojunk=False).get_opcodes()
+
+
+def _mirror(ops: Ops) -> Ops:
+    """The same alignment read from the other side (b against a)."""
+    return [(_FLIP.get(tag, tag), j1, j2, i1, i2) for tag, i1, i2, j1, j2 in ops]
 
 
 def changed_lines(a: str, b: str) -> frozenset[int]:
     """1-based lines of ``a`` that ``b`` does not have as they are."""
-    return frozenset(i + 1 for tag, i1, i2, _j1, _j2 in _opcodes(a, b) if tag != "equal"
-                     for i in range(i1, i2))
+    return _changed(_opcodes(a, b))
+
+
+def _changed(ops: Ops) -> frozenset[int]:
+    return frozenset(i + 1 for tag, i1, i2, _j1, _j2 in ops if tag != "equal" for i in range(i1, i2))
 
 
 def line_map(a: str, b: str) -> dict[int, int]:
     """1-based line of ``a`` -> the line of ``b`` it corresponds to (lines compared stripped)."""
+    return _mapping(_opcodes(a, b))
+
+
+def _mapping(ops: Ops) -> dict[int, int]:
     mapping: dict[int, int] = {}
-    for tag, i1, i2, j1, j2 in _opcodes(a, b):
+    for tag, i1, i2, j1, j2 in ops:
         if tag in ("equal", "replace"):
             # a replaced block pairs its lines in order: the changed line and its fix
             for offset in range(min(i2 - i1, j2 - j1)):
@@ -160,14 +221,22 @@ def step_map(a_lines: tuple[int, ...] | list[int], b_lines: tuple[int, ...] | li
 
 def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrace],
                  step: int | None = None, limits: RunLimits | None = None) -> CompareView:
-    """Both sides of a pair; ``step`` (0-based) is the bug's step shown first, the fix shows its match."""
-    bug, fix = localized(bug), localized(fix)
+    """Both sides of a pair; ``step`` (0-based, default: its last) is the bug's step shown first, the fix
+    shows its match."""
+    gallery = bool(bug.slug)
+    bug, fix = shown(bug, fix), shown(fix, bug)
     # matched on the traces' own lines (what the views' lines are), so each side is built once
     lines = [step.line for step in traces[0].steps], [step.line for step in traces[1].steps]
-    to_fix = step_map(lines[0], lines[1], line_map(bug.code, fix.code))
-    to_bug = step_map(lines[1], lines[0], line_map(fix.code, bug.code))
+    # one alignment of the two codes, read both ways: one diff (of a user's code, up to its size
+    # limit, it is the costliest part of a small compare), not four
+    ops = _opcodes(bug.code, fix.code)
+    aligned = {"bug": ops, "fix": _mirror(ops)}
+    to_fix = step_map(lines[0], lines[1], _mapping(aligned["bug"]))
+    to_bug = step_map(lines[1], lines[0], _mapping(aligned["fix"]))
     bug_view = build_explorer(traces[0], bug.code, step, limits)
-    fix_step = to_fix[bug_view.initial] if step is not None and to_fix else None  # the fix opens on the match
+    # The fix opens on the match of the bug's opening step (its last by default), not on its own last:
+    # both sides open at the same point of the program.
+    fix_step = to_fix[bug_view.initial] if to_fix else None
     views = [bug_view, build_explorer(traces[1], fix.code, fix_step, limits)]
     found = [analysis(trace, example.code) for example, trace in zip((bug, fix), traces, strict=True)]
     peak = max((m.total_bytes for _, memory in found for m in memory), default=0)
@@ -175,10 +244,11 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
     for role, example, view, (diagnostics, memory) in zip(ROLES, (bug, fix), views, found, strict=True):
         frame = frame_at(view)
         sides.append(Side(
-            role=role, example=example, view=view, frame=frame, payload=client_payload(view),
+            role=role, badge=_badge(role, gallery), example=example, view=view, frame=frame,
+            payload=client_payload(view),
             diagnostics=[diagnostic_view(d) for d in diagnostics],
             timeline=timeline_view(memory, frame.step, peak=peak),
-            changed=changed_lines(example.code, (fix if role == "bug" else bug).code),
+            changed=_changed(aligned[role]),
         ))
     return CompareView(bug=sides[0], fix=sides[1], to_fix=tuple(to_fix), to_bug=tuple(to_bug), peak=peak)
 
@@ -199,7 +269,7 @@ def compare_svg(view: CompareView, which: str = "both", theme: str = "light") ->
     cv = Canvas(c)
     x = PAD
     for side, picture, (w, _h) in zip(view.sides, pictures, sizes, strict=True):
-        badge = _("The bug") if side.role == "bug" else _("The fix")
+        badge = side.badge
         colour = c["error"] if side.role == "bug" else c["nonleaf"]
         cv.rect(x, PAD, w, 4, colour, rx=2)
         cv.text(x, PAD + HEAD_H, f"{badge}: {side.example.title}", 14, c["head"], family=SANS, weight=700)
@@ -208,8 +278,7 @@ def compare_svg(view: CompareView, which: str = "both", theme: str = "light") ->
         x += w + GAP
     peak = _("Both memory charts share one scale: 0 to {peak}.").format(peak=fmt_bytes(view.peak))
     cv.text(PAD, top - 6, peak, 11, c["muted"], family=SANS)
-    bug, fix = view.bug.example.title, view.fix.example.title
-    title = clean(_("Bug vs fix: {bug} / {fix}").format(bug=bug, fix=fix))
+    title = clean(heading(view.bug.example, view.fix.example))
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{title}"><title>{title}</title>'

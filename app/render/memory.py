@@ -24,6 +24,7 @@ from app.render import fmt
 from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
+from app.render.grid import Grid, grid, reads_as
 from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
@@ -71,6 +72,7 @@ class Row:
     flags: tuple[str, ...]
     marks: tuple[Mark | None, ...]  # one slot per cell (strips drawn cell by cell)
     levels: tuple[int, ...]  # coverage level per bin (scaled strips)
+    grid: Grid | None = None  # a 2-D tensor's rows × columns over the strip's cells (app.render.grid)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class _Shape:
     dtype: str
     nbytes: int
     scaled: bool
-    rows: tuple[tuple[Layout, str], ...]  # (layout, dtype) of each drawn row
+    rows: tuple[tuple[Layout, str], ...]  # (layout, how it reads its cells: grid.reads_as) of each drawn row
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,7 @@ class MemoryBuilder:
             fact = state.tensors[tid]
             itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
             layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize)
-            layouts.append((layout, fact.dtype))
+            layouts.append((layout, reads_as(fact)))
             old = old_tensors.get(tid)
             bumped = (old is not None and old.version is not None and fact.version is not None
                       and fact.version > old.version)
@@ -428,7 +430,7 @@ class MemoryBuilder:
         key = ("strip", fam.index, j)
         k = self.tracks.key
         rows = []
-        for r, (layout, _dtype) in enumerate(shape.rows):
+        for r, (layout, dtype) in enumerate(shape.rows):
             marks: tuple[Mark | None, ...] = ()
             levels: tuple[int, ...] = ()
             mapped = None if shape.scaled else cell_map(layout, max(shape.element_size, 1))
@@ -441,8 +443,9 @@ class MemoryBuilder:
             else:
                 levels = _levels(coverage(layout, shape.nbytes, BINS))
             description = f"{fmt.shape(layout.shape)} · stride {fmt.shape(layout.stride)}"
+            drawn = grid(layout, shape.count, dtype == shape.dtype, values=not shape.scaled)
             rows.append(Row(k((*key, "row", r)), k((*key, "row", r, "label")), k((*key, "row", r, "version")),
-                            description, layout_flags(layout), marks, levels))
+                            description, layout_flags(layout), marks, levels, drawn))
         cells = 0 if shape.scaled else shape.count
         per_bin = max(1, -(-shape.count // BINS)) if shape.scaled else 1
         lines = tuple((a, min(a + CELLS_PER_LINE, cells)) for a in range(0, cells, CELLS_PER_LINE))

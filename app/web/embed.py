@@ -14,14 +14,22 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.diagnostics.trace import fmt_bytes
-from app.gallery import localized
+from app.gallery import Example
 from app.i18n import gettext as _
 from app.i18n import say
 from app.render import build_explorer, client_payload, frame_at
-from app.render.compare import CompareView, twin_pair
+from app.render.compare import CompareView, heading, shown
 from app.render.notices import RunLimits
 from app.schema import DeltaTrace
-from app.web.embed_params import VIEWS, EmbedParams, ParamError, parse_params, playground_href, resolve_code
+from app.web.embed_params import (
+    VIEWS,
+    EmbedParams,
+    ParamError,
+    parse_params,
+    playground_href,
+    resolve_code,
+    resolve_pair,
+)
 from app.web.gates import Refusal
 from app.web.pages import (
     _parse_step,
@@ -54,17 +62,20 @@ def _error_page(request: Request, error: ParamError, theme: str = "light") -> Re
 
 @router.get("/embed", include_in_schema=False)
 async def embed_page(request: Request) -> Response:
-    """The embed: ``code`` (permalink token) | ``s`` (short link) | ``example``, ``step``, ``view``,
+    """The embed: ``code`` (permalink token) | ``s`` (short link) | ``example``, or a compare:
+    ``compare=<slug>`` | ``code`` with ``compare_code`` (two tokens); ``step``, ``view``,
     ``readonly``, ``theme``, ``autorun``. Bad values answer a 400 page that names the parameter."""
     settings = request.app.state.settings
     theme = request.query_params.get("theme", "light")
     try:
         params: EmbedParams = parse_params(request.query_params)
+        if params.source.compares:
+            pair = resolve_pair(params.source, settings.max_code_bytes)
+            assert pair is not None, "a compare source is a pair"
+            return await _compare(request, params, pair)
         code = await resolve_code(request.app.state, params.source, settings.max_code_bytes)
     except ParamError as error:
         return _error_page(request, error, theme if theme in ("light", "dark") else "light")
-    if params.source.compare is not None:
-        return await _compare(request, params)
     lines = len(code.rstrip("\n").split("\n"))
     body = render(
         "embed.html", p=params, code=code, rows=min(max(lines, 3), MAX_EDITOR_ROWS),
@@ -91,16 +102,14 @@ async def embed_run(request: Request) -> Response:
     return html_response(await run_posted_code(request, form, code, draw))
 
 
-async def _compare(request: Request, params: EmbedParams) -> Response:
-    """``/embed?compare=<slug>``: bug vs fix, both runs drawn at once (two runs of the client's rate)."""
-    slug = params.source.compare or ""
-    pair = twin_pair(slug)
-    assert pair is not None, "parse_params checked the slug"
-    bug, fix = localized(pair[0]), localized(pair[1])
+async def _compare(request: Request, params: EmbedParams, pair: tuple[Example, Example]) -> Response:
+    """``/embed?compare=<slug>`` (bug vs fix) or ``?code=…&compare_code=…`` (any two codes): both runs
+    drawn at once (two runs of the client's rate, each under a run's budgets)."""
+    title = heading(shown(pair[0], pair[1]), shown(pair[1], pair[0]))
 
     def page(view: CompareView | None = None, problem: tuple[str, str] | None = None) -> str:
         return render("embed_compare.html", p=params, compare=view, which=params.view, problem=problem,
-                      compare_peak=fmt_bytes(view.peak) if view else "", pair=(bug, fix),
+                      compare_peak=fmt_bytes(view.peak) if view else "", title=title,
                       open_href=playground_href(params.source, "", params.step))
 
     ran = await run_compare(request, pair, params.step, page,

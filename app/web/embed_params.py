@@ -13,14 +13,14 @@ from urllib.parse import urlencode
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
 
-from app.gallery import EXAMPLES, get_example, localized
+from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import DEFAULT, TAGS, current_tag
 from app.i18n import gettext as _
-from app.render.compare import twin_pair
+from app.render.compare import code_pair, twin_pair
 from app.shortlinks import StoreUnavailable
 from app.shortlinks.ids import is_valid_id
 from app.web.links import playground_url
-from app.web.permalink import PermalinkError, decode_code, encode_code
+from app.web.permalink import PermalinkError, decode_code, decode_pair, encode_code
 
 VIEWS = ("both", "memory", "graph")
 THEMES = ("light", "dark")
@@ -41,12 +41,18 @@ class ParamError(ValueError):
 @dataclass(frozen=True)
 class Source:
     """Where the code comes from: exactly one of a permalink token, a short-link id, an example, or
-    a gallery pair to compare (bug vs fix)."""
+    a gallery pair to compare (bug vs fix), or two permalink tokens to compare (``code`` and
+    ``compare_code``)."""
 
     token: str | None = None
     link_id: str | None = None
     example: str | None = None
     compare: str | None = None
+    compare_token: str | None = None  # with ``token``: the second code of a compare
+
+    @property
+    def compares(self) -> bool:
+        return self.compare is not None or self.compare_token is not None
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,11 @@ def _source(params: QueryParams) -> Source:
     if len(given) > 1:
         raise ParamError(400, _("Give only one of code, s or example (got {given}).").format(
             given=", ".join(given)))
+    if params.get("compare_code", "").strip():
+        if given != ["code"] or params.get("compare", "").strip():
+            raise ParamError(400, _("compare_code is compared with code: give both, without s, example "
+                                    "or compare."))
+        return Source(token=params["code"].strip(), compare_token=params["compare_code"].strip())
     if params.get("compare", "").strip():
         if given:
             raise ParamError(400, _("compare names its own code: give it without {given}.").format(
@@ -149,11 +160,26 @@ async def resolve_code(app_state, source: Source, max_bytes: int) -> str:  # noq
     return localized(example).code
 
 
+def resolve_pair(source: Source, max_bytes: int) -> tuple[Example, Example] | None:
+    """The two sides a compare source names (None: the source is not a compare); 400 for a broken
+    token, naming which of the two it is."""
+    if source.compare is not None:
+        return twin_pair(source.compare)
+    if source.compare_token is None:
+        return None
+    try:
+        return code_pair(*decode_pair(source.token or "", source.compare_token, max_bytes))
+    except PermalinkError as error:
+        raise ParamError(400, str(error)) from None
+
+
 def playground_href(source: Source, code: str, step: int | None) -> str:
     """The playground URL that opens the same code (and step, counted from 1), in the same language
     (English, the default, needs no ``lang=``)."""
     if source.compare is not None:
         url = "/compare?" + urlencode({"example": source.compare})
+    elif source.compare_token is not None:
+        url = "/compare?" + urlencode({"code": source.token, "compare_code": source.compare_token})
     elif source.example is not None:
         url = "/?" + urlencode({"example": source.example})
     elif source.link_id is not None:

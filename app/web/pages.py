@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -23,13 +23,13 @@ from app.diagnostics.view import diagnostics_context
 from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
-from app.render.compare import CompareView, compare_view, partner, twin_pair
+from app.render.compare import CompareView, code_pair, compare_view, heading, partner, shown, twin_pair
 from app.render.explorer import phase_text, step_label
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaTrace, RunError
 from app.web.gates import Refusal, finish, run_gated, run_gated_all, take_token
-from app.web.permalink import PermalinkError, decode_code
+from app.web.permalink import PermalinkError, decode_code, decode_pair
 
 T = TypeVar("T")
 
@@ -241,26 +241,40 @@ async def run_compare(request: Request, pair: tuple[Example, Example], step: int
     ``partial(note)`` when the server could not draw them within its budget."""
     bug, fix = pair
     limits = run_limits(request.app.state.settings)
-    return await run_gated_all(request, (localized(bug).code, localized(fix).code),
+    return await run_gated_all(request, (shown(bug, fix).code, shown(fix, bug).code),
                                lambda traces: draw(compare_view(bug, fix, traces, step, limits)),
                                lambda _traces, note: partial(note))
 
 
 @router.get("/compare", response_class=HTMLResponse)
 async def compare_page(request: Request) -> Response:
-    """Bug vs fix: ``?example=<slug>`` (either side of a gallery pair), ``&step=N`` (the bug's)."""
-    slug = request.query_params.get("example", "")
-    pair = twin_pair(slug)
-    if pair is None:
-        return error_page(request, 404, _("There is nothing to compare"),
-                          _("Only a gallery example with a fixed twin can be compared with it; {name} is "
-                            "not one.").format(name=repr(slug[:60])))
-    bug, fix = localized(pair[0]), localized(pair[1])
-    heading = _("Bug vs fix: {bug} / {fix}").format(bug=bug.title, fix=fix.title)
+    """Bug vs fix: ``?example=<slug>`` (either side of a gallery pair), or any two codes
+    ``?code=<token>&compare_code=<token>``; ``&step=N`` (the first side's)."""
+    query = request.query_params
+    if query.get("code", "").strip() or query.get("compare_code", "").strip():
+        tokens = query.get("code", "").strip(), query.get("compare_code", "").strip()
+        try:
+            pair = code_pair(*decode_pair(*tokens, request.app.state.settings.max_code_bytes))
+        except PermalinkError as error:
+            return error_page(request, 400, _("This link's code cannot be opened"), str(error))
+        opens = [(f"/?{urlencode({'code': token})}", label, testid) for token, label, testid in (
+            (tokens[0], _("Open code A in the playground"), "open-bug"),
+            (tokens[1], _("Open code B in the playground"), "open-fix"))]
+    else:
+        slug = query.get("example", "")
+        pair = twin_pair(slug)
+        if pair is None:
+            return error_page(request, 404, _("There is nothing to compare"),
+                              _("Only a gallery example with a fixed twin can be compared with it; {name} is "
+                                "not one.").format(name=repr(slug[:60])))
+        opens = [(f"/?{urlencode({'example': bug.slug})}", label, testid) for bug, label, testid in (
+            (pair[0], _("Open the bug in the playground"), "open-bug"),
+            (pair[1], _("Open the fix in the playground"), "open-fix"))]
+    title = heading(shown(pair[0], pair[1]), shown(pair[1], pair[0]))
 
     def page(view: CompareView | None = None, problem: tuple[str, str] | None = None) -> str:
-        return render("compare.html", heading=heading, compare=view, which="both", problem=problem,
-                      pair=(bug, fix), compare_peak=fmt_bytes(view.peak) if view else "")
+        return render("compare.html", heading=title, compare=view, which="both", problem=problem,
+                      opens=opens, compare_peak=fmt_bytes(view.peak) if view else "")
 
     ran = await run_compare(request, pair, _parse_step(request.query_params.get("step")), page,
                             lambda note: page(problem=(_("Cannot draw this run"), i18n.say(note))))

@@ -47,3 +47,14 @@ def decode_code(token: str, max_bytes: int) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise PermalinkError(_("The link's code is not UTF-8 text.")) from None
+
+
+def decode_pair(token: str, compare_token: str, max_bytes: int) -> tuple[str, str]:
+    """The two codes of a compare link (``code`` and ``compare_code``); the error names the broken one."""
+    codes = []
+    for name, each in (("code", token), ("compare_code", compare_token)):
+        try:
+            codes.append(decode_code(each, max_bytes))
+        except PermalinkError as error:
+            raise PermalinkError(f"{name}: {error}") from None
+    return codes[0], codes[1]

@@ -18,15 +18,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app import i18n
-from app.gallery import Example, localized
+from app.gallery import Example
 from app.i18n import gettext as _
 from app.render import build_explorer
-from app.render.compare import CompareView, compare_svg, twin_pair
+from app.render.compare import CompareView, compare_svg, shown
 from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
 from app.run_errors import Message
 from app.schema import DeltaTrace
-from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code
+from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code, resolve_pair
 from app.web.gates import Refusal, run_gated
 from app.web.pages import run_compare, run_limits
 
@@ -77,8 +77,10 @@ def _cache(request: Request) -> OrderedDict[str, str]:
 
 
 def _pair_key(pair: tuple[Example, Example]) -> str:
-    """What a compare picture depends on besides the other parameters: both codes as shown."""
-    return "\0compare\0" + "\0".join(localized(example).code for example in pair)
+    """What a compare picture depends on besides the other parameters: both codes as shown, and
+    whether they are a gallery pair (its sides are titled "The bug" / "The fix", two codes' not)."""
+    codes = (shown(pair[0], pair[1]).code, shown(pair[1], pair[0]).code)
+    return "\0".join(("", "compare", pair[0].slug, *codes))
 
 
 def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
@@ -100,7 +102,7 @@ async def render_image(request: Request) -> Response:
     theme = theme if theme in ("light", "dark") else "light"
     try:
         params = parse_params(request.query_params)
-        pair = twin_pair(params.source.compare) if params.source.compare else None
+        pair = resolve_pair(params.source, settings.max_code_bytes)
         code = (_pair_key(pair) if pair else
                 await resolve_code(request.app.state, params.source, settings.max_code_bytes))
     except ParamError as error:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app import gallery
 from app.config import Settings
 from app.gallery import EXAMPLES, get_example
-from app.render.compare import compare_svg, compare_view, line_map, partner, twin_pair
+from app.render.compare import code_pair, compare_svg, compare_view, heading, line_map, partner, twin_pair
 from app.web.main import create_app
 from tests.render.conftest import trace
 
@@ -84,6 +85,30 @@ def test_a_line_that_runs_backward_matches_its_own_step_and_a_failing_run_holds_
 def test_an_opening_step_opens_the_fix_on_its_match() -> None:
     view = _compare("losses-keep-graphs", step=4)
     assert view.bug.frame.step == 4 and view.fix.frame.step == view.to_fix[4]
+
+
+def test_two_codes_compare_as_code_a_and_code_b_titled_by_what_differs() -> None:
+    a = "x = torch.ones(3, requires_grad=True)  # a comment no language translates\ny = (x * 2).sum()\n"
+    b = a.replace("x * 2", "x * 3") + "y.backward()\n"
+    cached = gallery._localized.cache_info().currsize
+    view = compare_view(*code_pair(a, b), (trace(a), trace(b)))
+    assert gallery._localized.cache_info().currsize == cached  # a user's code never enters the cache
+    assert [side.badge for side in view.sides] == ["Code A", "Code B"]
+    assert [side.example.title for side in view.sides] == ["y = (x * 2).sum()", "y = (x * 3).sum()"]
+    assert [side.example.code for side in view.sides] == [a, b]  # as written, comments and all
+    assert heading(view.bug.example, view.fix.example) == "Code A vs code B"
+    assert view.fix.frame.step == view.to_fix[view.bug.frame.step]
+    assert "Code A: y = (x * 2).sum()" in compare_svg(view)
+    prefix = compare_view(*code_pair(a, a + "z = 1\n"), (trace(a), trace(a + "z = 1\n")))
+    assert [side.example.title for side in prefix.sides] == ["no line the other side lacks", "z = 1"]
+
+
+@pytest.mark.parametrize("slug", PAIRS)
+def test_without_a_step_both_sides_open_synchronised(slug: str) -> None:
+    view = _compare(slug)
+    bug = view.bug.frame.step
+    assert bug == view.bug.view.step_count - 1  # the bug opens on its last step
+    assert view.fix.frame.step == view.to_fix[bug]  # and the fix on that step's match, not on its own last
 
 
 @pytest.mark.parametrize("slug", PAIRS)

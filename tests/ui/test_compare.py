@@ -119,6 +119,40 @@ def test_the_compare_view_fits_a_phone(page, path: str) -> None:
     assert len(boxes) == 2 and all(left >= 0 and right <= 390 for left, right in boxes)
 
 
+@pytest.mark.parametrize(("width", "scheme"), [(360, "light"), (390, "dark"), (800, "light")])
+def test_stacked_sides_share_one_sticky_stepper(page, width: int, scheme: str) -> None:
+    page.set_viewport_size({"width": width, "height": 780})
+    page.emulate_media(color_scheme=scheme)
+    _open(page, "/compare?example=inplace-through-detach")
+    stepper = page.get_by_test_id("compare-stepper")
+    labels = stepper.locator("[data-role=compare-label]")
+    # both open at one point of the program: the bug's last step and its match, not the fix's own last
+    assert labels.all_inner_texts() == [page.locator(f"{side} [data-testid=step-label]").inner_text()
+                                        for side in (BUG, FIX)]
+    assert _line(page, BUG) == _line(page, FIX)
+    page.locator(f"{FIX} [data-testid=memory-view]").scroll_into_view_if_needed()  # deep in the second side
+    top = page.evaluate("() => { const bar = document.querySelector('.topbar'); return bar"
+                        " && getComputedStyle(bar).position === 'sticky'"
+                        " ? bar.getBoundingClientRect().bottom : 0; }")
+    box = stepper.bounding_box()
+    assert box is not None and top - 1 <= box["y"] <= top + 2  # in sight, under the top bar if that stays
+    before = _step(page, BUG), _step(page, FIX)
+    stepper.get_by_test_id("compare-prev").click()
+    after = _step(page, BUG), _step(page, FIX)
+    assert after[0] < before[0] and _line(page, BUG) == _line(page, FIX)
+    assert labels.all_inner_texts() == [page.locator(f"{side} [data-testid=step-label]").inner_text()
+                                        for side in (BUG, FIX)]
+    stepper.get_by_test_id("compare-next").click()
+    assert (_step(page, BUG), _step(page, FIX)) == before
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert serious(axe_violations(page)) == []
+
+
+def test_side_by_side_needs_no_shared_stepper(page) -> None:
+    _open(page, "/compare?example=losses-keep-graphs")  # 1440 px: both steppers are in sight
+    assert page.get_by_test_id("compare-stepper").is_hidden()
+
+
 def _width(server: str, query: str) -> float:
     with urllib.request.urlopen(f"{server}/render.svg?{query}", timeout=120) as response:
         return float(re.search(r'width="([0-9.]+)"', response.read().decode()).group(1))

@@ -7,7 +7,7 @@ import re
 
 from tests.browser_support import axe_violations, open_page, run_code, serious
 
-MARKS = ("index", "changed", "many", "elements", "version", "chips", "edges", "held")
+MARKS = ("index", "changed", "many", "elements", "grid", "version", "chips", "edges", "held")
 THREE_MIB = "x = torch.zeros(768, 1024)  # 3 MiB of float32\ny = x + 1\nz = y.sum()\n"
 
 
@@ -20,7 +20,7 @@ def test_the_legend_explains_every_mark_and_opens_from_the_keyboard(page) -> Non
     page.keyboard.press("Enter")
     assert legend.locator(".legend-list").is_visible()
     text = legend.inner_text()
-    for words in ("Yellow: this step wrote the cell", "×3", "elements 6–11", "▲",
+    for words in ("Yellow: this step wrote the cell", "×3", "elements 6–11", "after @, the storage cell", "▲",
                   "nn.Linear weight is already at v1", "Struck through: freed",
                   "Dashed blue", "Held by the graph"):
         assert words in text, words
