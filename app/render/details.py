@@ -17,6 +17,7 @@ from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
     UNNAMED,
+    first_holder_of,
     fold_names,
     holder_phrase,
     holders_of,
@@ -41,8 +42,8 @@ def _who(tid: str | None, state: State, holding: Holding) -> str:
         return _("a tensor no longer alive")
     if holding.is_named(tid):
         return fold_names(holding.names(tid)[:1])
-    holders = holders_of(holding, tid)
-    return holder_phrase(holders[0]) if holders else _(UNNAMED)
+    first = first_holder_of(holding, tid)
+    return holder_phrase(first) if first is not None else _(UNNAMED)
 
 
 def values_text(fact: TensorFact) -> str | None:
