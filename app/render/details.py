@@ -17,6 +17,7 @@ from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
     UNNAMED,
+    display_name,
     first_holder_of,
     fold_names,
     holder_phrase,
@@ -67,10 +68,11 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     its version counter at the step it appeared."""
     fact = state.tensors[tid]
     named = holding.is_named(tid)
+    names = holding.names(tid) if named else []  # read once: the title and the names row both use them
     rows: list[tuple[str, str]] = [
-        ("title", label(holding, tid)),
+        ("title", display_name(tid, {tid: names}, {}) if named else label(holding, tid)),
         # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
-        (_("names"), fold_names(holding.names(tid)) if named else _("no variable reaches it")),
+        (_("names"), fold_names(names) if named else _("no variable reaches it")),
         ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
     ]
     if held is None:

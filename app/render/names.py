@@ -39,6 +39,8 @@ def tensor_kind(fact: TensorFact, named: bool = True) -> str:
 
 def family(name: str) -> str:
     """``losses[3]`` and ``losses[17]`` are both ``losses[…]``; ``d['a']`` is ``d[…]``."""
+    if "[" not in name:  # most names: no subscript to fold (this runs for every label, every step)
+        return name
     return _SUBSCRIPT.sub("[…]", name)
 
 
