@@ -190,8 +190,19 @@ class FactsBuilder:
             held_by = self._held(tid, holding)
             rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by,
                                 self.born_version.get(tid))
-            entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
-            change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
+            change(runs, step.index, self.entries.setdefault(self._entry(rows), len(self.entries)))
+
+    def _entry(self, rows: list[tuple[str, str]]) -> tuple[int, ...]:
+        """The rows as indices into ``pairs``, each new row added (a loop, not a generator: this
+        runs for every row of every tensor a step touches)."""
+        pairs = self.pairs
+        entry = []
+        for pair in rows:
+            found = pairs.get(pair)
+            if found is None:
+                found = pairs[pair] = len(pairs)
+            entry.append(found)
+        return tuple(entry)
 
     def _held(self, tid: str, holding: Holding) -> str:
         """The "held by" row: the roles that hold ``tid``, or what holds a view of it (``…._base``)."""
