@@ -36,6 +36,7 @@ ENGINE_SECONDS = 1800
 ENGINE_MIB = 4096
 HTTP_TIMEOUT = ENGINE_SECONDS + 120
 SETTLE_SECONDS = 2.0  # after the draw, how long long tasks are watched for
+IN_PROCESS_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,10 @@ def run() -> list[Row]:
                     Row("scale", s.name, "fragment, gzip on the wire", fragment.num_bytes_downloaded / 1024,
                         "KB", s.wire_kb),
                 ]
-                own = _in_process(delta, s.code)
+                # the best of a few: on a shared machine one pass also measures the neighbours (and
+                # the first pays for warming up: the catalog, graphviz's wasm)
+                passes = [_in_process(delta, s.code) for _ in range(IN_PROCESS_PASSES)]
+                own = {key: min(p[key] for p in passes) for key in passes[0]}
                 rows += [
                     Row("scale", s.name, "in process: schema validation", own["validate"], "ms"),
                     Row("scale", s.name, "in process: consistency check", own["consistency"], "ms"),
