@@ -27,20 +27,31 @@ class Accounting:
         self.changes: list[MemoryChange] = []
 
     def add(self, holding: Holding, state: State, changes: Changes, held: HoldingChanges) -> None:
-        touched = held.storage_flips | set(changes.old_storages)
+        touched = held.storage_flips | changes.old_storages.keys()
         for tid, old in changes.old_tensors.items():
-            touched.update(f.storage for f in (old, state.tensors.get(tid)) if f is not None and f.storage)
-        graph, shared = self.graph, self.shared
-        graph_now = {s for s in touched if s in state.storages and not holding.storage_named(s)}
-        shared_now = {s for s in touched if s in state.storages and holding.users.get(s, 0) >= 2}
-        graph_added, graph_removed = sorted(graph_now - graph), sorted((touched & graph) - graph_now)
-        shared_added, shared_removed = sorted(shared_now - shared), sorted((touched & shared) - shared_now)
-        graph.difference_update(graph_removed)
-        graph.update(graph_added)
-        shared.difference_update(shared_removed)
-        shared.update(shared_added)
-        # Our own numbers, not the worker's: built without re-validating them.
-        self.changes.append(MemoryChange.model_construct(
+            new = state.tensors.get(tid)
+            if old is not None and old.storage:
+                touched.add(old.storage)
+            if new is not None and new.storage:
+                touched.add(new.storage)
+        graph_added: list[str] = []
+        graph_removed: list[str] = []
+        shared_added: list[str] = []
+        shared_removed: list[str] = []
+        if touched:  # most steps of a loop touch no storage: nothing joins or leaves the two sets
+            graph, shared = self.graph, self.shared
+            graph_now = {s for s in touched if s in state.storages and not holding.storage_named(s)}
+            shared_now = {s for s in touched if s in state.storages and holding.users.get(s, 0) >= 2}
+            graph_added, graph_removed = sorted(graph_now - graph), sorted((touched & graph) - graph_now)
+            shared_added = sorted(shared_now - shared)
+            shared_removed = sorted((touched & shared) - shared_now)
+            graph.difference_update(graph_removed)
+            graph.update(graph_added)
+            shared.difference_update(shared_removed)
+            shared.update(shared_added)
+        # Validated although they are our own numbers: pydantic's validator (in Rust) takes half the
+        # time ``model_construct`` (in Python) does, and this runs once per step.
+        self.changes.append(MemoryChange(
             step=changes.index, total_bytes=holding.total_bytes, variable_bytes=holding.variable_bytes,
             graph_bytes=holding.graph_bytes, shared_bytes=holding.shared_bytes, graph_added=graph_added,
             graph_removed=graph_removed, shared_added=shared_added, shared_removed=shared_removed,

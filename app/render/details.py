@@ -17,6 +17,8 @@ from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
     UNNAMED,
+    display_name,
+    first_holder_of,
     fold_names,
     holder_phrase,
     holders_of,
@@ -41,8 +43,8 @@ def _who(tid: str | None, state: State, holding: Holding) -> str:
         return _("a tensor no longer alive")
     if holding.is_named(tid):
         return fold_names(holding.names(tid)[:1])
-    holders = holders_of(holding, tid)
-    return holder_phrase(holders[0]) if holders else _(UNNAMED)
+    first = first_holder_of(holding, tid)
+    return holder_phrase(first) if first is not None else _(UNNAMED)
 
 
 def values_text(fact: TensorFact) -> str | None:
@@ -66,10 +68,11 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     its version counter at the step it appeared."""
     fact = state.tensors[tid]
     named = holding.is_named(tid)
+    names = holding.names(tid) if named else []  # read once: the title and the names row both use them
     rows: list[tuple[str, str]] = [
-        ("title", label(holding, tid)),
+        ("title", display_name(tid, {tid: names}, {}) if named else label(holding, tid)),
         # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
-        (_("names"), fold_names(holding.names(tid)) if named else _("no variable reaches it")),
+        (_("names"), fold_names(names) if named else _("no variable reaches it")),
         ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
     ]
     if held is None:
@@ -187,8 +190,19 @@ class FactsBuilder:
             held_by = self._held(tid, holding)
             rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by,
                                 self.born_version.get(tid))
-            entry = tuple(self.pairs.setdefault(pair, len(self.pairs)) for pair in rows)
-            change(runs, step.index, self.entries.setdefault(entry, len(self.entries)))
+            change(runs, step.index, self.entries.setdefault(self._entry(rows), len(self.entries)))
+
+    def _entry(self, rows: list[tuple[str, str]]) -> tuple[int, ...]:
+        """The rows as indices into ``pairs``, each new row added (a loop, not a generator: this
+        runs for every row of every tensor a step touches)."""
+        pairs = self.pairs
+        entry = []
+        for pair in rows:
+            found = pairs.get(pair)
+            if found is None:
+                found = pairs[pair] = len(pairs)
+            entry.append(found)
+        return tuple(entry)
 
     def _held(self, tid: str, holding: Holding) -> str:
         """The "held by" row: the roles that hold ``tid``, or what holds a view of it (``…._base``)."""

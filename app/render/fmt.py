@@ -7,6 +7,12 @@ from typing import Any
 
 def scalar(value: Any) -> str:
     """A value that fits a memory cell: at most about six characters."""
+    if type(value) is float and value != 0 and not value.is_integer():
+        # the common case, first: a fraction that four significant digits write without an exponent
+        # (what the loop below gives it too: its first form); every memory cell is one
+        text = format(value, ".4g")
+        if len(text) <= 6 and "e" not in text:
+            return text
     if isinstance(value, bool):
         return "T" if value else "F"
     if isinstance(value, int):
@@ -18,7 +24,10 @@ def scalar(value: Any) -> str:
         if value.is_integer() and abs(value) < 1e5:
             return f"{int(value)}."
         for form in (".4g", ".3g", ".2g", ".1e"):
-            text = _short_exponent(format(value, form))
+            text = format(value, form)
+            if "e" in text:  # _short_exponent, inline: an optimizer's state is mostly such values
+                mantissa, _, exponent = text.partition("e")  # Python writes the exponent signed
+                text = f"{mantissa}e{'-' if exponent[0] == '-' else ''}{exponent[1:].lstrip('0') or '0'}"
             if len(text) <= 6:
                 return text
         return _short_exponent(f"{value:.0e}")
@@ -41,10 +50,10 @@ def _short_exponent(text: str) -> str:
 
 
 def long_scalar(value: Any) -> str:
+    if isinstance(value, float):  # the common case, first (a bool is never a float)
+        return f"{value:.6g}" if not value.is_integer() or abs(value) >= 1e6 else f"{value:.1f}"
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, float):
-        return f"{value:.6g}" if not value.is_integer() or abs(value) >= 1e6 else f"{value:.1f}"
     return scalar(value) if isinstance(value, str) else str(value)
 
 
@@ -83,7 +92,7 @@ def nested(values: Any, indent: int = 0) -> str:
     if not isinstance(values, list):
         return long_scalar(values)
     if not values or not isinstance(values[0], list):
-        return "[" + ", ".join(long_scalar(v) for v in values) + "]"
+        return "[" + ", ".join([long_scalar(v) for v in values]) + "]"
     pad = " " * (indent + 1)
     rows = [nested(row, indent + 1) for row in values]
     return "[" + (",\n" + pad).join(rows) + "]"

@@ -312,7 +312,8 @@ class MemoryBuilder:
         if not scaled and storage.values is not None:
             cells = self._cells(sid, storage, count)
             old_storage = step.changes.old_storages.get(sid)
-            if prev is not None and prev.cells is not None and old_storage is not None:
+            if (prev is not None and prev.cells is not None and old_storage is not None
+                    and prev.cells != cells):  # equal tuples: nothing changed, no cell to compare
                 pairs = enumerate(zip(prev.cells, cells, strict=False))
                 changed = SEP.join(str(i) for i, (a, b) in pairs if a != b)
         note = None

@@ -39,6 +39,8 @@ def tensor_kind(fact: TensorFact, named: bool = True) -> str:
 
 def family(name: str) -> str:
     """``losses[3]`` and ``losses[17]`` are both ``losses[…]``; ``d['a']`` is ``d[…]``."""
+    if "[" not in name:  # most names: no subscript to fold (this runs for every label, every step)
+        return name
     return _SUBSCRIPT.sub("[…]", name)
 
 
@@ -149,6 +151,16 @@ def holders_of(holding: Holding, tid: str) -> list[str]:
     return [role for nid in sorted(held, key=id_order) for role in held[nid]]
 
 
+def first_holder_of(holding: Holding, tid: str) -> str | None:
+    """``holders_of(holding, tid)[0]`` (None when nothing holds it), without sorting every holder: a
+    weight the graphs of a thousand iterations saved is labelled at every step that touches it."""
+    held = holding.held_by.get(tid)
+    if held:
+        return held[min(held, key=id_order)][0]  # every node's list of roles has at least one
+    holders = holding.holders(tid)
+    return holders[0] if holders else None
+
+
 class HoldersOf(Mapping[str, list[str]]):
     """``Holding``'s graph holders as a mapping: tensors some graph node holds (or holds a view of)."""
 
@@ -172,7 +184,11 @@ class HoldersOf(Mapping[str, list[str]]):
 
 
 def label(holding: Holding, tid: str) -> str:
-    return display_name(tid, NamesOf(holding), HoldersOf(holding))
+    """``display_name`` of ``tid`` now: its names, else its first graph holder, else "unnamed"."""
+    if holding.is_named(tid):
+        return display_name(tid, NamesOf(holding), {})
+    first = first_holder_of(holding, tid)
+    return holder_phrase(first) if first is not None else _(UNNAMED)
 
 
 def id_order(ident: str) -> tuple[int, str]:
@@ -187,6 +203,6 @@ def clip(text: str, limit: int) -> str:
 
 __all__ = [
     "ACCUMULATE_GRAD", "UNNAMED", "HoldersOf", "NamesOf", "clip", "display_name", "family", "family_label",
-    "fold_names", "holder_phrase", "holders_of", "holders_text", "id_order", "is_accumulate", "label",
-    "roles_text", "short_node_name", "subscript", "tensor_kind",
+    "first_holder_of", "fold_names", "holder_phrase", "holders_of", "holders_text", "id_order",
+    "is_accumulate", "label", "roles_text", "short_node_name", "subscript", "tensor_kind",
 ]

@@ -110,6 +110,8 @@ def _nested(values: Any, shape: list[int], depth: int = 0) -> bool:
         return not isinstance(values, list)
     if not isinstance(values, list) or len(values) != shape[depth]:
         return False
+    if depth + 1 == len(shape):  # the innermost lists: scalars, checked without a call for each
+        return not any(isinstance(item, list) for item in values)
     return all(_nested(item, shape, depth + 1) for item in values)
 
 

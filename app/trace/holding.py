@@ -33,7 +33,10 @@ def _edges(fact: TensorFact | None) -> tuple[str, ...]:
     """The tensors a user reaches *through* this one without the graph: its .grad and ._base."""
     if fact is None:
         return ()
-    return tuple(t for t in (fact.grad, fact.base) if t is not None)
+    grad, base = fact.grad, fact.base  # spelled out: this runs for every touched tensor, every step
+    if grad is None:
+        return () if base is None else (base,)
+    return (grad,) if base is None else (grad, base)
 
 
 def node_holds(node: NodeFact) -> list[tuple[str, str]]:
@@ -251,7 +254,7 @@ class Holding:
 
     def _supported(self, tid: str) -> bool:
         """Named by a variable, or the .grad/._base of a tensor already known to be named."""
-        return bool(self.own.get(tid)) or any(s in self.named for s in self.pointers.get(tid, ()))
+        return bool(self.own.get(tid)) or not self.named.isdisjoint(self.pointers.get(tid, ()))
 
     def _count_named(self, sid: str | None, delta: int, out: HoldingChanges) -> None:
         if sid is None:

@@ -57,6 +57,10 @@ def _with(**fields: object) -> dict:
 FORGED = [
     ("values-nesting", _trace({"line": 2, "tensors": {"t1": _with(values=[1.0, 2.0])}}),
      "not nested as its shape"),
+    # a list where the innermost dimension has a scalar (the check's one-loop path)
+    ("values-too-deep",
+     _trace({"line": 2, "tensors": {"t1": _with(values=[[1.0, [2.0], 3.0], [4.0, 5.0, 6.0]])}}),
+     "not nested as its shape"),
     ("stride-rank", _trace({"line": 2, "tensors": {"t1": _with(stride=[1])}}), "1 strides for 2 dimensions"),
     ("offset-past-storage", _trace({"line": 2, "tensors": {"t1": _with(storage_offset=10**9, values=None)}}),
      "reaches byte"),
