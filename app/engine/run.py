@@ -244,8 +244,8 @@ def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] 
 
 def _seed_torch() -> None:
     """Seed torch's generators. Without a GPU the CPU generator is the only one: torch.manual_seed
-    would also queue a lazy CUDA seeding that formats a stack trace on every call (0.4 ms, a third of
-    a small run) for a device this process does not have."""
+    would also queue a lazy CUDA seeding that formats a stack trace on every call (0.2-0.4 ms, a sixth
+    to a third of a small run) for a device this process does not have."""
     if torch.cuda.is_available():
         torch.manual_seed(SEED)
     else:
