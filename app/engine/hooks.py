@@ -30,7 +30,7 @@ import torch
 from torch.autograd.function import _HookMixin
 from torch.utils.hooks import RemovableHandle
 
-from app.engine.ids import ACCUMULATE_SEQUENCE
+from app.engine.ids import unique_sequence
 from app.engine.tracer import SNIPPET_FILENAME
 
 MAX_HOOKS = 64  # per node (NodeFact.hooks)
@@ -51,11 +51,8 @@ _current: HookWatch | None = None  # the run in progress (one at a time in a wor
 def node_key(node: Any) -> Any:
     """Who a node is while it lives: its sequence number, or (``AccumulateGrad``, which all share one)
     its metadata dict, which lives exactly as long as it does."""
-    try:
-        sequence = node._sequence_nr()
-    except (AttributeError, RuntimeError):
-        sequence = None
-    if sequence is None or sequence == ACCUMULATE_SEQUENCE:
+    sequence = unique_sequence(node)
+    if sequence is None:
         return ("object", id(node.metadata))
     return (sequence, type(node).__name__)
 

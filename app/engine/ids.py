@@ -265,6 +265,16 @@ def _pointer(storage: Any) -> int:
 ACCUMULATE_SEQUENCE = 2**64 - 1  # torch gives every AccumulateGrad this sequence number
 
 
+def unique_sequence(node: Any) -> int | None:
+    """A function node's ``_sequence_nr()``, unique among the thread's nodes; None for a node that has
+    none of its own (every ``AccumulateGrad`` shares one)."""
+    try:
+        sequence = node._sequence_nr()
+    except (AttributeError, RuntimeError):
+        return None
+    return None if sequence == ACCUMULATE_SEQUENCE else sequence
+
+
 class NodeIds:
     """Ids for autograd graph nodes (``n1`` …), from the node's own identity (see the module docstring).
 
@@ -282,11 +292,8 @@ class NodeIds:
         return self._count
 
     def key(self, node: Any, leaf_id: str | None) -> Hashable:
-        try:
-            sequence = node._sequence_nr()
-        except (AttributeError, RuntimeError):
-            sequence = None
-        if sequence is None or sequence == ACCUMULATE_SEQUENCE:
+        sequence = unique_sequence(node)
+        if sequence is None:
             # Which AccumulateGrad of the leaf: its metadata dict lives exactly as long as it does
             # (reading ``metadata`` makes an empty one, as any reader's first access would).
             return ("leaf", leaf_id, id(node.metadata)) if leaf_id is not None else ("object", id(node))
