@@ -91,8 +91,13 @@ def axe_violations(page, exclude: tuple[str, ...] = (), include: tuple[str, ...]
     if include:
         context["include"] = [[s] for s in include]
     return page.evaluate(
-        """([context, tags]) => axe.run(context, {runOnly: {type: "tag", values: tags},
-                                                   resultTypes: ["violations"]})
+        # Settle CSS transitions first (a run fades in from .5 opacity over 150 ms): axe reads colours
+        # as they are painted, so mid-fade text would fail contrast it meets once the page is still.
+        """([context, tags]) => Promise.all(document.getAnimations()
+               .filter(a => a.effect && a.effect.getComputedTiming().endTime !== Infinity)
+               .map(a => a.finished.catch(() => null)))
+             .then(() => axe.run(context, {runOnly: {type: "tag", values: tags},
+                                           resultTypes: ["violations"]}))
              .then(result => result.violations.map(v => ({
                id: v.id, impact: v.impact, help: v.help,
                nodes: v.nodes.map(n => n.target.map(t => [].concat(t).join(" >>> ")).join(" ")),

@@ -49,7 +49,7 @@ LIGHT = {
     "leaf": "#2563eb", "leaf_bg": "#dbe8ff", "leaf_bg2": "#c5d8fd", "leaf_ink": "#1e40af",
     "nonleaf": "#0f8a5f", "nonleaf_bg": "#d6f3e6", "nonleaf_bg2": "#bfead7", "nonleaf_ink": "#065f46",
     "saved": "#c2410c", "saved_bg": "#ffe8d2", "saved_bg2": "#fed6b0", "saved_ink": "#9a3412",
-    "nograd": "#5b6472", "nograd_bg": "#eceef2", "nograd_bg2": "#dde1e7",
+    "nograd": "#525b68", "nograd_bg": "#eceef2", "nograd_bg2": "#dde1e7",
     "error": "#dc2626", "error_bg": "#fef2f2", "error_line": "#fecaca", "error_ink": "#991b1b",
     "changed": "#fde68a", "cell": "#ffffff", "strip": "#fcfcfd", "strip_graph": "#fffaf5",
     "strip_graph_line": "#f7d9bd", "sid": "#4b5563", "fn": "#ffffff", "fn_line": "#6b7280",
