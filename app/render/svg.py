@@ -20,7 +20,8 @@ from html import escape
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView, phase_text, step_label
 from app.render.graph import GNode
-from app.render.memory import Family, Strip
+from app.render.grid import Grid
+from app.render.memory import Family, Row, Strip
 from app.render.tracks import Frame
 
 MONO = "monospace"
@@ -36,6 +37,13 @@ CELLS = 6  # per line, as on the page
 CELL_H = 34
 ROW_H = 26
 MEMORY_W = LABEL_W + CELLS * (CELL + CELL_GAP) - CELL_GAP + 16 + 2 * PANEL_PAD
+# A 2-D tensor's grid under its strip (app.render.grid decides which cells; this only draws them).
+GRID_CELL = 40
+GRID_GAP = 3
+GRID_H = 30  # a cell with a value above its "@n"
+GRID_ADDR_H = 20  # a cell with only its "@n" (a storage too big to read)
+GRID_HEAD_W = 24  # the row numbers' column
+GRID_CAPTION = 18  # a caption line
 MIN_GRAPH_W = 260
 OUTPUT_LINES = 6
 MIN_WIDTH = 560
@@ -158,14 +166,77 @@ def _kind_colours(c: dict[str, str], state: str) -> tuple[str, str, str]:
     return c["nograd"], c["nograd_bg"], c["nograd_bg2"]
 
 
-def _strip_height(strip: Strip, frame: Frame) -> float:
+def _grid_notes(g: Grid) -> list[str]:
+    """What a grid says under its caption: the window drawn, and that a big storage's values are not read."""
+    return ([g.window] if g.window else []) + ([] if g.values else [
+        _("where each element lives (a storage this big is not read)")])
+
+
+def _grid_height(g: Grid) -> float:
+    captions = 1 + len(_grid_notes(g))
+    cell_h = GRID_H if g.values else GRID_ADDR_H
+    return 6 + captions * GRID_CAPTION + 14 + g.rows * (cell_h + GRID_GAP)
+
+
+def grid_width(g: Grid) -> float:
+    """The width a grid takes inside its strip (its left margin included, its right one too)."""
+    return 8 + GRID_HEAD_W + g.cols * (GRID_CELL + GRID_GAP) - GRID_GAP + 8
+
+
+def _body_height(strip: Strip) -> float:
+    """The height of a strip's cells (or bins) and its rows under them: where its grids start."""
     rows = len(strip.rows)
-    if strip.scaled:
-        body = 22 + rows * (ROW_H + 4)
-    else:
-        body = len(strip.lines) * (CELL_H + 4 + rows * (ROW_H + 4)) + (len(strip.lines) - 1) * 6
+    if strip.scaled:  # the size, the ruler, then a row of bins per tensor
+        return 32 + rows * (ROW_H + 4)
+    return len(strip.lines) * (CELL_H + 4 + rows * (ROW_H + 4)) + (len(strip.lines) - 1) * 6
+
+
+def _strip_height(strip: Strip, frame: Frame) -> float:
+    grids = sum(_grid_height(row.grid) for row in strip.rows if row.grid)
     notes = sum(18 for k in (strip.more_k, strip.note_k) if frame.text(k))
-    return 12 + body + notes
+    return 12 + _body_height(strip) + grids + notes
+
+
+def _draw_grid(cv: Canvas, row: Row, g: Grid, values: list[str], changed: set[str], frame: Frame,
+               x: float, y: float, w: float) -> float:
+    """A 2-D tensor as rows × columns under its strip, as the page's ``grid_html`` draws it: each cell
+    the value of the storage cell its strides point at, and that cell's number after @; the height."""
+    c = cv.c
+    ink, fill, _band = _kind_colours(c, frame.state(row.k))
+    name = frame.text(row.label_k)
+    shape = _("as its shape: %(layout)s") % {"layout": row.layout}  # the page's words (_memory.html)
+    cv.raw(f'<g role="group" aria-label="{clean(name + " " + shape)}">')
+    shown = clip(name, max(mono_chars(w - 16, 11.5) // 2, 4))
+    cv.text(x + 8, y + 18, shown, 11.5, ink, weight=600)
+    name_w = (width_units(shown) + 1) * 0.6 * 11.5
+    cv.text(x + 8 + name_w, y + 18, clip(shape, mono_chars(w - 16 - name_w, 10.5)), 10.5, c["muted"])
+    top = y + 6 + GRID_CAPTION
+    for note in _grid_notes(g):
+        cv.text(x + 8, top + 12, clip(note, mono_chars(w - 16, 10)), 10, c["muted"])
+        top += GRID_CAPTION
+    left = x + 8 + GRID_HEAD_W
+    for col in range(g.cols):
+        cv.text(left + col * (GRID_CELL + GRID_GAP) + GRID_CELL / 2, top + 9, str(col), 9.5, c["muted"],
+                anchor="middle")
+    top += 14
+    cell_h = GRID_H if g.values else GRID_ADDR_H
+    for r in range(g.rows):
+        cy = top + r * (cell_h + GRID_GAP)
+        cv.text(left - 6, cy + cell_h / 2 + 3.5, str(r), 9.5, c["muted"], anchor="end")
+        for col, cell in enumerate(g.row(r)):
+            cx = left + col * (GRID_CELL + GRID_GAP)
+            cv.rect(cx, cy, GRID_CELL, cell_h, fill, c["line_strong"], 5)
+            if not g.values:
+                cv.text(cx + GRID_CELL / 2, cy + 14, f"@{cell}", 10, c["ink"], anchor="middle")
+                continue
+            if str(cell) in changed:
+                cv.rect(cx + 3, cy + 2, GRID_CELL - 6, 14, c["changed"], rx=3)
+            value = clip(values[cell] if cell < len(values) else "", 6)
+            cv.text(cx + GRID_CELL / 2, cy + 13, value, 11 if len(value) < 6 else 10, c["ink"], weight=600,
+                    anchor="middle")
+            cv.text(cx + GRID_CELL / 2, cy + 25, f"@{cell}", 8.5, c["muted"], anchor="middle")
+    cv.raw("</g>")
+    return _grid_height(g)
 
 
 def _draw_strip(cv: Canvas, strip: Strip, group: str, frame: Frame, x: float, y: float, w: float) -> float:
@@ -249,6 +320,13 @@ def _draw_strip(cv: Canvas, strip: Strip, group: str, frame: Frame, x: float, y:
                             anchor="middle")
                 ry += ROW_H + 4
             ly = ry + 6
+    # the grids under the strip: where the lines (or the scaled rows) end
+    gy = top + _body_height(strip)
+    shown = frame.text(strip.cells_k).split(" ") if not strip.scaled else []
+    marked = set(frame.state(strip.cells_k).split()) if not strip.scaled else set()
+    for row in rows:
+        if row.grid:
+            gy += _draw_grid(cv, row, row.grid, shown, marked, frame, x, gy, w)
     notes = [text for text in (frame.text(strip.more_k), frame.text(strip.note_k)) if text]
     for i, note in enumerate(notes):
         ny = y + h - 8 - 18 * (len(notes) - 1 - i)
@@ -279,6 +357,13 @@ def memory_height(view: ExplorerView, frame: Frame) -> float:
             h += sum(_strip_height(s, frame) + 8 for s in (*fam.first, *fam.last) if frame.shows(s.k))
             h += FOLD_H if _fold_text(fam, frame) else 0
     return h + 6
+
+
+def memory_width(view: ExplorerView, frame: Frame) -> float:
+    """The memory panel's width: the strips' own, or wider where a grid the step shows needs it."""
+    widths = [grid_width(row.grid) for group, strip in view.memory.strips()
+              if frame.shows(group.k) and frame.shows(strip.k) for row in strip.rows if row.grid]
+    return max([MEMORY_W, *(width + 2 * PANEL_PAD for width in widths)])
 
 
 def draw_memory(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float, w: float, h: float) -> None:
@@ -508,7 +593,8 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
     show_graph = has_steps and which in ("both", "graph")
     graph_w, graph_h = graph_size(view, frame) if show_graph else (0, 0)
     memory_h = memory_height(view, frame) if show_memory else 0
-    panels_w = (MEMORY_W if show_memory else 0) + graph_w + (GAP if show_memory and show_graph else 0)
+    memory_w = memory_width(view, frame) if show_memory else 0
+    panels_w = memory_w + graph_w + (GAP if show_memory and show_graph else 0)
     width = max(panels_w + 2 * PAD, MIN_WIDTH)
     inner = width - 2 * PAD
     cv = Canvas(c)
@@ -550,7 +636,7 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
     panels_h = max(memory_h, graph_h)
     x = PAD
     if show_memory:
-        memory_w = MEMORY_W if show_graph else inner
+        memory_w = memory_w if show_graph else inner
         draw_memory(cv, view, frame, x, y, memory_w, panels_h)
         x += memory_w + GAP
     if show_graph:

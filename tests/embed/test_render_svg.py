@@ -10,8 +10,8 @@ import torch
 from fastapi.testclient import TestClient
 
 from app.gallery import EXAMPLES, get_example
-from app.render import build_explorer
-from app.render.svg import DARK, LIGHT, render_svg
+from app.render import build_explorer, fmt
+from app.render.svg import DARK, LIGHT, THEMES, render_svg
 from app.web.permalink import encode_code
 from tests.render.conftest import trace
 
@@ -121,6 +121,103 @@ def test_hostile_names_prints_and_errors_are_text() -> None:
     assert "<script>alert(2)</script> & </svg><svg onload=alert(3)>" in words  # the print
     assert "<b>bold</b> & ]]>" in words  # the error message
     assert "\x00" not in svg and "\x1b" not in svg and "\x07" not in svg
+
+
+# ---------- 2-D tensors as their shape (app/render/grid.py), drawn in the image ----------
+
+GRID_CODE = """\
+w = torch.arange(12.).reshape(3, 4)
+t = w.t()
+s = w[1:, ::2]
+w[2, 0] = -1.0
+"""
+
+
+def _torch_steps(code: str) -> list[dict[str, tuple[torch.Tensor, list[list[int]]]]]:
+    """The snippet's matrices after each of its lines, as torch has them: a copy of each one's values
+    at that moment, and the storage cell torch says each element lives in."""
+    scope: dict = {"torch": torch}
+    seen = []
+    for line in code.splitlines():
+        exec(line, scope)  # noqa: S102 - our own lines, the oracle for the image
+        matrices = {name: v for name, v in scope.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
+        seen.append({name: (v.clone(), [[_address(v, r, c) for c in range(m)] for r in range(n)])
+                     for name, v in matrices.items() for n, m in [v.shape]})
+    return seen
+
+
+def _address(tensor: torch.Tensor, r: int, c: int) -> int:
+    """The storage cell torch says ``tensor[r, c]`` lives in."""
+    return (tensor[r, c].data_ptr() - tensor.untyped_storage().data_ptr()) // tensor.element_size()
+
+
+def svg_grids(root: ET.Element) -> dict[str, tuple[list[list[str]], list[list[int]], list[str]]]:
+    """Each grid the image draws, read by position as a reader reads it: (values, storage cells, the
+    notes under its caption) by tensor name. A column is the header number above it, a row the
+    number left of it; a cell's value sits above its "@n"."""
+    grids = {}
+    for group in root.iter(f"{SVG}g"):
+        if group.attrib.get("role") != "group":
+            continue
+        items = [("".join(el.itertext()), float(el.attrib["x"]), float(el.attrib["y"]),
+                  el.attrib.get("text-anchor")) for el in group.iter(f"{SVG}text")]
+        name, notes = items[0][0], [text for text, _x, _y, anchor in items[2:] if anchor is None]
+        centred = [(text, x, y) for text, x, y, anchor in items if anchor == "middle"]
+        header_y = min(y for _text, _x, y in centred)
+        columns = {x: int(text) for text, x, y in centred if y == header_y}
+        rows = {y: int(text) for text, _x, y, anchor in items if anchor == "end"}
+        at = {(x, y): text for text, x, y in centred}
+        values = [[""] * len(columns) for _ in rows]
+        cells = [[-1] * len(columns) for _ in rows]
+        for text, x, y in centred:
+            if text.startswith("@"):
+                r = rows[min(rows, key=lambda row_y: abs(row_y - y))]  # a row's number is centred on it
+                cells[r][columns[x]] = int(text[1:])
+                values[r][columns[x]] = at.get((x, y - 12), "")  # the value above it
+        grids[name] = (values, cells, notes)
+    return grids
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_grids_draw_each_tensor_as_torch_indexes_it(theme: str) -> None:
+    view = build_explorer(trace(GRID_CODE), GRID_CODE)
+    expected = _torch_steps(GRID_CODE)
+    for step in range(view.step_count):  # w alone, with t = w.t(), with the slice, after the write
+        root = parse(render_svg(view, step, "memory", theme))
+        grids = svg_grids(root)
+        assert sorted(grids) == sorted(expected[step]), step
+        for name, (tensor, addresses) in expected[step].items():
+            values, cells, notes = grids[name]
+            rows, cols = tensor.shape
+            assert values == [[fmt.scalar(tensor[r, c].item()) for c in range(cols)] for r in range(rows)]
+            assert cells == addresses and notes == []
+    # the write is marked in each grid that reads its cell: w[2, 0], t[0, 2], s[1, 0] are storage cell 8
+    last = parse(render_svg(view, view.step_count - 1, "memory", theme))
+    marked = [rect for group in last.iter(f"{SVG}g") if group.attrib.get("role") == "group"
+              for rect in group.iter(f"{SVG}rect") if rect.attrib["fill"] == THEMES[theme]["changed"]]
+    assert len(marked) == 3
+
+
+def test_big_grids_are_windows_and_none_is_drawn_where_it_would_mislead() -> None:
+    code = ("x = torch.tensor([1., 2.])\ne = x.expand(40, 2)\nw = torch.zeros(1, 30)\n"
+            "big = torch.zeros(10, 20).t()\na = torch.arange(4.).reshape(2, 2)\nv = a.view(torch.int32)\n"
+            "c = torch.zeros(2, 2, 2)\n")
+    root = parse(svg_of(code, which="memory"))
+    assert_fits(root)
+    grids = svg_grids(root)
+    assert "a" in grids and "v" not in grids and "c" not in grids  # int32 read of float32 cells; 3-D
+    values, cells, notes = grids["e"]
+    assert len(values) == 16 and values == [["1.", "2."]] * 16 and notes == ["rows 0–15 of 40"]
+    assert cells == [[0, 1]] * 16  # stride 0: every row reads the same two cells
+    values, cells, notes = grids["w"]
+    assert cells == [list(range(12))] and notes == ["columns 0–11 of 30"]
+    # 200 elements: no values read, only where each element lives, as torch addresses it
+    oracle = torch.zeros(10, 20).t()
+    values, cells, notes = grids["big"]
+    assert cells == [[_address(oracle, r, c) for c in range(8)] for r in range(6)]
+    assert values == [[""] * 8] * 6
+    assert notes == ["rows 0–5 of 20 · columns 0–7 of 10",
+                     "where each element lives (a storage this big is not read)"]
 
 
 # ---------- over HTTP, through the sandboxed runner ----------
