@@ -32,16 +32,40 @@
     });
   }
 
+  // The parent page's half of auto-height (README.md "Auto-height" shows the same script): sizes
+  // each explorer frame from its height messages, and tells it where the window's view begins in it
+  // (static/embed.js keeps the step controls there).
+  var LISTENER = [
+    "<script>",
+    "// Autograd Explorer frames post their height: size each frame to fit, and tell it where the",
+    "// window's view begins in it, so its step controls stay in sight (once per page).",
+    "(function () {",
+    "  var origin = ORIGIN, frames = [];",
+    "  function tell() {",
+    "    // a sticky header of this page, if it declares one the usual way (scroll-padding-top)",
+    "    var header = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;",
+    "    frames.forEach(function (f) {",
+    "      var top = header - f.getBoundingClientRect().top - f.clientTop;",
+    "      f.contentWindow.postMessage({ type: \"autograd-explorer:viewport\", top: top }, origin);",
+    "    });",
+    "  }",
+    "  addEventListener(\"message\", function (e) {",
+    "    if (e.origin !== origin || !e.data || e.data.type !== \"autograd-explorer:height\") return;",
+    "    document.querySelectorAll(\"iframe\").forEach(function (f) {",
+    "      if (f.contentWindow !== e.source) return;",
+    "      f.style.height = e.data.height + \"px\";",
+    "      if (frames.indexOf(f) < 0) frames.push(f);",
+    "    });",
+    "    tell();",
+    "  });",
+    "  addEventListener(\"scroll\", tell, { passive: true, capture: true });",
+    "  addEventListener(\"resize\", tell);",
+    "})();",
+    "</script>",
+  ].join("\n");
+
   function listener(origin) {
-    return "<script>\n" +
-      "// Autograd Explorer frames post their height; size each frame to fit (once per page).\n" +
-      "addEventListener(\"message\", function (e) {\n" +
-      "  if (e.origin !== " + JSON.stringify(origin) + " || !e.data || e.data.type !== \"" + HEIGHT + "\") return;\n" +
-      "  document.querySelectorAll(\"iframe\").forEach(function (f) {\n" +
-      "    if (f.contentWindow === e.source) f.style.height = e.data.height + \"px\";\n" +
-      "  });\n" +
-      "});\n" +
-      "</scr" + "ipt>";
+    return LISTENER.replace("ORIGIN", JSON.stringify(origin));
   }
 
   function Dialog(button) {

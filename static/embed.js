@@ -3,6 +3,11 @@
 // - Tells the parent page the frame's height whenever it changes, so the page can size the frame:
 //   parent.postMessage({type: "autograd-explorer:height", height}, "*"). Only a number leaves the
 //   frame, so any parent may hear it.
+// - Keeps the step controls in sight while a tall run is read (embed.css: the stepper is sticky at
+//   --ax-view-top). A frame that scrolls itself needs nothing more; a frame sized to its content
+//   (auto-height) never scrolls, the parent page does, so the parent's listener tells the frame
+//   where the page's view begins: {type: "autograd-explorer:viewport", top} (CSS px of the frame
+//   above the view's top; README's listener and the Embed dialog's send it on scroll and resize).
 // - Keeps "Open in playground" on the code shown (edited or not) and the step on screen.
 (function () {
   "use strict";
@@ -10,6 +15,7 @@
   var AX = (window.AX = window.AX || {});
   AX.embed = true; // explorer.js: leave this frame's own URL (its view, theme …) as it is
   var HEIGHT = "autograd-explorer:height";
+  var VIEWPORT = "autograd-explorer:viewport";
 
   function $(role) { return document.querySelector('[data-role="' + role + '"]'); }
 
@@ -25,6 +31,22 @@
     if (window.ResizeObserver) new ResizeObserver(report).observe(root);
     window.addEventListener("load", report);
     report();
+  }
+
+  // Only the page that frames us moves our stepper, and only to a place inside this frame: the
+  // value is a length, clamped, set as a custom property (CSSOM: the CSP allows it, no inline style).
+  function followParentView() {
+    var style = document.documentElement.style, last = null;
+    window.addEventListener("message", function (event) {
+      var data = event.data;
+      if (event.source !== window.parent || !data || data.type !== VIEWPORT) return;
+      var top = Number(data.top);
+      if (!isFinite(top)) return;
+      top = Math.round(Math.min(Math.max(top, 0), document.documentElement.scrollHeight));
+      if (top === last) return;
+      last = top;
+      style.setProperty("--ax-view-top", top + "px");
+    });
   }
 
   // `editor`: the code editor (static/src/editor.js), made by page.js after this script has run.
@@ -59,6 +81,7 @@
     var root = $("embed");
     if (!root) return;
     reportHeight(root);
+    if (window.parent !== window) followParentView();
     if (AX.editor) openLink(AX.editor);
   });
 })();

@@ -10,6 +10,7 @@ Without it the tests are skipped on a developer machine and fail under CI (``CI=
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -108,3 +109,13 @@ def axe_violations(page, exclude: tuple[str, ...] = (), include: tuple[str, ...]
 
 def serious(violations: list[dict]) -> list[dict]:
     return [v for v in violations if v["impact"] in SERIOUS]
+
+
+README = ROOT / "README.md"
+
+
+def readme_listener(origin: str) -> str:
+    """The auto-height listener exactly as README.md documents it, for this server's origin."""
+    blocks = re.findall(r"```html\n(.*?)```", README.read_text(), re.S)
+    (listener,) = [b for b in blocks if "autograd-explorer:height" in b and "<script>" in b]
+    return listener.replace("https://explorer.example.org", origin)

@@ -4,8 +4,6 @@ opens the playground with the same code. The playground itself refuses to be fra
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -13,20 +11,20 @@ import torch
 
 from app.gallery import get_example
 from app.web.permalink import decode_code, encode_code
-from tests.browser_support import RUN_TIMEOUT_MS, editor_text, open_page, set_code, step_label, wait_for_run
+from tests.browser_support import (
+    RUN_TIMEOUT_MS,
+    editor_text,
+    open_page,
+    readme_listener,
+    set_code,
+    step_label,
+    wait_for_run,
+)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 CLONE = get_example("clone-vs-detach").code
 RECORDER = ('<script>window.heights = []; addEventListener("message", function (e) {'
             ' if (e.data && e.data.type === "autograd-explorer:height") heights.push(e.data.height); });'
             '</script>')
-
-
-def readme_listener(origin: str) -> str:
-    """The auto-height listener exactly as README.md documents it, for this server's origin."""
-    blocks = re.findall(r"```html\n(.*?)```", README.read_text(), re.S)
-    (listener,) = [b for b in blocks if "autograd-explorer:height" in b and "<script>" in b]
-    return listener.replace("https://explorer.example.org", origin)
 
 
 def docs_page(body: str) -> str:
@@ -78,7 +76,8 @@ def test_embed_button_snippet_on_another_site_renders_resizes_and_opens(context,
     page.wait_for_function("() => document.querySelector('[data-role=embed-snippet]').value.includes('src=')")
     html = snippet.input_value()
     assert f'src="{server}/embed?code=' in html and "&amp;step=3" in html
-    assert "autograd-explorer:height" in html  # with the auto-height listener
+    assert "autograd-explorer:height" in html  # with the auto-height listener ...
+    assert html.endswith("\n" + readme_listener(server).rstrip("\n"))  # ... the one README.md documents
     image = page.get_by_test_id("embed-image").input_value()
     assert f"]({server}/render.svg?code=" in image
 
