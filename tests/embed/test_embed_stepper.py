@@ -118,3 +118,32 @@ def test_a_fixed_height_embed_scrolls_itself_and_its_stepper_sticks_to_its_top(p
     page.mouse.click(shown["x"], shown["y"])
     inner.wait_for_function("() => document.querySelector('[data-testid=step-label]').textContent"
                             ".startsWith('Step 4 of 5')")
+
+
+def test_a_stacked_compare_embed_keeps_its_shared_stepper_in_sight(page, server, docs_site) -> None:
+    src = f"{server}/embed?compare=losses-keep-graphs&view=memory"
+    docs_site.pages["/stepper-compare.html"] = (
+        "<!doctype html><html><head><meta charset=utf-8><title>Docs</title>"
+        f'<link rel="icon" href="data:,"></head><body><h1>A guide</h1><iframe src="{src}" '
+        'title="Autograd Explorer" width="100%" height="560" style="border:0"></iframe>'
+        + readme_listener(server) + '<p style="height: 1200px">After the frame.</p></body></html>')
+    page.set_viewport_size({"width": 900, "height": 700})  # the sides stack: one stepper steps both
+    page.goto(f"{docs_site.url}/stepper-compare.html")
+    inner = page.frames[1]
+    inner.get_by_test_id("compare-stepper").wait_for()
+    page.wait_for_function("() => document.querySelector('iframe').getBoundingClientRect().height > 2000")
+    end = inner.evaluate("() => document.querySelector('[data-role=compare]').getBoundingClientRect().bottom")
+    page.evaluate("y => scrollTo(0, y)", page.locator("iframe").bounding_box()["y"] + end - 700)
+    inner.wait_for_function("""() => {
+      const said = parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--ax-view-top'));
+      return said > 0 && Math.abs(document.querySelector('[data-role=compare-stepper]')
+                                  .getBoundingClientRect().top - said) < 1;
+    }""")
+    assert page.locator("iframe").bounding_box()["y"] < -1000  # read far below the frame's top
+    prev = inner.locator("[data-testid=compare-prev]").bounding_box()  # in the window, like the page's
+    assert prev["y"] >= 0 and prev["y"] + prev["height"] <= 700
+    labels = inner.locator("[data-role=compare-label]")
+    before = labels.all_inner_texts()
+    page.mouse.click(prev["x"] + prev["width"] / 2, prev["y"] + prev["height"] / 2)
+    inner.wait_for_function("b => [...document.querySelectorAll('[data-role=compare-label]')]"
+                            ".map(e => e.textContent).join() !== b.join()", arg=before)
