@@ -359,11 +359,15 @@ def memory_height(view: ExplorerView, frame: Frame) -> float:
     return h + 6
 
 
-def memory_width(view: ExplorerView, frame: Frame) -> float:
+def shown_grids(view: ExplorerView, frame: Frame) -> list[Grid]:
+    """The grids the step's memory view draws."""
+    return [row.grid for group, strip in view.memory.strips()
+            if frame.shows(group.k) and frame.shows(strip.k) for row in strip.rows if row.grid]
+
+
+def memory_width(grids: list[Grid]) -> float:
     """The memory panel's width: the strips' own, or wider where a grid the step shows needs it."""
-    widths = [grid_width(row.grid) for group, strip in view.memory.strips()
-              if frame.shows(group.k) and frame.shows(strip.k) for row in strip.rows if row.grid]
-    return max([MEMORY_W, *(width + 2 * PANEL_PAD for width in widths)])
+    return max([MEMORY_W, *(grid_width(g) + 2 * PANEL_PAD for g in grids)])
 
 
 def draw_memory(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float, w: float, h: float) -> None:
@@ -563,23 +567,28 @@ def _wrap(text: str, chars: int, max_lines: int) -> list[str]:
     return lines
 
 
-def _legend(cv: Canvas, x: float, y: float, right: float) -> float:
-    """The legend's items in rows that end before ``right``; the height it took."""
+def _legend(cv: Canvas, x: float, y: float, right: float, grids: bool = False) -> float:
+    """The legend's items in rows that end before ``right``; the height it took. ``grids``: the image
+    draws a 2-D tensor as its shape, so what its "@n" means is said too."""
     c = cv.c
     left, top = x, y
-    items = (
+    items: list[tuple[str, str, str | None, str | None, float]] = [
         (_("leaf, requires grad"), c["leaf_bg"], c["leaf"], None, 7),
         (_("non-leaf"), c["nonleaf_bg"], c["nonleaf"], None, 7),
         (_("saved for backward / held by the graph"), c["saved_bg"], c["saved"], None, 7),
         (_("no grad"), c["nograd_bg"], c["faint"], "3 2", 7),
         ("grad_fn", c["fn"], c["fn_line"], None, 3),
-    )
+    ]
+    if grids:
+        items.append((_("@5: in a grid, the storage cell the element lives in"), "", None, None, 0))
     for label, fill, stroke, dash, rx in items:
-        width = 21 + width_units(label) * 6.6  # monospace: its width is known, so the gaps are even
+        swatch = 21 if fill else 0
+        width = swatch + width_units(label) * 6.6  # monospace: its width is known, so the gaps are even
         if x > left and x + width > right:
             x, y = left, y + 20
-        cv.rect(x, y - 9, 16, 11, fill, stroke, rx, 1.5, dash)
-        cv.text(x + 21, y, label, 11, c["muted"])
+        if fill:
+            cv.rect(x, y - 9, 16, 11, fill, stroke, rx, 1.5, dash)
+        cv.text(x + swatch, y, clip(label, mono_chars(right - x - swatch, 11)), 11, c["muted"])
         x += width + 16
     return y - top + 18
 
@@ -593,7 +602,8 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
     show_graph = has_steps and which in ("both", "graph")
     graph_w, graph_h = graph_size(view, frame) if show_graph else (0, 0)
     memory_h = memory_height(view, frame) if show_memory else 0
-    memory_w = memory_width(view, frame) if show_memory else 0
+    grids = shown_grids(view, frame) if show_memory else []
+    memory_w = memory_width(grids) if show_memory else 0
     panels_w = memory_w + graph_w + (GAP if show_memory and show_graph else 0)
     width = max(panels_w + 2 * PAD, MIN_WIDTH)
     inner = width - 2 * PAD
@@ -658,7 +668,7 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
         y += out_h + GAP
 
     if has_steps:
-        y += _legend(cv, PAD, y + 10, width - PAD)
+        y += _legend(cv, PAD, y + 10, width - PAD, bool(grids))
     height = y + PAD - (GAP if not has_steps else 0)
     title = clean(f"Autograd Explorer · {label}")
     return (

@@ -133,6 +133,9 @@ w[2, 0] = -1.0
 """
 
 
+GRID_LEGEND = "@5: in a grid, the storage cell the element lives in"
+
+
 def _torch_steps(code: str) -> list[dict[str, tuple[torch.Tensor, list[list[int]]]]]:
     """The snippet's matrices after each of its lines, as torch has them: a copy of each one's values
     at that moment, and the storage cell torch says each element lives in."""
@@ -205,6 +208,8 @@ def test_big_grids_are_windows_and_none_is_drawn_where_it_would_mislead() -> Non
     root = parse(svg_of(code, which="memory"))
     assert_fits(root)
     grids = svg_grids(root)
+    assert GRID_LEGEND in texts(root)  # what "@n" means, said where a grid is drawn ...
+    assert GRID_LEGEND not in texts(parse(svg_of(CLONE)))  # ... and only there (vectors only)
     assert "a" in grids and "v" not in grids and "c" not in grids  # int32 read of float32 cells; 3-D
     values, cells, notes = grids["e"]
     assert len(values) == 16 and values == [["1.", "2."]] * 16 and notes == ["rows 0–15 of 40"]
