@@ -44,6 +44,7 @@
     "  function tell() {",
     "    // a sticky header of this page, if it declares one the usual way (scroll-padding-top)",
     "    var header = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;",
+    "    frames = frames.filter(function (f) { return f.isConnected; });  // a frame the page took away",
     "    frames.forEach(function (f) {",
     "      var top = header - f.getBoundingClientRect().top - f.clientTop;",
     "      f.contentWindow.postMessage({ type: \"autograd-explorer:viewport\", top: top }, origin);",

@@ -104,6 +104,10 @@ def test_an_auto_height_embed_keeps_its_stepper_in_sight_at_the_end_of_a_tall_ru
     natural = inner.evaluate("() => document.querySelector('.run > .stepper').getBoundingClientRect().top"
                              " - document.querySelector('#run').getBoundingClientRect().top")
     assert natural == 0
+    # a page that takes the frame away (a docs site's client-side navigation) scrolls on without an error
+    page.evaluate("document.querySelector('iframe').remove()")
+    page.evaluate("scrollBy(0, 50)")
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
 def test_a_fixed_height_embed_scrolls_itself_and_its_stepper_sticks_to_its_top(page, server,
