@@ -25,7 +25,7 @@ HEADER = 56  # the docs page's sticky header, declared as scroll-padding-top
 
 
 def _docs_page(page, server: str, docs_site, *, listener: bool, header: bool = False,
-               height: int = 560) -> None:
+               height: int = 560, width: int = 900) -> None:
     src = f"{server}/embed?code={encode_code(CODE)}&view=memory&autorun=1&readonly=1"
     top = (f'<style>html {{ scroll-padding-top: {HEADER}px }} header {{ position: sticky; top: 0; '
            f'height: {HEADER}px; background: #fff; z-index: 1; margin: 0 }}</style><header>Docs</header>'
@@ -38,7 +38,7 @@ def _docs_page(page, server: str, docs_site, *, listener: bool, header: bool = F
             + '<p style="height: 1200px">After the frame.</p></body></html>')
     path = f"/stepper-{int(listener)}{int(header)}{height}.html"
     docs_site.pages[path] = html
-    page.set_viewport_size({"width": 900, "height": 700})
+    page.set_viewport_size({"width": width, "height": 700})
     page.goto(f"{docs_site.url}{path}")
     frame = page.frame_locator("iframe")
     frame.get_by_test_id("step-label").wait_for()
@@ -64,14 +64,16 @@ def _scroll_to_the_end_of_the_run(page, inner) -> None:
     page.evaluate("y => scrollTo(0, y)", frame_top + end - 700)
 
 
-@pytest.mark.parametrize("header", [False, True], ids=["plain page", "sticky header"])
+@pytest.mark.parametrize(("header", "width"), [(False, 900), (True, 900), (False, 390)],
+                         ids=["plain page", "sticky header", "phone"])
 def test_an_auto_height_embed_keeps_its_stepper_in_sight_at_the_end_of_a_tall_run(page, server, docs_site,
-                                                                                 header) -> None:
-    _docs_page(page, server, docs_site, listener=True, header=header)
+                                                                                 header, width) -> None:
+    _docs_page(page, server, docs_site, listener=True, header=header, width=width)
     inner = page.frames[1]
     page.wait_for_function("() => document.querySelector('iframe').getBoundingClientRect().height > 1400")
     frame_h = page.locator("iframe").bounding_box()["height"]
     assert inner.evaluate("() => document.documentElement.scrollHeight - innerHeight") <= 0  # no inner scroll
+    assert inner.evaluate("() => document.documentElement.scrollWidth - innerWidth") <= 0  # nor sideways
     _scroll_to_the_end_of_the_run(page, inner)
     run_top = inner.evaluate("() => document.querySelector('#run').getBoundingClientRect().top")
     assert page.locator("iframe").bounding_box()["y"] + run_top < -500  # the stepper's own place is far above
