@@ -12,7 +12,7 @@ import sys
 from app.bench import Row, render
 
 # Order is the order they run in.
-BENCHMARKS = ["engine", "http", "stepping", "analysis", "graph", "soak", "scale", "compare"]
+BENCHMARKS = ["engine", "http", "stepping", "analysis", "graph", "soak", "scale", "compare", "embed_scroll"]
 
 
 def _load(name: str):  # noqa: ANN202 - a module

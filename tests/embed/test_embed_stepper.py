@@ -80,9 +80,9 @@ def test_an_auto_height_embed_keeps_its_stepper_in_sight_at_the_end_of_a_tall_ru
     view_top = HEADER if header else 0
     # the frame hears where the window's view begins and the stepper moves there (a message away)
     inner.wait_for_function("""() => {
-      const said = parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--ax-view-top'));
-      const r = document.querySelector('.run > .stepper').getBoundingClientRect();
-      return said > 0 && Math.abs(r.top - said) < 1;
+      const stepper = document.querySelector('.run > .stepper');
+      const said = parseFloat(getComputedStyle(stepper).getPropertyValue('--ax-view-top'));
+      return said > 0 && Math.abs(stepper.getBoundingClientRect().top - said) < 1;
     }""")
     shown = _stepper_in_window(page, inner)
     assert abs(shown["top"] - view_top) <= 1, shown  # at the top of what the reader sees, under a header
@@ -102,7 +102,8 @@ def test_an_auto_height_embed_keeps_its_stepper_in_sight_at_the_end_of_a_tall_ru
     # back at the top of the page the stepper is in its own place again, under the code
     page.evaluate("scrollTo(0, 0)")
     inner.wait_for_function(
-        "() => getComputedStyle(document.documentElement).getPropertyValue('--ax-view-top') === '0px'")
+        "() => getComputedStyle(document.querySelector('.run > .stepper')).getPropertyValue('--ax-view-top')"
+        " === '0px'")
     natural = inner.evaluate("() => document.querySelector('.run > .stepper').getBoundingClientRect().top"
                              " - document.querySelector('#run').getBoundingClientRect().top")
     assert natural == 0
@@ -141,9 +142,9 @@ def test_a_stacked_compare_embed_keeps_its_shared_stepper_in_sight(page, server,
     end = inner.evaluate("() => document.querySelector('[data-role=compare]').getBoundingClientRect().bottom")
     page.evaluate("y => scrollTo(0, y)", page.locator("iframe").bounding_box()["y"] + end - 700)
     inner.wait_for_function("""() => {
-      const said = parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--ax-view-top'));
-      return said > 0 && Math.abs(document.querySelector('[data-role=compare-stepper]')
-                                  .getBoundingClientRect().top - said) < 1;
+      const stepper = document.querySelector('[data-role=compare-stepper]');
+      const said = parseFloat(getComputedStyle(stepper).getPropertyValue('--ax-view-top'));
+      return said > 0 && Math.abs(stepper.getBoundingClientRect().top - said) < 1;
     }""")
     assert page.locator("iframe").bounding_box()["y"] < -1000  # read far below the frame's top
     prev = inner.locator("[data-testid=compare-prev]").bounding_box()  # in the window, like the page's
