@@ -17,6 +17,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from html import escape
 
+from app.budget import current_budget
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView, phase_text, step_label
 from app.render.graph import GNode
@@ -240,6 +241,7 @@ def _draw_grid(cv: Canvas, row: Row, g: Grid, values: list[str], changed: set[st
 
 
 def _draw_strip(cv: Canvas, strip: Strip, group: str, frame: Frame, x: float, y: float, w: float) -> float:
+    current_budget().check()  # a strip and its grids are bounded; a step can show many of them
     c = cv.c
     h = _strip_height(strip, frame)
     graph = group == "graph"

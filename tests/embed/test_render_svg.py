@@ -9,6 +9,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from app.budget import Budget, BudgetExceeded, use_budget
 from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer, fmt
 from app.render.svg import DARK, LIGHT, THEMES, render_svg
@@ -223,6 +224,12 @@ def test_big_grids_are_windows_and_none_is_drawn_where_it_would_mislead() -> Non
     assert values == [[""] * 8] * 6
     assert notes == ["rows 0–5 of 20 · columns 0–7 of 10",
                      "where each element lives (a storage this big is not read)"]
+
+
+def test_drawing_stops_when_the_request_has_no_time_left() -> None:
+    view = build_explorer(trace(GRID_CODE), GRID_CODE)
+    with use_budget(Budget(0.0)), pytest.raises(BudgetExceeded):  # the route answers "Cannot draw this run"
+        render_svg(view, None, "memory")
 
 
 # ---------- over HTTP, through the sandboxed runner ----------
