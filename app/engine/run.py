@@ -191,6 +191,9 @@ def trace_delta(
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
         with warnings.catch_warnings(), touches, hook_watch:
+            # Shown as a plain run shows them, on stderr (the output), even where the host collects
+            # them instead (pytest's capture, a caller's catch_warnings(record=True)).
+            warnings.showwarning = _show_warning
             # what torch warns about while we read facts is ours, not the snippet's
             warnings.filterwarnings("ignore", module=r"app\.engine\.")
             tracer.run(code, scope["namespace"])
@@ -221,6 +224,14 @@ def trace_delta(
         # what the failing line printed before it failed: no step holds it
         error["output"] = output.text[scope["printed"]:][-(1 << 17):]
     return _result(steps, tracer.truncated, error)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Python's own way of showing a warning: its standard text, written to ``sys.stderr``."""
+    stream = file if file is not None else sys.stderr
+    with contextlib.suppress(OSError):
+        stream.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
