@@ -6,8 +6,10 @@ its C++ side holds: no attribute of the node returns them. So while a snippet th
 runs, ``HookWatch`` is a profile function (``sys.setprofile``, which sees C calls with the node as the
 bound method's ``__self__``) and notes, per node, the dict torch's ``_HookMixin._register_hook``
 returns, weakly: the node's C++ hook object owns it, so it dies with the node, and what it holds
-(hooks added, ``handle.remove()``) is read as it is at each step. A leaf's hooks are on its own
-``_backward_hooks``, read through its ``AccumulateGrad``.
+(hooks added, ``handle.remove()``) is read as it is at each step. A leaf's hooks are on the leaf
+itself, read through its ``AccumulateGrad``: ``_backward_hooks`` (``t.register_hook``, run before its
+gradient is accumulated) and ``_post_accumulate_grad_hooks`` (``t.register_post_accumulate_grad_hook``,
+run after).
 
 Reading runs nothing of the snippet's: the hooks are listed (``__qualname__`` of plain functions the
 snippet defined), never called. A line that registers or removes a hook may change nodes the
@@ -41,7 +43,9 @@ MAX_KEY = 200
 NODE_METHODS = {"register_hook": "post", "register_prehook": "pre", "_register_hook_dict": "tensor"}
 REGISTER = _HookMixin._register_hook.__code__  # what the node's C++ calls: returns (dict, handle)
 REMOVE = RemovableHandle.remove.__code__
-TENSOR_REGISTER = torch.Tensor.register_hook.__code__
+# A leaf's own registrations: nothing of its AccumulateGrad changes, so the profile sees their return.
+LEAF_REGISTER = (torch.Tensor.register_hook.__code__,
+                 torch.Tensor.register_post_accumulate_grad_hook.__code__)
 # The engine's own hooks (app.engine.backward hooks every node of a backward pass) are not the snippet's.
 ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -122,7 +126,7 @@ class HookWatch:
                 node, kind = self._pending[-1]
                 self._note(node, kind, arg[0])
                 self._on_change()
-            elif code is TENSOR_REGISTER and not _ours(frame.f_back):
+            elif code in LEAF_REGISTER and not _ours(frame.f_back):
                 self._on_change()  # a leaf's hook: its AccumulateGrad reads it
         elif event == "call" and frame.f_code is REMOVE and not _ours(frame.f_back):
             self._on_change()
@@ -176,12 +180,14 @@ def _theirs(hook: Any) -> bool:
 
 def node_hooks(node: Any, leaf: torch.Tensor | None) -> list[dict[str, Any]]:
     """The hooks torch will run for ``node``: its own (noted while registered) and, for an
-    ``AccumulateGrad``, its leaf's tensor hooks."""
+    ``AccumulateGrad``, its leaf's hooks, in the order torch runs them: before the gradient is
+    accumulated, then after."""
     found = _current.hooks(node) if _current is not None else []
     if leaf is not None:
-        held = leaf._backward_hooks
-        for hook in list(held.values()) if held else ():
-            found.append({"kind": "tensor", "name": hook_name(hook)})
+        for kind, held in (("tensor", leaf._backward_hooks),
+                           ("post_accumulate_grad", leaf._post_accumulate_grad_hooks)):
+            for hook in list(held.values()) if held else ():
+                found.append({"kind": kind, "name": hook_name(hook)})
     return found[:MAX_HOOKS]
 
 

@@ -78,6 +78,40 @@ def test_hooks_are_the_ones_torch_keeps_and_change_at_their_lines() -> None:
     assert _hooks(by_line[15])["MulBackward0"] == [("pre", "pre_y")]  # removed by its handle
 
 
+POST_ACCUMULATE = (
+    "w = torch.ones(2, requires_grad=True)\n"  # 1
+    "def after(p):\n"  # 2
+    "    print('accumulated', p.grad)\n"  # 3
+    "ha = w.register_post_accumulate_grad_hook(after)\n"  # 4: no graph yet, no AccumulateGrad
+    "y = (w * 2).sum()\n"  # 5
+    "hb = w.register_post_accumulate_grad_hook(lambda p: None)\n"  # 6
+    "ht = w.register_hook(lambda g: g)\n"  # 7
+    "hb.remove()\n"  # 8
+    "y.backward()\n"  # 9
+)
+
+
+def test_post_accumulate_grad_hooks_are_the_leafs_and_listed_on_its_accumulate_grad() -> None:
+    plain = run_plain(POST_ACCUMULATE)
+    assert plain.error is None and plain.stdout == "accumulated tensor([2., 2.])\n"
+    w = plain.namespace["w"]
+    expected = [("tensor", _name(h)) for h in w._backward_hooks.values()] + [
+        ("post_accumulate_grad", _name(h)) for h in w._post_accumulate_grad_hooks.values()]
+    assert expected == [("tensor", "<lambda>"), ("post_accumulate_grad", "after")]  # torch's own dicts
+    steps = _steps(POST_ACCUMULATE)
+    by_line = {s.line: s for s in steps}
+    assert "AccumulateGrad" not in _hooks(by_line[4])
+    assert _hooks(by_line[5])["AccumulateGrad"] == [("post_accumulate_grad", "after")]
+    assert _hooks(by_line[6])["AccumulateGrad"] == [("post_accumulate_grad", "after"),
+                                                    ("post_accumulate_grad", "<lambda>")]
+    assert _hooks(by_line[7])["AccumulateGrad"] == [("tensor", "<lambda>"), ("post_accumulate_grad", "after"),
+                                                    ("post_accumulate_grad", "<lambda>")]
+    assert _hooks(by_line[8])["AccumulateGrad"] == expected  # removed by its handle
+    assert _hooks(by_line[9])["AccumulateGrad"] == expected
+    assert steps[-1].stdout == plain.stdout  # torch ran the hook, once, as in the plain run
+    assert [_hooks(s) for s in steps] == [_hooks(s) for s in _steps(POST_ACCUMULATE, full=True)]
+
+
 def test_the_engines_own_backward_hooks_are_not_listed() -> None:
     code = "x = torch.ones(2, requires_grad=True)\ny = (x * 2).sum()\ny.backward()\nz = x * 1\n"
     result = expand(DeltaTrace.model_validate(trace_delta(code)))
