@@ -175,7 +175,7 @@ CALLS = re.compile(r"(?<![.\w])(?:vars|eval|exec|compile)\b")
 def registers_hooks(source: str) -> bool:
     """May this snippet register hooks (``register_hook``, ``register_prehook``, a module's
     ``register_full_backward_hook``)? The profile function is on only then: on for every run, it
-    would cost each 6-12 % more CPU time (a loop's many calls; measured with the benchmark's
+    would cost each 5-12 % more CPU time (a loop's many calls; measured with the benchmark's
     snippets) to see names no ordinary snippet builds. Identifiers are read as Python reads them:
     ``register_ｈｏｏｋ`` (full-width letters) is ``register_hook`` (NFKC). Substring tests first: one
     regular expression of all the words took 0.7 ms on a 5 KB source, these take about 0.05 ms."""
