@@ -145,14 +145,17 @@ class StorageFact(_Fact):
     values: list[Scalar] | None = Field(default=None, max_length=64)
 
 
-HookKind = Literal["pre", "post", "tensor"]
+# (``post_accumulate_grad`` came later: a kind a reader does not know is one it can skip)
+HookKind = Literal["pre", "post", "tensor", "post_accumulate_grad"]
 
 
 class HookFact(_Fact):
     """A hook torch runs for a node (``NodeFact.hooks``): ``pre`` from ``grad_fn.register_prehook``,
     ``post`` from ``grad_fn.register_hook``, ``tensor`` from ``t.register_hook`` on a tensor whose
-    grad_fn (or, for a leaf, whose ``AccumulateGrad``) the node is. ``name`` is the ``__qualname__``
-    of a function the snippet defined, null for any other callable."""
+    grad_fn (or, for a leaf, whose ``AccumulateGrad``) the node is, ``post_accumulate_grad`` from
+    ``t.register_post_accumulate_grad_hook`` on a leaf whose ``AccumulateGrad`` the node is (run once
+    ``t.grad`` is updated). ``name`` is the ``__qualname__`` of a function the snippet defined, null
+    for any other callable."""
 
     kind: HookKind
     name: str | None = Field(default=None, max_length=MAX_NAME)

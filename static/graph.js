@@ -169,7 +169,8 @@
   // [kind, name]: a hook torch runs for the node, named by the snippet's function when it is one
   function hookText(hook) {
     var t = window.AXT.t;
-    var kind = hook[0] === "pre" ? t("node pre-hook") : hook[0] === "post" ? t("node hook") : t("tensor hook");
+    var kind = hook[0] === "pre" ? t("node pre-hook") : hook[0] === "post" ? t("node hook")
+      : hook[0] === "post_accumulate_grad" ? t("post-accumulate-grad hook") : t("tensor hook");
     return hook[1] ? kind + " " + hook[1] : kind;
   }
 

@@ -438,6 +438,13 @@ class NameWalker:
             self._sweep()
         return bound, [name for name in dict.fromkeys(gone) if name not in self.current]
 
+    def still(self) -> tuple[dict[str, str], list[str]]:
+        """``walk``'s answer for a step in which no snippet code ran: nothing bound, nothing gone.
+        Only after a walk that no limit cut (a cut's report belongs to every step it holds for)."""
+        assert not self.capped, "a capped walk is walked again"
+        self.arrays_changed = False
+        return {}, []
+
     def position(self, name: str) -> tuple[int, int, int]:
         """Where ``name`` comes in walk order at the latest step."""
         top = self._top_of[name]

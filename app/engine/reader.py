@@ -395,12 +395,22 @@ class Reader:
             value = getattr(node, attribute)
         except RuntimeError as error:  # freed by backward, or modified in place since it was saved
             message = short_message(error)
+            if message.startswith(FREED_PREFIX) and self._saved_nothing(nid, name):
+                return
             fact["saved"][name] = None
             fact["saved_errors"][name] = message
             if message.startswith(FREED_PREFIX):
                 self.run.freed.setdefault(nid, {})[name] = message
             return
         self._add_saved(fact, nid, name, value)
+
+    def _saved_nothing(self, nid: str, name: str) -> bool:
+        """A custom Function's ``ctx.saved_tensors`` that held nothing when last read: torch refuses it
+        after backward all the same, but nothing was freed (and a step that did not re-read the node
+        must show the same)."""
+        before = self.run.nodes.get(nid)
+        return name == "saved_tensors" and before is not None and not any(
+            key == name or key.startswith(name + "[") for key in before["saved"])
 
     def _add_saved(self, fact: dict[str, Any], nid: str, name: str, value: Any) -> None:
         kind = kind_of(value)  # (ctx attributes are the snippet's objects: read by their types)

@@ -106,7 +106,7 @@ def trace_delta(
     lines = source.split("\n")
     steps: list[dict[str, Any]] = []
     LIVE["steps"] = steps
-    scope: dict[str, Any] = {"namespace": prelude(builtins_namespace), "printed": 0}
+    scope: dict[str, Any] = {"namespace": prelude(builtins_namespace), "printed": 0, "walked_at": None}
 
     def on_step(line: int, frame: FrameType) -> None:
         # Reading a frame's locals first lets go of what the frame no longer holds (``del t`` in a
@@ -123,6 +123,7 @@ def trace_delta(
         try:
             with hook_watch.quiet():
                 steps.append(taker.take(line, printed, scopes, touches))
+            scope["walked_at"] = tracer.frame_events
         except (RecursionError, MemoryError):
             raise  # the snippet's own doing (it recursed deep, or filled memory): report it as such
         except Exception as exc:
@@ -130,6 +131,14 @@ def trace_delta(
         finally:
             touches.clear()
             sys.stdout, sys.stderr = streams
+
+    def names_still() -> bool:
+        # Between two nodes of one backward pass only torch's C++ and the snippet's hooks run. Where
+        # no hook can be registered (app.engine.hooks) and no snippet frame was entered since the last
+        # walk, no name can have changed: the walk is skipped (half of a node step's reading). The
+        # first node of a pass always walks: the line may have rebound names before calling backward.
+        return (scope["walked_at"] == tracer.frame_events and not hook_watch.active
+                and not taker.walker.capped)
 
     def on_node(ran: NodeRan) -> None:
         # One node of a backward pass just ran: a step for it, counted like any other.
@@ -146,7 +155,9 @@ def trace_delta(
         try:
             scopes = snippet_scopes(ran.frame, scope["namespace"])
             with hook_watch.quiet():
-                steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran))
+                steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran,
+                                        names_still=names_still()))
+            scope["walked_at"] = tracer.frame_events
         except (RecursionError, MemoryError):
             raise
         except Exception as exc:
@@ -161,6 +172,7 @@ def trace_delta(
     def on_backward(frame: FrameType, event: str) -> None:
         # torch's backward entry point starts (hook its graph) or returns (unhook; mark for the line).
         if event == "call":
+            scope["walked_at"] = None  # the pass's first node walks (see names_still)
             watch = BackwardWatch(on_node)
             watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
             watch.start(frame)
@@ -191,6 +203,9 @@ def trace_delta(
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
         with warnings.catch_warnings(), touches, hook_watch:
+            # Shown as a plain run shows them, on stderr (the output), even where the host collects
+            # them instead (pytest's capture, a caller's catch_warnings(record=True)).
+            warnings.showwarning = _show_warning
             # what torch warns about while we read facts is ours, not the snippet's
             warnings.filterwarnings("ignore", module=r"app\.engine\.")
             tracer.run(code, scope["namespace"])
@@ -221,6 +236,14 @@ def trace_delta(
         # what the failing line printed before it failed: no step holds it
         error["output"] = output.text[scope["printed"]:][-(1 << 17):]
     return _result(steps, tracer.truncated, error)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Python's own way of showing a warning: its standard text, written to ``sys.stderr``."""
+    stream = file if file is not None else sys.stderr
+    with contextlib.suppress(OSError):
+        stream.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _untraced(tracer: LineTracer) -> dict[str, Any] | None:

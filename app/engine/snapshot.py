@@ -152,12 +152,15 @@ class SnapshotTaker:
 
     # ---- one step --------------------------------------------------------------------------------
     def take(self, line: int, stdout: str, scopes: list[tuple[str, dict[str, Any]]],
-             touches: Touches | None = None, ran: NodeRan | None = None) -> dict[str, Any]:
+             touches: Touches | None = None, ran: NodeRan | None = None,
+             names_still: bool = False) -> dict[str, Any]:
         """The delta of one step; ``stdout`` is the text printed during it. With ``ran``, the step
-        after one node of a backward pass (``app.engine.backward``)."""
+        after one node of a backward pass (``app.engine.backward``). ``names_still``: the caller knows
+        no snippet code ran since the last step, so no name can have changed (``names_still`` in
+        ``app.engine.run``); a whole-snapshot run walks the names all the same."""
         # Reading facts must not run a snippet's __torch_function__, nor be seen by our own mode.
         with torch._C.DisableTorchFunction():
-            bound, gone = self.walker.walk(scopes)
+            bound, gone = self.walker.still() if names_still and not self.full else self.walker.walk(scopes)
             self.in_backward = ran is not None
             if ran is not None:
                 self._node_ran(ran, touches)

@@ -127,6 +127,10 @@ class LineTracer:
         self._on_hidden_write = on_hidden_write
         self.steps = 0
         self.truncated = False
+        # Snippet frames entered or left so far (calls, generator resumptions, comprehensions and
+        # lambdas; returns and yields): while it stays the same, no snippet code ran and no snippet
+        # frame (a scope of names) ended — and nothing but snippet code rebinds its names.
+        self.frame_events = 0
         # Per active snippet frame: [line being executed, whether an exception is propagating].
         self._stack: list[list[Any]] = []
         # Python switches tracing off when a trace function raises — ours does on purpose (the step
@@ -144,12 +148,15 @@ class LineTracer:
 
     def global_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
-        if code.co_filename != SNIPPET_FILENAME or code.co_name in INLINE_FRAMES:
+        if code.co_filename != SNIPPET_FILENAME:
             if code is BACKWARD_ENTRY and self._on_backward is not None:
                 self._on_backward(frame, "call")
                 return self._backward_trace
             if id(code) in HIDDEN_WRITERS and self._on_hidden_write is not None:
                 self._on_hidden_write()
+            return None
+        self.frame_events += 1
+        if code.co_name in INLINE_FRAMES:
             return None
         self._stack.append([None, False])
         return self._local_trace
@@ -191,6 +198,7 @@ class LineTracer:
             # A return during exception propagation means the line did not complete.
             if top[0] is not None and not top[1]:
                 self._emit(top[0], frame)
+            self.frame_events += 1  # after that step: its walk still saw this frame's names
         return self._local_trace
 
     def run(self, code: Any, namespace: dict[str, Any]) -> None:

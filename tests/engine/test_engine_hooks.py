@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from types import FunctionType
 
+import pytest
+
 from app.engine import EngineLimits, trace_delta
+from app.engine.hooks import registers_hooks
 from app.schema import DeltaTrace
 from app.trace.delta import expand
 from tests.engine.torch_oracle import run_plain
@@ -76,6 +79,86 @@ def test_hooks_are_the_ones_torch_keeps_and_change_at_their_lines() -> None:
     assert _hooks(by_line[13])["AccumulateGrad"] == []
     assert _hooks(by_line[14])["AccumulateGrad"] == [("tensor", "<lambda>")]
     assert _hooks(by_line[15])["MulBackward0"] == [("pre", "pre_y")]  # removed by its handle
+
+
+POST_ACCUMULATE = (
+    "w = torch.ones(2, requires_grad=True)\n"  # 1
+    "def after(p):\n"  # 2
+    "    print('accumulated', p.grad)\n"  # 3
+    "ha = w.register_post_accumulate_grad_hook(after)\n"  # 4: no graph yet, no AccumulateGrad
+    "y = (w * 2).sum()\n"  # 5
+    "hb = w.register_post_accumulate_grad_hook(lambda p: None)\n"  # 6
+    "ht = w.register_hook(lambda g: g)\n"  # 7
+    "hb.remove()\n"  # 8
+    "y.backward()\n"  # 9
+)
+
+
+def test_post_accumulate_grad_hooks_are_the_leafs_and_listed_on_its_accumulate_grad() -> None:
+    plain = run_plain(POST_ACCUMULATE)
+    assert plain.error is None and plain.stdout == "accumulated tensor([2., 2.])\n"
+    w = plain.namespace["w"]
+    expected = [("tensor", _name(h)) for h in w._backward_hooks.values()] + [
+        ("post_accumulate_grad", _name(h)) for h in w._post_accumulate_grad_hooks.values()]
+    assert expected == [("tensor", "<lambda>"), ("post_accumulate_grad", "after")]  # torch's own dicts
+    steps = _steps(POST_ACCUMULATE)
+    by_line = {s.line: s for s in steps}
+    assert "AccumulateGrad" not in _hooks(by_line[4])
+    assert _hooks(by_line[5])["AccumulateGrad"] == [("post_accumulate_grad", "after")]
+    assert _hooks(by_line[6])["AccumulateGrad"] == [("post_accumulate_grad", "after"),
+                                                    ("post_accumulate_grad", "<lambda>")]
+    assert _hooks(by_line[7])["AccumulateGrad"] == [("tensor", "<lambda>"), ("post_accumulate_grad", "after"),
+                                                    ("post_accumulate_grad", "<lambda>")]
+    assert _hooks(by_line[8])["AccumulateGrad"] == expected  # removed by its handle
+    assert _hooks(by_line[9])["AccumulateGrad"] == expected
+    assert steps[-1].stdout == plain.stdout  # torch ran the hook, once, as in the plain run
+    assert [_hooks(s) for s in steps] == [_hooks(s) for s in _steps(POST_ACCUMULATE, full=True)]
+
+
+COMPUTED_PRELUDE = (
+    "x = torch.ones(2, requires_grad=True)\n"
+    "y = x * 2\n"
+    "def post(grad_inputs, grad_outputs):\n"
+    "    return None\n"
+)
+NAME = "'register_' + 'ho' + 'ok'"  # a name the source never spells
+COMPUTED = {
+    "getattr": f"h = getattr(y.grad_fn, {NAME})(post)\n",
+    "attrgetter": f"import operator\nh = operator.attrgetter({NAME})(y.grad_fn)(post)\n",
+    "vars of its type": f"m = [vars(c) for c in type(y.grad_fn).__mro__ if {NAME} in vars(c)][0][{NAME}]\n"
+                        "h = m(y.grad_fn, post)\n",
+    "getmembers": f"import inspect\nh = dict(inspect.getmembers(y.grad_fn))[{NAME}](post)\n",
+    "exec": "exec('h = y.grad_fn.register_' + 'ho' + 'ok(post)')\n",
+    # Python reads the identifier as register_hook (NFKC)
+    "full-width letters": "h = y.grad_fn.register_\uff48\uff4f\uff4f\uff4b(post)\n",
+}
+
+
+@pytest.mark.parametrize("line", COMPUTED.values(), ids=COMPUTED.keys())
+def test_a_hook_registered_through_a_name_the_source_never_spells_is_seen(line: str) -> None:
+    code = COMPUTED_PRELUDE + line
+    assert "hook" not in code
+    plain = run_plain(code)
+    assert plain.error is None
+    expected = [("post", _name(h)) for h in plain.namespace["h"].hooks_dict_ref().values()]
+    assert expected == [("post", "post")]  # torch's own dict: registered
+    steps = _steps(code)
+    assert _hooks(steps[-1])["MulBackward0"] == expected
+    assert [_hooks(s) for s in steps] == [_hooks(s) for s in _steps(code, full=True)]
+
+
+def test_snippets_that_cannot_register_hooks_run_unwatched() -> None:
+    """The profile function costs every call the snippet makes: the benchmark's snippets (none
+    registers a hook) run without it, and so does every golden snippet but the two that may."""
+    from app.bench.engine import CLONE_DETACH, TRAINING_LOOP
+    from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK, NUMPY_KEPT
+    from tests.golden import load
+
+    for source in (CLONE_DETACH, TRAINING_LOOP, ADAM, DEEP_BACKWARD, LEAK, NUMPY_KEPT):
+        assert not registers_hooks(source)
+    assert sum(registers_hooks(g.source) for g in load()) == 2  # a hook, and a getattr
+    assert registers_hooks("h = t.register_hook(f)") and registers_hooks("getattr(t, name)(f)")
+    assert registers_hooks("f = eval\n") and not registers_hooks("model.eval()\nm = torch.compile(m)\n")
 
 
 def test_the_engines_own_backward_hooks_are_not_listed() -> None:

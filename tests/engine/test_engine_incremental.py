@@ -163,6 +163,36 @@ d["b"] = xs[1]
 del d["a"]
 xs.clear()
 """,
+    # A backward pass's later nodes skip the name walk when no snippet code ran (app.engine.run's
+    # names_still): the cases where names do change during a pass, or on its line just before it.
+    "names rebound on the line that then calls backward": """
+w = torch.ones(3, requires_grad=True)
+kept = []
+loss = (w * 2).exp().sum(); kept.append(loss); loss = loss * 3; loss.backward()
+""",
+    "a custom backward rebinds a name mid-pass": """
+seen = None
+class Spy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+    @staticmethod
+    def backward(ctx, g):
+        global seen
+        seen = g.clone()
+        return g
+w = torch.ones(2, requires_grad=True)
+y = Spy.apply(w.exp()).sin().sum()
+y.backward()
+""",
+    "a built-in method as a hook fills a list mid-pass": """
+grads = []
+w = torch.ones(2, requires_grad=True)
+h = w.exp()
+h.register_hook(grads.append)
+z = (h * 2).sin().sum()
+z.backward()
+""",
     "functions and recursion": """
 def grow(t, n):
     if n == 0:

@@ -11,6 +11,7 @@ import json
 import math
 import random
 import re
+import sys
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -43,7 +44,9 @@ def run_plain(source: str) -> Plain:
     buffer = io.StringIO()
     error: BaseException | None = None
     line = None
-    with redirect_stdout(buffer), redirect_stderr(buffer):
+    # Warnings shown as a plain run shows them, on stderr, though pytest collects them around tests.
+    with redirect_stdout(buffer), redirect_stderr(buffer), warnings.catch_warnings():
+        warnings.showwarning = _show_warning
         try:
             exec(compile(source, PLAIN_FILENAME, "exec"), namespace)  # noqa: S102
         except Exception as exc:  # the snippet's error is part of its behaviour
@@ -54,6 +57,11 @@ def run_plain(source: str) -> Plain:
                     line = tb.tb_lineno
                 tb = tb.tb_next
     return Plain(namespace, buffer.getvalue(), error, line)
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def trace(source: str, **limits: Any) -> dict[str, Any]:

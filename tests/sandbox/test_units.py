@@ -151,3 +151,29 @@ def test_the_unconfined_runner_needs_the_explicit_dev_override(tmp_path) -> None
         default_runner(Settings(sandbox="subprocess", data_dir=tmp_path))
     runner = default_runner(Settings(sandbox="subprocess", unsafe_dev=True, data_dir=tmp_path))
     assert isinstance(runner, SubprocessRunner) and runner.health()["unsafe_dev"] is True
+
+
+def test_a_memory_error_out_of_the_job_is_answered_as_the_memory_limit() -> None:
+    """A MemoryError that escapes the job (the engine's answer itself did not fit) still gets the
+    server a well-formed answer that names the limit — read as the pool reads any answer."""
+    from app.sandbox.child import _answer_memory
+    from app.sandbox.layers import ChildConfig
+    from app.sandbox.runner import parse_result
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # it ends its process, as it ends a child
+        os.close(read_fd)
+        _answer_memory(write_fd, ChildConfig(memory_mib=300))
+        os._exit(99)  # not reached
+    os.close(write_fd)
+    try:
+        data, stopped = frames.read_to_eof(read_fd, 1 << 20, time.monotonic() + 30)
+    finally:
+        os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    assert stopped is None and os.waitstatus_to_exitcode(status) == 0
+    trace = parse_result(data, 1 << 20)
+    assert trace.error is not None and (trace.error.kind, trace.error.code) == ("memory", "memory.limit")
+    assert "300" in trace.error.message
+    assert not trace.ok and trace.truncated and trace.steps == []

@@ -143,3 +143,22 @@ def test_the_inspector_lists_metadata_keys_and_hooks_as_they_change(page) -> Non
     assert "metadata keys\nnone" in inspector.inner_text()
     page.get_by_test_id("step-prev").click()  # before the pre-hook
     assert "hooks\n1: tensor hook scale" in inspector.inner_text()
+
+
+POST_ACCUMULATE = (
+    "w = torch.ones(2, requires_grad=True)\n"
+    "def after(p):\n"
+    "    return None\n"
+    "y = (w * 2).sum()\n"
+    "h = w.register_post_accumulate_grad_hook(after)\n"
+)
+
+
+def test_a_post_accumulate_grad_hook_is_named_as_such_in_both_languages(page) -> None:
+    for path, label in (("/", "post-accumulate-grad hook after"), ("/?lang=zh-CN", "梯度累加后钩子 after")):
+        open_page(page, path)
+        run_code(page, POST_ACCUMULATE)
+        acc = page.locator("#graph-view .drawing:not([hidden]) .node-acc:not([hidden])")
+        acc.locator(".label").click()
+        inspector = page.locator("[data-role=graph-inspector]")
+        assert f": {label}" in inspector.inner_text()
