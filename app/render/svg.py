@@ -648,7 +648,7 @@ def render_svg(view: ExplorerView, step: int | None = None, which: str = "both",
     panels_h = max(memory_h, graph_h)
     x = PAD
     if show_memory:
-        memory_w = memory_w if show_graph else inner
+        memory_w = memory_w if show_graph else inner  # alone, the memory takes the whole width
         draw_memory(cv, view, frame, x, y, memory_w, panels_h)
         x += memory_w + GAP
     if show_graph:
