@@ -10,7 +10,6 @@ Needs the test extras (playwright) and Debian's chromium; without them it says s
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from app.bench import Row
 from app.bench.http import BenchServer
-from app.bench.stepping import CHROMIUM, CHROMIUM_ARGS
+from app.bench.stepping import browser_missing, launch_chromium
 from app.web.permalink import encode_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,14 +75,10 @@ def _docs_site(page_html: str) -> tuple[ThreadingHTTPServer, str]:
 
 
 def run() -> list[Row]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        print("[embed_scroll] playwright is not installed (pip install -e '.[test]'): skipped")
+    if browser_missing("embed_scroll"):
         return []
-    if not os.path.exists(CHROMIUM):
-        print(f"[embed_scroll] no chromium at {CHROMIUM} (apt-get install chromium): skipped")
-        return []
+    from playwright.sync_api import sync_playwright
+
     server = BenchServer()
     src = f"{server.url}/embed?code={encode_code(LOOP)}&autorun=1&readonly=1"
     httpd, docs = _docs_site(
@@ -92,7 +87,7 @@ def run() -> list[Row]:
         + _listener(server.url) + '<p style="height: 1200px">After the frame.</p></body></html>')
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            browser = launch_chromium(playwright)
             page = browser.new_page(viewport={"width": 1200, "height": 800})
             page.goto(docs + "/")
             page.frame_locator("iframe").get_by_test_id("step-label").wait_for(timeout=120_000)

@@ -21,7 +21,6 @@ Rows:
 from __future__ import annotations
 
 import copy
-import os
 import re
 import time
 from collections import Counter
@@ -335,24 +334,20 @@ LABEL_PX = """() => {
 
 
 def browser_rows() -> list[Row]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        print("[graph] playwright is not installed (pip install -e '.[test]'): browser rows skipped")
-        return []
-    from app.bench.http import BenchServer
-    from app.bench.stepping import CHROMIUM, CHROMIUM_ARGS
+    from app.bench.stepping import browser_missing, launch_chromium
 
-    if not os.path.exists(CHROMIUM):
-        print(f"[graph] no chromium at {CHROMIUM}: browser rows skipped")
+    if browser_missing("graph"):
         return []
     import httpx
+    from playwright.sync_api import sync_playwright
+
+    from app.bench.http import BenchServer
 
     server = BenchServer()
     rows = []
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            browser = launch_chromium(playwright)
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(server.url + "/")
             page.wait_for_function("() => window.AX && AX.runs > 0", timeout=120_000)

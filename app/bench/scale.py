@@ -30,7 +30,7 @@ import httpx
 from app.bench import Row
 from app.bench.http import BenchServer
 from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK
-from app.bench.stepping import CHROMIUM, CHROMIUM_ARGS, MEASURE
+from app.bench.stepping import MEASURE, browser_missing, launch_chromium
 from app.heap import collector_paused
 
 HTTP_TIMEOUT = 120
@@ -129,17 +129,13 @@ def _in_process(delta: dict, code: str) -> dict[str, float]:
 
 
 def _browser(url: str, scenarios: list[Scenario]) -> dict[str, dict[str, float]]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        print("[scale] playwright is not installed (pip install -e '.[test]'): no browser figures")
+    if browser_missing("scale"):
         return {}
-    if not os.path.exists(CHROMIUM):
-        print(f"[scale] no chromium at {CHROMIUM}: no browser figures")
-        return {}
+    from playwright.sync_api import sync_playwright
+
     found: dict[str, dict[str, float]] = {}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch_chromium(playwright)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(HTTP_TIMEOUT * 1000)
         page.goto(url + "/")

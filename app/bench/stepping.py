@@ -16,6 +16,25 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
 
+
+def browser_missing(bench: str) -> bool:
+    """True, and says why, when a benchmark's browser rows cannot run here (the browser benchmarks
+    share this check: Playwright's driver from the test extras, Debian's chromium, never Playwright's)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        print(f"[{bench}] playwright is not installed (pip install -e '.[test]'): no browser rows")
+        return True
+    if not os.path.exists(CHROMIUM):
+        print(f"[{bench}] no chromium at {CHROMIUM} (apt-get install chromium): no browser rows")
+        return True
+    return False
+
+
+def launch_chromium(playwright):  # noqa: ANN001, ANN201 - Playwright's types, imported lazily
+    """Debian's chromium, headless, as every browser benchmark drives it."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
 LOOP = (
     "w = torch.randn(4, 3, requires_grad=True)\n"
     "x = torch.randn(3)\n"
@@ -54,18 +73,14 @@ MEASURE = """async () => {
 
 
 def run() -> list[Row]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        print("[stepping] playwright is not installed (pip install -e '.[test]'): skipped")
+    if browser_missing("stepping"):
         return []
-    if not os.path.exists(CHROMIUM):
-        print(f"[stepping] no chromium at {CHROMIUM} (apt-get install chromium): skipped")
-        return []
+    from playwright.sync_api import sync_playwright
+
     server = BenchServer()
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            browser = launch_chromium(playwright)
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(server.url + "/")
             page.wait_for_function("() => window.AX && AX.runs > 0", timeout=120_000)
