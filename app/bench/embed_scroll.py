@@ -17,7 +17,7 @@ from pathlib import Path
 
 from app.bench import Row
 from app.bench.http import BenchServer
-from app.bench.stepping import browser_missing, launch_chromium
+from app.bench.stepping import launch_chromium, playwright_here
 from app.web.permalink import encode_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +75,9 @@ def _docs_site(page_html: str) -> tuple[ThreadingHTTPServer, str]:
 
 
 def run() -> list[Row]:
-    if browser_missing("embed_scroll"):
+    sync_playwright = playwright_here("embed_scroll")
+    if sync_playwright is None:
         return []
-    from playwright.sync_api import sync_playwright
 
     server = BenchServer()
     src = f"{server.url}/embed?code={encode_code(LOOP)}&autorun=1&readonly=1"

@@ -334,12 +334,12 @@ LABEL_PX = """() => {
 
 
 def browser_rows() -> list[Row]:
-    from app.bench.stepping import browser_missing, launch_chromium
+    from app.bench.stepping import launch_chromium, playwright_here
 
-    if browser_missing("graph"):
+    sync_playwright = playwright_here("graph")
+    if sync_playwright is None:
         return []
     import httpx
-    from playwright.sync_api import sync_playwright
 
     from app.bench.http import BenchServer
 

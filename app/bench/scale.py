@@ -30,7 +30,7 @@ import httpx
 from app.bench import Row
 from app.bench.http import BenchServer
 from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK
-from app.bench.stepping import MEASURE, browser_missing, launch_chromium
+from app.bench.stepping import MEASURE, launch_chromium, playwright_here
 from app.heap import collector_paused
 
 HTTP_TIMEOUT = 120
@@ -129,9 +129,9 @@ def _in_process(delta: dict, code: str) -> dict[str, float]:
 
 
 def _browser(url: str, scenarios: list[Scenario]) -> dict[str, dict[str, float]]:
-    if browser_missing("scale"):
+    sync_playwright = playwright_here("scale")
+    if sync_playwright is None:
         return {}
-    from playwright.sync_api import sync_playwright
 
     found: dict[str, dict[str, float]] = {}
     with sync_playwright() as playwright:

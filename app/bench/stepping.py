@@ -17,18 +17,19 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--no-first-run"]
 
 
-def browser_missing(bench: str) -> bool:
-    """True, and says why, when a benchmark's browser rows cannot run here (the browser benchmarks
-    share this check: Playwright's driver from the test extras, Debian's chromium, never Playwright's)."""
+def playwright_here(bench: str):  # noqa: ANN201 - Playwright's sync_playwright, imported lazily
+    """Playwright's ``sync_playwright`` when a benchmark's browser rows can run here, else None, and
+    says why (the browser benchmarks share this check: Playwright's driver from the test extras,
+    Debian's chromium, never Playwright's own browser)."""
     try:
-        import playwright.sync_api  # noqa: F401
+        from playwright.sync_api import sync_playwright
     except ImportError:
         print(f"[{bench}] playwright is not installed (pip install -e '.[test]'): no browser rows")
-        return True
+        return None
     if not os.path.exists(CHROMIUM):
         print(f"[{bench}] no chromium at {CHROMIUM} (apt-get install chromium): no browser rows")
-        return True
-    return False
+        return None
+    return sync_playwright
 
 
 def launch_chromium(playwright):  # noqa: ANN001, ANN201 - Playwright's types, imported lazily
@@ -73,9 +74,9 @@ MEASURE = """async () => {
 
 
 def run() -> list[Row]:
-    if browser_missing("stepping"):
+    sync_playwright = playwright_here("stepping")
+    if sync_playwright is None:
         return []
-    from playwright.sync_api import sync_playwright
 
     server = BenchServer()
     try:
