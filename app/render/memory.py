@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import NamedTuple
 
 from app.i18n import N_
 from app.i18n import gettext as _
@@ -28,7 +29,7 @@ from app.render.grid import Grid, grid, reads_as
 from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
-from app.schema import StorageFact
+from app.schema import StorageFact, TensorFact
 
 SMALL_LIMIT = 64  # storages of at most this many elements are drawn cell by cell
 CELLS_PER_LINE = 6
@@ -144,8 +145,10 @@ def _levels(cover: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(0 if c <= 0 else max(1, min(LEVELS, round(c * LEVELS))) for c in cover)
 
 
-@dataclass(frozen=True)
-class _Shape:
+# The three records below are rebuilt for every storage a step touches (thousands of times on a long
+# run): named tuples, which build several times faster than frozen dataclasses and compare and hash
+# the same way, field by field.
+class _Shape(NamedTuple):
     """What a strip's elements are made of: members of a family all have the same."""
 
     group: str
@@ -157,8 +160,7 @@ class _Shape:
     rows: tuple[tuple[Layout, str], ...]  # (layout, how it reads its cells: grid.reads_as) of each drawn row
 
 
-@dataclass(frozen=True)
-class _RowNow:
+class _RowNow(NamedTuple):
     tensor: str
     label: str
     kind: str
@@ -166,8 +168,7 @@ class _RowNow:
     bumped: bool
 
 
-@dataclass(frozen=True)
-class _Record:
+class _Record(NamedTuple):
     """One storage as it reads after the latest step that touched it."""
 
     shape: _Shape
@@ -226,6 +227,9 @@ class MemoryBuilder:
         self.per_group = dict.fromkeys(self.group_k, 0)
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
         self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
+        # tensor -> (fact, its storage's element size, (its layout, how it reads its cells), its version
+        # text): what a row reads of the tensor's fact alone, made again only when the fact is new
+        self._rows: dict[str, tuple[TensorFact, int, tuple[Layout, str], str]] = {}
         self.arrays = ArrayIndex()
         self.buffers = BufferBuilder(tracks)
 
@@ -298,13 +302,15 @@ class MemoryBuilder:
         layouts, rows = [], []
         for tid in drawn:
             fact = state.tensors[tid]
-            itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
-            layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize)
-            layouts.append((layout, reads_as(fact)))
+            own = self._rows.get(tid)
+            if own is None or own[0] is not fact or own[1] != storage.element_size:
+                version = "" if fact.version is None else f"v{fact.version}"
+                own = self._rows[tid] = (fact, storage.element_size, _layout(fact, storage), version)
+            layouts.append(own[2])
+            version = own[3]
             old = old_tensors.get(tid)
             bumped = (old is not None and old.version is not None and fact.version is not None
                       and fact.version > old.version)
-            version = "" if fact.version is None else f"v{fact.version}"
             kind = tensor_kind(fact, holding.is_named(tid))
             rows.append(_RowNow(tid, label(holding, tid), kind, version, bumped))
         cells = None
@@ -473,6 +479,13 @@ class MemoryBuilder:
         groups = tuple(Group(self.group_k[name], name, _(title), _(hint), tuple(by_group[name]))
                        for name, title, hint in GROUPS)
         return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
+
+
+def _layout(fact: TensorFact, storage: StorageFact) -> tuple[Layout, str]:
+    """A row's layout (in the tensor's own element size: a dtype view reads the bytes in other units)
+    and how it reads the storage's cells."""
+    itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
+    return Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize), reads_as(fact)
 
 
 def _member_label(record: _Record) -> str:
