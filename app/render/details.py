@@ -17,7 +17,6 @@ from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
     UNNAMED,
-    display_name,
     first_holder_of,
     fold_names,
     holder_phrase,
@@ -71,21 +70,22 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
         holders = holders_of(holding, tid)
         held = holders_text(holders) if holders else None
     values = values if values is not None else values_text(fact)
-    return [*head_rows(holding, tid, fact, held), *layout_rows(fact), storage_row(state, fact),
-            *flag_rows(fact), *link_rows(state, holding, fact), *tail_rows(fact, born, born_version, values)]
+    return [*head_rows(holding, tid, fact, held, label(holding, tid)), *layout_rows(fact),
+            storage_row(state, fact), *flag_rows(fact), *link_rows(state, holding, fact),
+            *tail_rows(fact, born, born_version, values)]
 
 
 # The rows in the panel's order, in five runs: those that read only the tensor's own fact
 # (``layout_rows``, ``flag_rows``, ``tail_rows``) are the same for as long as the fact is, and the
 # facts builder keeps them; the others read its names, holders, storage and links, and are read again.
-def head_rows(holding: Holding, tid: str, fact: TensorFact, held: str | None) -> list[tuple[str, str]]:
-    """title, names, id and "held by"."""
+def head_rows(holding: Holding, tid: str, fact: TensorFact, held: str | None,
+              title: str) -> list[tuple[str, str]]:
+    """title (``names.label``: what the views call it), names, id and "held by"."""
     named = holding.is_named(tid)
-    names = holding.names(tid) if named else []  # read once: the title and the names row both use them
     rows: list[tuple[str, str]] = [
-        ("title", display_name(tid, {tid: names}, {}) if named else label(holding, tid)),
+        ("title", title),
         # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
-        (_("names"), fold_names(names) if named else _("no variable reaches it")),
+        (_("names"), fold_names(holding.names(tid)) if named else _("no variable reaches it")),
         ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
     ]
     if held:
@@ -217,15 +217,15 @@ class FactsBuilder:
                 change(runs, step.index, None)
                 self._own.pop(tid, None)
                 continue
-            change(runs, step.index, self.entries.setdefault(self._rows(tid, fact, state, holding),
+            change(runs, step.index, self.entries.setdefault(self._rows(tid, fact, step),
                                                              len(self.entries)))
 
-    def _rows(self, tid: str, fact: TensorFact, state: State, holding: Holding) -> tuple[int, ...]:
+    def _rows(self, tid: str, fact: TensorFact, step: StepInput) -> tuple[int, ...]:
         """``tensor_facts`` as indices into ``pairs``. The runs that read only the fact are computed
         (and their values formatted) once per fact; rows new to ``pairs`` are added in the panel's
         order either way, so the table comes out as if every row were computed every time."""
-        entry = self._entry
-        head = entry(head_rows(holding, tid, fact, self._held(tid, holding)))
+        entry, state, holding = self._entry, step.state, step.holding
+        head = entry(head_rows(holding, tid, fact, self._held(tid, holding), step.label(tid)))
         own = self._own.get(tid)
         if own is None or own[0] is not fact:
             layout = entry(layout_rows(fact))

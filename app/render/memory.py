@@ -26,7 +26,7 @@ from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
 from app.render.grid import Grid, grid, reads_as
-from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
+from app.render.names import family, holders_of, holders_text, id_order, tensor_kind
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
 from app.schema import StorageFact, TensorFact
@@ -314,7 +314,7 @@ class MemoryBuilder:
             bumped = (old is not None and old.version is not None and fact.version is not None
                       and fact.version > old.version)
             kind = tensor_kind(fact, holding.is_named(tid))
-            rows.append(_RowNow(tid, label(holding, tid), kind, version, bumped))
+            rows.append(_RowNow(tid, step.label(tid), kind, version, bumped))
         cells = None
         changed = ""
         if not scaled and storage.values is not None:
