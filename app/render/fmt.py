@@ -75,7 +75,7 @@ def shape(dims: list[int] | tuple[int, ...]) -> str:
     """``(2, 3)``; a 0-dim tensor is ``()``; a 1-dim one ``(3,)`` as Python writes it."""
     if len(dims) == 1:
         return f"({dims[0]},)"
-    return "(" + ", ".join(str(d) for d in dims) + ")"
+    return "(" + ", ".join(map(str, dims)) + ")"
 
 
 UNITS = ("KiB", "MiB", "GiB")
