@@ -96,7 +96,16 @@ def _timed_post(client: httpx.Client, url: str, **kwargs) -> tuple[httpx.Respons
 
 def _in_process(delta: dict, code: str) -> dict[str, float]:
     """The server's own work on the trace the API answered: reading the worker's bytes (schema,
-    consistency), the API's analysis and JSON, and the page's view model, template, diagnostics."""
+    consistency), the API's analysis and JSON, and the page's view model, template, diagnostics —
+    with the cyclic collector paused, as the server does all of it (app/sandbox/runner.py,
+    app/web/work.py; unpaused, the page's diagnostics measured the collector's rescans too)."""
+    from app.heap import collector_paused
+
+    with collector_paused():
+        return _stages(delta, code)
+
+
+def _stages(delta: dict, code: str) -> dict[str, float]:
     import json
 
     from app.diagnostics import Analysis, analyze
