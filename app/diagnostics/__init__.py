@@ -6,13 +6,17 @@ never supply its own diagnostics.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from app.budget import BudgetExceeded, current_budget
 from app.diagnostics.context import Context
+from app.diagnostics.index import Index
 from app.diagnostics.memory import Accounting, account, as_accounts
 from app.diagnostics.rules import RULE_IDS, RULES
+from app.diagnostics.source import SourceFacts
 from app.schema import DeltaResponse, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult
 from app.trace.delta import expand
+from app.trace.replay import State
 
 log = logging.getLogger(__name__)
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -29,6 +33,27 @@ def analysis(trace: DeltaTrace, code: str) -> tuple[list[Diagnostic], list[Memor
     accounting = Accounting()
     found = _findings(Context.build(trace, code, accounting))
     return found, accounting.changes
+
+
+class Analysis:
+    """``analysis`` fed by a replay someone else runs: the page hands it to ``app.render.steps.drive``
+    beside its view builders (the same ``Holding`` and state), so the trace is replayed once for both.
+    ``result()`` after the last step gives what ``analysis`` would."""
+
+    def __init__(self, trace: DeltaTrace, code: str) -> None:
+        self.trace, self.code = trace, code
+        self.accounting = Accounting()
+        self.index = Index(trace, accounting=self.accounting, fed=True)
+        self._state: State | None = None
+
+    def add_step(self, step: Any) -> None:  # an ``app.render.steps.StepInput``
+        self.index.add_step(step)
+        self._state = step.state
+
+    def result(self) -> tuple[list[Diagnostic], list[MemoryChange]]:
+        self.index.finish(self._state if self._state is not None else State())
+        found = _findings(Context(self.trace, self.index, SourceFacts(self.code)))
+        return found, self.accounting.changes
 
 
 def _findings(context: Context) -> list[Diagnostic]:
@@ -61,4 +86,4 @@ def analyze_v1(trace: DeltaTrace, code: str) -> RunResponse:
     return RunResponse.model_construct(**fields, diagnostics=diagnostics, memory=as_accounts(memory))
 
 
-__all__ = ["RULE_IDS", "account", "analysis", "analyze", "analyze_v1", "as_accounts", "diagnose"]
+__all__ = ["RULE_IDS", "Analysis", "account", "analysis", "analyze", "analyze_v1", "as_accounts", "diagnose"]

@@ -26,8 +26,8 @@ from typing import Any
 from app.budget import current_budget
 from app.diagnostics.memory import Accounting
 from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
-from app.trace.holding import Holding
-from app.trace.replay import State, Timeline, replay
+from app.trace.holding import Holding, HoldingChanges
+from app.trace.replay import Changes, State, Timeline, replay
 
 MODIFIED_MARK = "modified by an inplace operation"
 
@@ -200,7 +200,10 @@ class Relation:
 class Index:
     """The histories of one trace (see the module docstring). Built in one pass over the deltas."""
 
-    def __init__(self, trace: DeltaTrace, *, accounting: Accounting | None = None) -> None:
+    def __init__(self, trace: DeltaTrace, *, accounting: Accounting | None = None, fed: bool = False) -> None:
+        """``fed``: the caller replays the trace and hands every step to ``add`` (with the ``Holding``
+        it keeps), then calls ``finish`` — the page builds its views in that same replay — instead
+        of the index replaying it here."""
         self.trace = trace
         self.accounting = accounting  # fed from the same replay and Holding, when given
         self.reads = 0
@@ -228,7 +231,16 @@ class Index:
         # first reported as modified in place, in the order a step lists them
         self.modified: list[tuple[int, int, int, str, str, str]] = []
         self.final = State()
-        self._build()
+        # (while building) what the pass carries from step to step
+        self._places = count()
+        self._var_place: dict[str, int] = {}
+        self._refs: dict[str, int] = {}
+        # (tensor, storage) -> (its version, the step it left at)
+        self._seen_on: dict[tuple[str, str], tuple[int, float]] = {}
+        self._flagged: set[tuple[str, str]] = set()
+        self._budget = current_budget()
+        if not fed:
+            self._build()
 
     def at(self, step: int) -> At:
         return At(self, step)
@@ -239,74 +251,81 @@ class Index:
     # ---- the one pass ----------------------------------------------------------------------------
     def _build(self) -> None:
         holding = Holding()
-        places = count()
-        var_place: dict[str, int] = {}
-        refs: dict[str, int] = {}
-        seen_on: dict[tuple[str, str], tuple[int, float]] = {}  # (tensor, storage) -> (version, left at)
-        flagged: set[tuple[str, str]] = set()
         state = State()
-        budget = current_budget()
         for state, changes in replay(self.trace):  # noqa: B007 - the last state is kept below
-            if not changes.index % 256:
-                budget.check()
-            k = changes.index
-            delta, dropped = changes.delta, changes.delta.dropped
-            moved = set(dropped.variables) & set(delta.variables) if dropped.variables else set()
-            for name, old in changes.old_variables.items():
-                new = state.variables.get(name)
-                if old == new and name not in moved:
-                    continue
-                if old is not None:
-                    self.names.remove(old, name, k)
-                present_before = old is not None and name not in moved
-                if new is None:
-                    var_place.pop(name, None)
-                    continue
-                if not present_before:
-                    if name not in self.places:
-                        self._list(name)
-                    var_place[name] = next(places)
-                    self.places.set(name, k, var_place[name])
-                self.names.add(new, name, k, var_place[name])
-            ref_delta: dict[str, int] = {}
-            moved_tensors = set(dropped.tensors) if dropped.tensors else set()
-            for tid, old in changes.old_tensors.items():
-                new = state.tensors.get(tid)
-                self._tensor(k, tid, old, new, tid in moved_tensors, places, seen_on)
-                for target in tensor_edges(old):
-                    ref_delta[target] = ref_delta.get(target, 0) - 1
-                for target in tensor_edges(new):
-                    ref_delta[target] = ref_delta.get(target, 0) + 1
-            moved_nodes = set(dropped.nodes) if dropped.nodes else set()
-            for nid, old in changes.old_nodes.items():
-                new = state.nodes.get(nid)
-                if new is not None and (old is None or nid in moved_nodes):
-                    self._place(nid, k, next(places))
-                for target in node_edges(old):
-                    ref_delta[target] = ref_delta.get(target, 0) - 1
-                for target in node_edges(new):
-                    ref_delta[target] = ref_delta.get(target, 0) + 1
-                self._saved(k, nid, old, new, flagged)
-            for ident, change in ref_delta.items():
-                if change:
-                    refs[ident] = refs.get(ident, 0) + change
-                    self.refs.set(ident, k, refs[ident])
-            held = holding.update(state, changes)
-            if self.accounting is not None:
-                self.accounting.add(holding, state, changes, held)
-            touched = held.renamed | held.reheld
-            # A view the graph holds names its base's holder (``…._base``): the base reads anew too.
-            touched.update(f.base for t in held.reheld if (f := state.tensors.get(t)) is not None and f.base)
-            for tid in touched:
-                # A tensor with a variable name is labelled by it (``At.names``); when it loses the
-                # last one, Holding reports it renamed, and this records the label it has then.
-                if tid in state.tensors and not holding.own.get(tid):
-                    label = (holding.first_name(tid), None) if holding.is_named(tid) else \
-                        (None, holding.first_holder(tid))
-                    series = self.labels.get(tid)
-                    if series is None:
-                        series = self.labels[tid] = Series((None, None))
-                    series.set(k, label)
+            self.add(state, changes, holding, holding.update(state, changes))
+        self.finish(state)
+
+    def add(self, state: State, changes: Changes, holding: Holding, held: HoldingChanges) -> None:
+        """One replayed step, after ``holding.update(state, changes)`` gave ``held``."""
+        if not changes.index % 256:
+            self._budget.check()
+        places, var_place, refs = self._places, self._var_place, self._refs
+        k = changes.index
+        delta, dropped = changes.delta, changes.delta.dropped
+        moved = set(dropped.variables) & set(delta.variables) if dropped.variables else set()
+        for name, old in changes.old_variables.items():
+            new = state.variables.get(name)
+            if old == new and name not in moved:
+                continue
+            if old is not None:
+                self.names.remove(old, name, k)
+            present_before = old is not None and name not in moved
+            if new is None:
+                var_place.pop(name, None)
+                continue
+            if not present_before:
+                if name not in self.places:
+                    self._list(name)
+                var_place[name] = next(places)
+                self.places.set(name, k, var_place[name])
+            self.names.add(new, name, k, var_place[name])
+        ref_delta: dict[str, int] = {}
+        moved_tensors = set(dropped.tensors) if dropped.tensors else set()
+        for tid, old in changes.old_tensors.items():
+            new = state.tensors.get(tid)
+            self._tensor(k, tid, old, new, tid in moved_tensors, places, self._seen_on)
+            for target in tensor_edges(old):
+                ref_delta[target] = ref_delta.get(target, 0) - 1
+            for target in tensor_edges(new):
+                ref_delta[target] = ref_delta.get(target, 0) + 1
+        moved_nodes = set(dropped.nodes) if dropped.nodes else set()
+        for nid, old in changes.old_nodes.items():
+            new = state.nodes.get(nid)
+            if new is not None and (old is None or nid in moved_nodes):
+                self._place(nid, k, next(places))
+            for target in node_edges(old):
+                ref_delta[target] = ref_delta.get(target, 0) - 1
+            for target in node_edges(new):
+                ref_delta[target] = ref_delta.get(target, 0) + 1
+            self._saved(k, nid, old, new, self._flagged)
+        for ident, change in ref_delta.items():
+            if change:
+                refs[ident] = refs.get(ident, 0) + change
+                self.refs.set(ident, k, refs[ident])
+        if self.accounting is not None:
+            self.accounting.add(holding, state, changes, held)
+        touched = held.renamed | held.reheld
+        # A view the graph holds names its base's holder (``…._base``): the base reads anew too.
+        touched.update(f.base for t in held.reheld if (f := state.tensors.get(t)) is not None and f.base)
+        for tid in touched:
+            # A tensor with a variable name is labelled by it (``At.names``); when it loses the
+            # last one, Holding reports it renamed, and this records the label it has then.
+            if tid in state.tensors and not holding.own.get(tid):
+                label = (holding.first_name(tid), None) if holding.is_named(tid) else \
+                    (None, holding.first_holder(tid))
+                series = self.labels.get(tid)
+                if series is None:
+                    series = self.labels[tid] = Series((None, None))
+                series.set(k, label)
+
+    def add_step(self, step: Any) -> None:
+        """``add`` as a view builder of ``app.render.steps.drive`` (its ``StepInput``; not imported:
+        the diagnostics never depend on the views)."""
+        self.add(step.state, step.changes, step.holding, step.held)
+
+    def finish(self, state: State) -> None:
+        """After the last step (``state``: the state after it)."""
         self.final = state
         self.modified.sort(key=lambda m: m[:3])
 

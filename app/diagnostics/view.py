@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from app.diagnostics import analysis
+from app.diagnostics import Analysis, analysis
 from app.diagnostics.trace import fmt_bytes
 from app.i18n import N_, gettext
 from app.schema import DeltaTrace, Diagnostic, MemoryAccount, MemoryChange
@@ -111,9 +111,11 @@ def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int
     )
 
 
-def diagnostics_context(result: DeltaTrace, code: str, current: int = 0) -> dict[str, Any]:
-    """What the two partials need, computed from the validated trace (never taken from the worker)."""
-    diagnostics, memory = analysis(result, code)
+def diagnostics_context(result: DeltaTrace, code: str, current: int = 0,
+                        fed: Analysis | None = None) -> dict[str, Any]:
+    """What the two partials need, computed from the validated trace (never taken from the worker).
+    ``fed``: the analysis the page's own replay fed already (``build_explorer(..., also=[fed])``)."""
+    diagnostics, memory = fed.result() if fed is not None else analysis(result, code)
     return {
         "diagnostics": [diagnostic_view(d) for d in diagnostics],
         "timeline": timeline_view(memory, current),

@@ -78,7 +78,10 @@ class ArrayIndex:
             self.on_storage.setdefault(new.storage, set()).add(aid)
 
     def text(self, sid: str, arrays: dict[str, ArrayFact]) -> str:
-        aids = sorted(self.on_storage.get(sid, ()), key=id_order)
+        found = self.on_storage.get(sid)
+        if not found:  # most storages: asked for every storage a step touches
+            return ""
+        aids = sorted(found, key=id_order)
         return " | ".join(view_text(arrays[aid]) for aid in aids if aid in arrays)
 
 

@@ -17,7 +17,6 @@ from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
     UNNAMED,
-    display_name,
     first_holder_of,
     fold_names,
     holder_phrase,
@@ -67,37 +66,71 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
     ``values`` and ``held`` (its "held by" row): when the caller has them already; ``born_version``:
     its version counter at the step it appeared."""
     fact = state.tensors[tid]
-    named = holding.is_named(tid)
-    names = holding.names(tid) if named else []  # read once: the title and the names row both use them
-    rows: list[tuple[str, str]] = [
-        ("title", display_name(tid, {tid: names}, {}) if named else label(holding, tid)),
-        # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
-        (_("names"), fold_names(names) if named else _("no variable reaches it")),
-        ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
-    ]
     if held is None:
         holders = holders_of(holding, tid)
         held = holders_text(holders) if holders else None
+    values = values if values is not None else values_text(fact)
+    return [*head_rows(holding, tid, fact, held, label(holding, tid)), *layout_rows(fact),
+            storage_row(state, fact), *flag_rows(fact), *link_rows(state, holding, fact),
+            *tail_rows(fact, born, born_version, values)]
+
+
+# The rows in the panel's order, in five runs: those that read only the tensor's own fact
+# (``layout_rows``, ``flag_rows``, ``tail_rows``) are the same for as long as the fact is, and the
+# facts builder keeps them; the others read its names, holders, storage and links, and are read again.
+def head_rows(holding: Holding, tid: str, fact: TensorFact, held: str | None,
+              title: str) -> list[tuple[str, str]]:
+    """title (``names.label``: what the views call it), names, id and "held by"."""
+    named = holding.is_named(tid)
+    rows: list[tuple[str, str]] = [
+        ("title", title),
+        # the labels that are torch's attribute names (shape, grad_fn, _version …) stay as torch spells them
+        (_("names"), fold_names(holding.names(tid)) if named else _("no variable reaches it")),
+        ("id", _("{id} · storage {storage}").format(id=tid, storage=fact.storage) if fact.storage else tid),
+    ]
     if held:
         rows.append((_("held by"), held))
-    storage = state.storages.get(fact.storage) if fact.storage else None
-    layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset)
-    rows += [
+    return rows
+
+
+def layout_rows(fact: TensorFact) -> list[tuple[str, str]]:
+    return [
         ("shape", fmt.shape(fact.shape)),
         ("dtype", fact.dtype),
         ("stride", fmt.shape(fact.stride)),
         ("storage_offset", str(fact.storage_offset)),
-        (_("storage"), fmt.nbytes(storage.nbytes) if storage else _("none")),
+    ]
+
+
+def storage_row(state: State, fact: TensorFact) -> tuple[str, str]:
+    storage = state.storages.get(fact.storage) if fact.storage else None
+    return (_("storage"), fmt.nbytes(storage.nbytes) if storage else _("none"))
+
+
+def flag_rows(fact: TensorFact) -> list[tuple[str, str]]:
+    layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset)
+    return [
         ("is_contiguous", str(is_contiguous(layout))),
         ("requires_grad", str(fact.requires_grad)),
         ("is_leaf", str(fact.is_leaf)),
     ]
+
+
+def link_rows(state: State, holding: Holding, fact: TensorFact) -> list[tuple[str, str]]:
+    """grad_fn, grad and _base: what they point at may change while the fact does not."""
     node = state.nodes.get(fact.grad_fn) if fact.grad_fn else None
-    rows.append(("grad_fn", short_node_name(node.name) if node else "None"))
-    rows.append(("grad", _who(fact.grad, state, holding)))
+    rows = [("grad_fn", short_node_name(node.name) if node else "None"),
+            ("grad", _who(fact.grad, state, holding))]
     if fact.is_view or fact.base:
         rows.append(("_base", _who(fact.base, state, holding)))
-    rows.append(("_version", _version_text(fact, born, born_version)))
+    return rows
+
+
+def tail_rows(fact: TensorFact, born: int | None, born_version: int | None,
+              values: str | None) -> list[tuple[str, str]]:
+    """_version, the flags shown only when set, created and values. ``born`` and ``born_version`` are
+    fixed once the tensor appears: with ``values`` (one per fact) these rows follow the fact alone."""
+    rows = [("_version", _version_text(fact, born, born_version))]
     if fact.retains_grad:
         rows.append(("retains_grad", "True"))
     if fact.is_inference:
@@ -106,7 +139,6 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
         rows.append(("device", fact.device))
     if born is not None:
         rows.append((_("created"), _("line {line}").format(line=born)))
-    values = values if values is not None else values_text(fact)
     if values is not None:
         rows.append((_("values"), values))
     return rows
@@ -143,7 +175,8 @@ class FactsBuilder:
         self.born: dict[str, int] = {}
         self.born_version: dict[str, int | None] = {}  # tensor -> its version counter when it appeared
         self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
-        self._values: dict[str, tuple[TensorFact, str | None]] = {}  # tensor -> (fact, values row)
+        # tensor -> (fact, its layout, flag and tail rows as indices into ``pairs``): what its fact alone says
+        self._own: dict[str, tuple[TensorFact, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
         # tensor -> how many graph nodes hold it in each role, kept from the node changes: a leaf that
         # 1,000 iterations' nodes saved reads "MulBackward0.self ×1000" without listing them each time
         self.roles: dict[str, Counter[str]] = {}
@@ -182,15 +215,30 @@ class FactsBuilder:
             fact = state.tensors.get(tid)
             if fact is None:
                 change(runs, step.index, None)
-                self._values.pop(tid, None)
+                self._own.pop(tid, None)
                 continue
-            cached = self._values.get(tid)
-            if cached is None or cached[0] is not fact:  # values are formatted once per fact
-                cached = self._values[tid] = (fact, values_text(fact))
-            held_by = self._held(tid, holding)
-            rows = tensor_facts(state, holding, tid, self.born.get(tid), cached[1], held_by,
-                                self.born_version.get(tid))
-            change(runs, step.index, self.entries.setdefault(self._entry(rows), len(self.entries)))
+            change(runs, step.index, self.entries.setdefault(self._rows(tid, fact, step),
+                                                             len(self.entries)))
+
+    def _rows(self, tid: str, fact: TensorFact, step: StepInput) -> tuple[int, ...]:
+        """``tensor_facts`` as indices into ``pairs``. The runs that read only the fact are computed
+        (and their values formatted) once per fact; rows new to ``pairs`` are added in the panel's
+        order either way, so the table comes out as if every row were computed every time."""
+        entry, state, holding = self._entry, step.state, step.holding
+        head = entry(head_rows(holding, tid, fact, self._held(tid, holding), step.label(tid)))
+        own = self._own.get(tid)
+        if own is None or own[0] is not fact:
+            layout = entry(layout_rows(fact))
+            storage = entry([storage_row(state, fact)])
+            flags = entry(flag_rows(fact))
+            links = entry(link_rows(state, holding, fact))
+            tail = entry(tail_rows(fact, self.born.get(tid), self.born_version.get(tid), values_text(fact)))
+            self._own[tid] = (fact, layout, flags, tail)
+        else:
+            layout, flags, tail = own[1], own[2], own[3]
+            storage = entry([storage_row(state, fact)])
+            links = entry(link_rows(state, holding, fact))
+        return head + layout + storage + flags + links + tail
 
     def _entry(self, rows: list[tuple[str, str]]) -> tuple[int, ...]:
         """The rows as indices into ``pairs``, each new row added (a loop, not a generator: this

@@ -10,6 +10,7 @@ templates the state of one step (the server renders the step shown first).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
 from app.render.memory import MemoryBuilder, MemoryView
 from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cut_notice, error_view
-from app.render.steps import StepInput, drive
+from app.render.steps import StepInput, ViewBuilder, drive
 from app.render.tracks import Frame, Tracks
 from app.render.variables import VariablesBuilder, VariablesView
 from app.schema import DeltaTrace
@@ -83,9 +84,12 @@ class ExplorerView:
 
 
 def build_explorer(
-    trace: DeltaTrace, code: str, step: int | None = None, limits: RunLimits | None = None
+    trace: DeltaTrace, code: str, step: int | None = None, limits: RunLimits | None = None,
+    also: Iterable[ViewBuilder] = (),
 ) -> ExplorerView:
-    """The whole view model of one run. ``step`` is the 0-based step to show first (default: last)."""
+    """The whole view model of one run. ``step`` is the 0-based step to show first (default: last).
+    ``also``: more builders to feed from the same replay (the page's diagnostics,
+    ``app.diagnostics.Analysis``), after the views' own."""
     tracks = Tracks()
     steps = _Steps()
     variables = VariablesBuilder(tracks)
@@ -94,7 +98,7 @@ def build_explorer(
     graph = GraphBuilder(tracks)
     passes = Passes()
     with collector_paused():
-        count = drive(trace, [steps, variables, memory, facts, graph, passes])
+        count = drive(trace, [steps, variables, memory, facts, graph, passes, *also])
         views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
     tracks.close(count)
     initial = count - 1 if step is None else max(0, min(step, count - 1))

@@ -8,11 +8,15 @@ from typing import Any
 def scalar(value: Any) -> str:
     """A value that fits a memory cell: at most about six characters."""
     if type(value) is float and value != 0 and not value.is_integer():
-        # the common case, first: a fraction that four significant digits write without an exponent
-        # (what the loop below gives it too: its first form); every memory cell is one
-        text = format(value, ".4g")
-        if len(text) <= 6 and "e" not in text:
+        # the common case, first: a fraction that four significant digits write short enough (what the
+        # ladder below tries first too); every memory cell is one, and optimizer state is mostly
+        # exponents, so the first form is not formatted twice
+        text = f"{value:.4g}"
+        if "e" in text:
+            text = _shorten(text)
+        if len(text) <= 6:
             return text
+        return _ladder(value, (".3g", ".2g", ".1e"))
     if isinstance(value, bool):
         return "T" if value else "F"
     if isinstance(value, int):
@@ -23,14 +27,7 @@ def scalar(value: Any) -> str:
             return "0."
         if value.is_integer() and abs(value) < 1e5:
             return f"{int(value)}."
-        for form in (".4g", ".3g", ".2g", ".1e"):
-            text = format(value, form)
-            if "e" in text:  # _short_exponent, inline: an optimizer's state is mostly such values
-                mantissa, _, exponent = text.partition("e")  # Python writes the exponent signed
-                text = f"{mantissa}e{'-' if exponent[0] == '-' else ''}{exponent[1:].lstrip('0') or '0'}"
-            if len(text) <= 6:
-                return text
-        return _short_exponent(f"{value:.0e}")
+        return _ladder(value, (".4g", ".3g", ".2g", ".1e"))
     if value == "NaN":
         return "nan"
     if value == "Infinity":
@@ -38,6 +35,23 @@ def scalar(value: Any) -> str:
     if value == "-Infinity":
         return "-inf"
     return str(value)[:6]
+
+
+def _ladder(value: float, forms: tuple[str, ...]) -> str:
+    """The first of ``forms`` that writes ``value`` in six characters, else one digit and an exponent."""
+    for form in forms:
+        text = format(value, form)
+        if "e" in text:
+            text = _shorten(text)
+        if len(text) <= 6:
+            return text
+    return _short_exponent(f"{value:.0e}")
+
+
+def _shorten(text: str) -> str:
+    """``_short_exponent`` of a number Python wrote (its exponent is signed, with at least two digits:
+    ``e-05`` → ``e-5``, ``e+24`` → ``e24``, ``e+00`` → ``e0``), in three C-level replaces."""
+    return text.replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
 
 
 def _short_exponent(text: str) -> str:
@@ -61,7 +75,7 @@ def shape(dims: list[int] | tuple[int, ...]) -> str:
     """``(2, 3)``; a 0-dim tensor is ``()``; a 1-dim one ``(3,)`` as Python writes it."""
     if len(dims) == 1:
         return f"({dims[0]},)"
-    return "(" + ", ".join(str(d) for d in dims) + ")"
+    return "(" + ", ".join(map(str, dims)) + ")"
 
 
 UNITS = ("KiB", "MiB", "GiB")
@@ -92,7 +106,9 @@ def nested(values: Any, indent: int = 0) -> str:
     if not isinstance(values, list):
         return long_scalar(values)
     if not values or not isinstance(values[0], list):
-        return "[" + ", ".join([long_scalar(v) for v in values]) + "]"
+        # long_scalar's float case inline: this writes every element of every small tensor's values
+        return "[" + ", ".join([(f"{v:.6g}" if not v.is_integer() or abs(v) >= 1e6 else f"{v:.1f}")
+                                if type(v) is float else long_scalar(v) for v in values]) + "]"
     pad = " " * (indent + 1)
     rows = [nested(row, indent + 1) for row in values]
     return "[" + (",\n" + pad).join(rows) + "]"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import NamedTuple
 
 from app.i18n import N_
 from app.i18n import gettext as _
@@ -25,10 +26,10 @@ from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
 from app.render.grid import Grid, grid, reads_as
-from app.render.names import family, holders_of, holders_text, id_order, label, tensor_kind
+from app.render.names import family, holders_of, holders_text, id_order, tensor_kind
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
-from app.schema import StorageFact
+from app.schema import StorageFact, TensorFact
 
 SMALL_LIMIT = 64  # storages of at most this many elements are drawn cell by cell
 CELLS_PER_LINE = 6
@@ -144,8 +145,10 @@ def _levels(cover: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(0 if c <= 0 else max(1, min(LEVELS, round(c * LEVELS))) for c in cover)
 
 
-@dataclass(frozen=True)
-class _Shape:
+# The three records below are rebuilt for every storage a step touches (thousands of times on a long
+# run): named tuples, which build several times faster than frozen dataclasses and compare and hash
+# the same way, field by field.
+class _Shape(NamedTuple):
     """What a strip's elements are made of: members of a family all have the same."""
 
     group: str
@@ -157,8 +160,7 @@ class _Shape:
     rows: tuple[tuple[Layout, str], ...]  # (layout, how it reads its cells: grid.reads_as) of each drawn row
 
 
-@dataclass(frozen=True)
-class _RowNow:
+class _RowNow(NamedTuple):
     tensor: str
     label: str
     kind: str
@@ -166,8 +168,7 @@ class _RowNow:
     bumped: bool
 
 
-@dataclass(frozen=True)
-class _Record:
+class _Record(NamedTuple):
     """One storage as it reads after the latest step that touched it."""
 
     shape: _Shape
@@ -226,14 +227,17 @@ class MemoryBuilder:
         self.per_group = dict.fromkeys(self.group_k, 0)
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
         self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
+        # tensor -> (fact, its storage's element size, (its layout, how it reads its cells), its version
+        # text): what a row reads of the tensor's fact alone, made again only when the fact is new
+        self._rows: dict[str, tuple[TensorFact, int, tuple[Layout, str], str]] = {}
         self.arrays = ArrayIndex()
         self.buffers = BufferBuilder(tracks)
 
     # ---- one step --------------------------------------------------------------------------------
     def add_step(self, step: StepInput) -> None:
         state, changes, held = step.state, step.changes, step.held
-        dirty = set(self._marked)
-        self._marked.clear()
+        marked, self._marked = self._marked, set()
+        dirty: set[str] = set()
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
             dirty.update(f.storage for f in (old, new) if f is not None and f.storage is not None)
@@ -250,15 +254,17 @@ class MemoryBuilder:
             if fact is not None and fact.storage is not None:
                 dirty.add(fact.storage)
         touched: dict[int, _Family] = {}
-        for sid in sorted(dirty, key=id_order):
-            self._update(sid, step, touched)
+        for sid in sorted(dirty | marked, key=id_order):
+            self._update(sid, step, touched, sid not in dirty)
         for fam in sorted(touched.values(), key=lambda f: f.index):
             self._assign(fam, step.index)
         for name, k in self.group_k.items():
             self.tracks.change_vis(k, step.index, self.group_alive[name] > 0)
         self.tracks.change_vis(self.empty_k, step.index, not state.storages)
 
-    def _update(self, sid: str, step: StepInput, touched: dict[int, _Family]) -> None:
+    def _update(self, sid: str, step: StepInput, touched: dict[int, _Family], unmark: bool = False) -> None:
+        """``unmark``: nothing the record reads changed at this step (no tensor on the storage, the
+        storage, its group, names, holders or arrays): only its "changed" and "bump" marks end."""
         storage = step.state.storages.get(sid)
         prev = self.records.get(sid)
         fam = self.member_of.get(sid)
@@ -270,7 +276,7 @@ class MemoryBuilder:
             self._texts.pop(sid, None)
             return
         self.first_seen.setdefault(sid, len(self.first_seen))
-        record = self._record(sid, storage, step, prev)
+        record = _unmarked(prev) if unmark and prev is not None else self._record(sid, storage, step, prev)
         self.records[sid] = record
         if record.changed or any(row.bumped for row in record.rows):
             self._marked.add(sid)
@@ -298,15 +304,17 @@ class MemoryBuilder:
         layouts, rows = [], []
         for tid in drawn:
             fact = state.tensors[tid]
-            itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
-            layout = Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize)
-            layouts.append((layout, reads_as(fact)))
+            own = self._rows.get(tid)
+            if own is None or own[0] is not fact or own[1] != storage.element_size:
+                version = "" if fact.version is None else f"v{fact.version}"
+                own = self._rows[tid] = (fact, storage.element_size, _layout(fact, storage), version)
+            layouts.append(own[2])
+            version = own[3]
             old = old_tensors.get(tid)
             bumped = (old is not None and old.version is not None and fact.version is not None
                       and fact.version > old.version)
-            version = "" if fact.version is None else f"v{fact.version}"
             kind = tensor_kind(fact, holding.is_named(tid))
-            rows.append(_RowNow(tid, label(holding, tid), kind, version, bumped))
+            rows.append(_RowNow(tid, step.label(tid), kind, version, bumped))
         cells = None
         changed = ""
         if not scaled and storage.values is not None:
@@ -332,7 +340,10 @@ class MemoryBuilder:
         cached = self._texts.get(sid)
         if cached is not None and cached[0] is storage:
             return cached[1]
-        texts = [fmt.scalar(v).replace(SEP, "") for v in (storage.values or ())[:count]]
+        scalar = fmt.scalar
+        texts = [scalar(v) for v in (storage.values or ())[:count]]
+        if SEP in "".join(texts):  # only a value written as text can hold one: rare, so looked for at once
+            texts = [text.replace(SEP, "") for text in texts]
         cells = tuple(texts + [""] * (count - len(texts)))
         self._texts[sid] = (storage, cells)
         return cells
@@ -473,6 +484,20 @@ class MemoryBuilder:
         groups = tuple(Group(self.group_k[name], name, _(title), _(hint), tuple(by_group[name]))
                        for name, title, hint in GROUPS)
         return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
+
+
+def _unmarked(record: _Record) -> _Record:
+    """The record as ``_record`` makes it again the step after its marks: no cell changed, no
+    version went up (a sixth of the records a long run makes)."""
+    rows = tuple(row._replace(bumped=False) if row.bumped else row for row in record.rows)
+    return record._replace(changed="", rows=rows)
+
+
+def _layout(fact: TensorFact, storage: StorageFact) -> tuple[Layout, str]:
+    """A row's layout (in the tensor's own element size: a dtype view reads the bytes in other units)
+    and how it reads the storage's cells."""
+    itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
+    return Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize), reads_as(fact)
 
 
 def _member_label(record: _Record) -> str:

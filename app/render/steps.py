@@ -10,9 +10,10 @@ what you keep.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.render.names import label
 from app.schema import DeltaTrace
 from app.trace.holding import Holding, HoldingChanges
 from app.trace.replay import Changes, State, replay
@@ -51,6 +52,15 @@ class StepInput:
     holding: Holding  # names, holders and groups after this step
     held: HoldingChanges  # what this step changed about them
     users: StorageUsers  # storage -> the tensors using it, after this step
+    _labels: dict[str, str] = field(default_factory=dict)
+
+    def label(self, tid: str) -> str:
+        """``names.label`` of a live tensor at this step, made once for every builder that asks (the
+        memory rows and the facts panel's title name the same tensors)."""
+        found = self._labels.get(tid)
+        if found is None:
+            found = self._labels[tid] = label(self.holding, tid)
+        return found
 
 
 class ViewBuilder(Protocol):

@@ -18,6 +18,7 @@ from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Res
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from app import i18n
+from app.diagnostics import Analysis
 from app.diagnostics.trace import fmt_bytes
 from app.diagnostics.view import diagnostics_context
 from app.gallery import EXAMPLES, Example, get_example, localized
@@ -87,10 +88,11 @@ def run_limits(settings: Any) -> RunLimits:
 
 def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimits) -> dict[str, Any]:
     """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
-    view = build_explorer(result, code, step, limits)
+    analysis = Analysis(result, code)  # fed by the views' replay: the trace is replayed once
+    view = build_explorer(result, code, step, limits, also=[analysis])
     frame = frame_at(view)
     return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
-            **diagnostics_context(result, code, frame.step)}
+            **diagnostics_context(result, code, frame.step, analysis)}
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:

@@ -90,3 +90,29 @@ def test_a_storage_keeps_its_place_when_a_view_joins_it() -> None:
     order = [frame_at(view).ref(strip.k) for _, strip in shown_strips(view)]
     x, c = (last.tensors[last.variables[n]].storage for n in ("x", "c"))
     assert order == [x, c]  # x's strip stays first, though "x" became "x, d" after c was made
+
+
+def test_ending_a_storages_marks_gives_the_record_made_again(monkeypatch) -> None:  # noqa: ANN001
+    """The step after a storage's "changed" / "bump" marks, the builder clears them in its last record
+    instead of making it again: on the golden traces that is what ``_record`` would make."""
+    from app.render import build_explorer, memory
+    from app.schema import DeltaTrace
+    from app.trace.delta import compress
+    from tests.golden import load
+
+    checked = 0
+    update = memory.MemoryBuilder._update
+
+    def both(self, sid, step, touched, unmark=False):  # noqa: ANN001, ANN202
+        nonlocal checked
+        prev = self.records.get(sid)
+        storage = step.state.storages.get(sid)
+        if unmark and prev is not None and storage is not None:
+            assert memory._unmarked(prev) == self._record(sid, storage, step, prev)
+            checked += 1
+        return update(self, sid, step, touched, unmark)
+
+    monkeypatch.setattr(memory.MemoryBuilder, "_update", both)
+    for golden in list(load())[::3]:  # a third of them: dozens of such records
+        build_explorer(DeltaTrace.model_validate(compress(golden.result)), golden.source)
+    assert checked > 30
