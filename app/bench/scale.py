@@ -31,7 +31,6 @@ from app.bench import Row
 from app.bench.http import BenchServer
 from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK
 from app.bench.stepping import MEASURE, launch_chromium, playwright_here
-from app.heap import collector_paused
 
 HTTP_TIMEOUT = 120
 SETTLE_SECONDS = 2.0  # after the draw, how long long tasks are watched for
@@ -219,11 +218,7 @@ def run() -> list[Row]:
                 ]
                 # the best of a few: on a shared machine one pass also measures the neighbours (and
                 # the first pays for warming up: the catalog, graphviz's wasm)
-                # with the collector paused, as the server reads the worker's bytes (app.sandbox.runner)
-                # and does its own work (app.web.work): a full collection over a heap of small models
-                # would otherwise be counted into whichever stage it lands in
-                with collector_paused():
-                    passes = [_in_process(delta, s.code) for _ in range(IN_PROCESS_PASSES)]
+                passes = [_in_process(delta, s.code) for _ in range(IN_PROCESS_PASSES)]
                 own = {key: min(p[key] for p in passes) for key in passes[0]}
                 rows += [
                     Row("scale", s.name, "in process: schema validation", own["validate"], "ms"),
