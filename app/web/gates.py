@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import gc
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import ceil
@@ -24,6 +25,7 @@ from app.budget import BudgetExceeded
 from app.i18n import N_, gettext, say
 from app.run_errors import Message, Param
 from app.schema import DeltaTrace, RunError
+from app.web.limits import SANDBOX_KEY
 from app.web.work import budgeted
 
 T = TypeVar("T")
@@ -114,7 +116,9 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
         if hasattr(runner, "ready") and not await runner.ready():
             code, params = runner.unavailable()
             return Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable")
+        started = time.monotonic()
         results = tuple([await runner.run(code) for code in codes])
+        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
         answer = await finish(request, work, partial, results, runs=len(codes))
         if sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS:
             await run_in_threadpool(_trim)

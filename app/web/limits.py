@@ -8,8 +8,11 @@ One ASGI middleware for every route, so a new route cannot forget it:
   a descriptor; past the deadline, reading raises a 408).
 
 Routes still check their own, smaller bounds (the snippet's bytes) after decoding. The middleware
-also reports the server's budgeted work for the request as ``Server-Timing: work;dur=<ms>``
-(``app.web.work`` records it), so the per-request CPU budget can be observed from outside.
+also reports where a request's time went, as ``Server-Timing: sandbox;dur=<ms>, work;dur=<ms>``:
+the wait for the sandbox's runs, their answers read and validated included (``app.web.gates``), and
+the server's budgeted work on them (``app.web.work``). Both are measured by the server, never told by
+a child, so the per-request budget — and what a run costs beyond the server's own work — can be
+observed from outside.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.i18n import gettext as _
 
 WORK_KEY = "explorer.work_seconds"  # scope key: seconds of budgeted server work (app.web.work)
+SANDBOX_KEY = "explorer.sandbox_seconds"  # scope key: seconds waiting for the sandbox (app.web.gates)
+TIMINGS = (("sandbox", SANDBOX_KEY), ("work", WORK_KEY))  # Server-Timing's entries, in this order
 
 
 class BodyTooLarge(HTTPException):
@@ -80,9 +85,9 @@ class RequestLimits:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                work = scope.get(WORK_KEY)
-                if work is not None:
-                    MutableHeaders(scope=message).append("Server-Timing", f"work;dur={work * 1000:.1f}")
+                timings = [f"{name};dur={scope[key] * 1000:.1f}" for name, key in TIMINGS if key in scope]
+                if timings:
+                    MutableHeaders(scope=message).append("Server-Timing", ", ".join(timings))
             await send(message)
 
         try:

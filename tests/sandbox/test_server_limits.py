@@ -219,3 +219,24 @@ def test_a_shared_image_link_stays_inside_the_server_budget(served: Server) -> N
     response = served.client.get("/render.svg", params={"code": encode_code(MANY)})
     assert response.status_code == 200 and response.text.startswith("<svg")
     assert _work_ms(response) < (SERVER_SECONDS + HARD_STOP_GRACE + 1.5) * 1000
+
+
+@pytest.mark.parametrize("route", ["/api/run", "/run"])
+def test_server_timing_says_what_the_sandbox_took_beside_the_work(served: Server, route: str) -> None:
+    """``Server-Timing: sandbox;dur=…, work;dur=…``, both measured by the server: a line of heavy
+    compute and a tiny trace spend their time in the sandbox, and the two never add up to more
+    than the request took as the client saw it."""
+    code = "total = sum(i * i for i in range(2_000_000))\n"
+    started = time.monotonic()
+    if route == "/api/run":
+        response = served.client.post(route, json={"code": code, "format": "delta"})
+    else:
+        response = served.client.post(route, data={"code": code})
+    elapsed_ms = (time.monotonic() - started) * 1000
+    assert response.status_code == 200, response.text[:500]
+    timing = response.headers.get("server-timing", "")
+    match = re.fullmatch(r"sandbox;dur=([\d.]+), work;dur=([\d.]+)", timing)
+    assert match, timing
+    sandbox_ms, work_ms = float(match.group(1)), float(match.group(2))
+    assert sandbox_ms > work_ms > 0
+    assert sandbox_ms + work_ms <= elapsed_ms
