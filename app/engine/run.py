@@ -134,9 +134,10 @@ def trace_delta(
 
     def names_still() -> bool:
         # Between two nodes of one backward pass only torch's C++ and the snippet's hooks run. Where
-        # no hook can be registered (app.engine.hooks) and no snippet frame was entered since the last
-        # walk, no name can have changed: the walk is skipped (half of a node step's reading). The
-        # first node of a pass always walks: the line may have rebound names before calling backward.
+        # no hook can be registered (app.engine.hooks) and no snippet frame was entered or left since
+        # the last walk, no name can have changed: the walk is skipped (a fifth of a node step's
+        # reading on Adam). The first node of a pass always walks: the line may have rebound names
+        # before calling backward.
         return (scope["walked_at"] == tracer.frame_events and not hook_watch.active
                 and not taker.walker.capped)
 
