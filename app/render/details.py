@@ -227,17 +227,15 @@ class FactsBuilder:
         entry, state, holding = self._entry, step.state, step.holding
         head = entry(head_rows(holding, tid, fact, self._held(tid, holding), step.label(tid)))
         own = self._own.get(tid)
-        if own is None or own[0] is not fact:
-            layout = entry(layout_rows(fact))
-            storage = entry([storage_row(state, fact)])
-            flags = entry(flag_rows(fact))
-            links = entry(link_rows(state, holding, fact))
-            tail = entry(tail_rows(fact, self.born.get(tid), self.born_version.get(tid), values_text(fact)))
+        fresh = own is None or own[0] is not fact
+        layout = entry(layout_rows(fact)) if fresh else own[1]
+        storage = entry([storage_row(state, fact)])
+        flags = entry(flag_rows(fact)) if fresh else own[2]
+        links = entry(link_rows(state, holding, fact))
+        tail = (entry(tail_rows(fact, self.born.get(tid), self.born_version.get(tid), values_text(fact)))
+                if fresh else own[3])
+        if fresh:
             self._own[tid] = (fact, layout, flags, tail)
-        else:
-            layout, flags, tail = own[1], own[2], own[3]
-            storage = entry([storage_row(state, fact)])
-            links = entry(link_rows(state, holding, fact))
         return head + layout + storage + flags + links + tail
 
     def _entry(self, rows: list[tuple[str, str]]) -> tuple[int, ...]:

@@ -45,27 +45,23 @@ def _ladder(value: float, forms: tuple[str, ...]) -> str:
             text = _shorten(text)
         if len(text) <= 6:
             return text
-    return _short_exponent(f"{value:.0e}")
+    return _shorten(f"{value:.0e}")
 
 
 def _shorten(text: str) -> str:
-    """``_short_exponent`` of a number Python wrote (its exponent is signed, with at least two digits:
-    ``e-05`` → ``e-5``, ``e+24`` → ``e24``, ``e+00`` → ``e0``), in three C-level replaces."""
+    """``4.3e-05`` -> ``4.3e-5``: a cell is six characters wide. For a number Python wrote (its
+    exponent is signed, with at least two digits: ``e-05`` → ``e-5``, ``e+24`` → ``e24``, ``e+00`` →
+    ``e0``), in three C-level replaces."""
     return text.replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
 
 
-def _short_exponent(text: str) -> str:
-    """``4.3e-05`` -> ``4.3e-5``: a cell is six characters wide."""
-    mantissa, e, exponent = text.partition("e")
-    if not e:
-        return text
-    sign = "-" if exponent.startswith("-") else ""
-    return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
+def _long_float(value: float) -> str:
+    return f"{value:.6g}" if not value.is_integer() or abs(value) >= 1e6 else f"{value:.1f}"
 
 
 def long_scalar(value: Any) -> str:
     if isinstance(value, float):  # the common case, first (a bool is never a float)
-        return f"{value:.6g}" if not value.is_integer() or abs(value) >= 1e6 else f"{value:.1f}"
+        return _long_float(value)
     if isinstance(value, bool):
         return str(value)
     return scalar(value) if isinstance(value, str) else str(value)
@@ -106,9 +102,8 @@ def nested(values: Any, indent: int = 0) -> str:
     if not isinstance(values, list):
         return long_scalar(values)
     if not values or not isinstance(values[0], list):
-        # long_scalar's float case inline: this writes every element of every small tensor's values
-        return "[" + ", ".join([(f"{v:.6g}" if not v.is_integer() or abs(v) >= 1e6 else f"{v:.1f}")
-                                if type(v) is float else long_scalar(v) for v in values]) + "]"
+        # long_scalar's float case first: this writes every element of every small tensor's values
+        return "[" + ", ".join([_long_float(v) if type(v) is float else long_scalar(v) for v in values]) + "]"
     pad = " " * (indent + 1)
     rows = [nested(row, indent + 1) for row in values]
     return "[" + (",\n" + pad).join(rows) + "]"
