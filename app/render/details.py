@@ -16,10 +16,8 @@ from app.i18n import gettext as _
 from app.render import fmt
 from app.render.footprint import Layout, is_contiguous
 from app.render.names import (
-    UNNAMED,
-    first_holder_of,
     fold_names,
-    holder_phrase,
+    holder_label,
     holders_of,
     holders_text,
     id_order,
@@ -42,8 +40,7 @@ def _who(tid: str | None, state: State, holding: Holding) -> str:
         return _("a tensor no longer alive")
     if holding.is_named(tid):
         return fold_names(holding.names(tid)[:1])
-    first = first_holder_of(holding, tid)
-    return holder_phrase(first) if first is not None else _(UNNAMED)
+    return holder_label(holding, tid)
 
 
 def values_text(fact: TensorFact) -> str | None:

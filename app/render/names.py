@@ -183,12 +183,17 @@ class HoldersOf(Mapping[str, list[str]]):
         return sum(1 for _ in self)
 
 
+def holder_label(holding: Holding, tid: str) -> str:
+    """How a tensor no variable reaches is called: by its first graph holder, else "unnamed"."""
+    first = first_holder_of(holding, tid)
+    return holder_phrase(first) if first is not None else _(UNNAMED)
+
+
 def label(holding: Holding, tid: str) -> str:
     """``display_name`` of ``tid`` now: its names, else its first graph holder, else "unnamed"."""
     if holding.is_named(tid):
         return display_name(tid, NamesOf(holding), {})
-    first = first_holder_of(holding, tid)
-    return holder_phrase(first) if first is not None else _(UNNAMED)
+    return holder_label(holding, tid)
 
 
 def id_order(ident: str) -> tuple[int, str]:
@@ -203,6 +208,6 @@ def clip(text: str, limit: int) -> str:
 
 __all__ = [
     "ACCUMULATE_GRAD", "UNNAMED", "HoldersOf", "NamesOf", "clip", "display_name", "family", "family_label",
-    "first_holder_of", "fold_names", "holder_phrase", "holders_of", "holders_text", "id_order",
-    "is_accumulate", "label", "roles_text", "short_node_name", "subscript", "tensor_kind",
+    "first_holder_of", "fold_names", "holder_label", "holder_phrase", "holders_of", "holders_text",
+    "id_order", "is_accumulate", "label", "roles_text", "short_node_name", "subscript", "tensor_kind",
 ]
