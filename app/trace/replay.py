@@ -133,7 +133,10 @@ class Timeline:
 
     def value(self, kind: str, ident: str, step: int) -> Any:
         history = self._history[kind].get(ident)
-        return history.at(step) if history is not None and step >= 0 else None
+        if history is None or step < 0:
+            return None
+        i = bisect_right(history.steps, step) - 1  # ``_History.at``, inline: the rules ask it per fact
+        return history.values[i] if i >= 0 else None
 
     def tensor(self, tid: str | None, step: int) -> TensorFact | None:
         return self.value("tensors", tid, step) if tid is not None else None
