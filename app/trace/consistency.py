@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 from app.schema import ArrayFact, DeltaTrace, NodeFact, StorageFact, TensorFact
@@ -119,6 +120,9 @@ def extent(fact: TensorFact) -> int:
 _SCALARS = frozenset({float, int, bool, str, type(None)})
 
 
+_LIST = frozenset({list})
+
+
 def _flat(values: list) -> bool:
     """No item of ``values`` is a list (the set test proves it for plain scalars; anything else is
     asked item by item, as it always was)."""
@@ -135,6 +139,8 @@ def _nested(values: Any, shape: list[int], depth: int = 0) -> bool:
         return _flat(values)
     if depth + 2 == len(shape):  # rows of scalars (a matrix, the common case): no call per row
         width = shape[depth + 1]
+        if _LIST.issuperset(map(type, values)):  # plain lists (as validated values are): whole at once
+            return {width}.issuperset(map(len, values)) and _flat(list(chain.from_iterable(values)))
         for row in values:  # noqa: SIM110 - a loop: all() would add a generator step per row
             if not isinstance(row, list) or len(row) != width or not _flat(row):
                 return False
@@ -203,9 +209,19 @@ def check_array(aid: str, fact: ArrayFact, state: State) -> None:
 
 
 def check_extent(tid: str, fact: TensorFact, storage: StorageFact) -> None:
-    if "values" in fact.unavailable or "shape" in fact.unavailable:
+    unavailable = fact.unavailable
+    if unavailable and ("values" in unavailable or "shape" in unavailable):
         return  # the engine saw it reach past its storage (resized smaller) and read no values
-    end = extent(fact) * itemsize(fact.dtype, storage)
+    # ``extent(fact) * itemsize(fact.dtype, storage)``, spelled out: this runs for every tensor set
+    shape = fact.shape
+    if 0 in shape:
+        end = 0
+    else:
+        end = fact.storage_offset + 1
+        for n, stride in zip(shape, fact.stride, strict=True):
+            end += (n - 1) * stride
+        size = _dtype_size(fact.dtype)
+        end *= size if size is not None else max(storage.element_size, 1)
     if end > storage.nbytes:
         raise _Found(f"tensor {tid} reaches byte {end} of storage {fact.storage}, which has "
                      f"{storage.nbytes}")
