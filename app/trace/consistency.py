@@ -46,6 +46,8 @@ MAX_VALUES = 64  # the engine sends values for tensors of at most this many elem
 LIMIT = 1 << 63  # torch's sizes, strides, offsets and byte counts are int64
 BITS = re.compile(r"^(?:u?int|float|bfloat|complex)(\d+)$")  # float32 -> 4 bytes, complex64 -> 8
 TARGETS = ("tensors", "storages", "nodes")
+_OLD_TARGETS = tuple((kind, "old_" + kind) for kind in TARGETS)  # (kind, its ``Changes`` attribute)
+_OLD_REFERRERS = tuple((kind, "old_" + kind) for kind in ("variables", "tensors", "nodes"))
 
 
 @dataclass(frozen=True)
@@ -282,7 +284,8 @@ class _Checker:
     def step(self, state: State, changes: Changes) -> None:
         delta = changes.delta
         self._header(delta)
-        self._drops(changes)
+        if delta.dropped:  # most steps drop nothing: five kinds' loops skipped
+            self._drops(changes)
         for sid in delta.storages:
             check_storage(sid, state.storages[sid])
         for tid, fact in delta.tensors.items():
@@ -322,9 +325,12 @@ class _Checker:
 
     def _presence(self, state: State, changes: Changes) -> None:
         """Targets that appeared or disappeared: their referrers stop or start dangling."""
-        for kind in TARGETS:
+        for kind, old_kind in _OLD_TARGETS:
+            olds = getattr(changes, old_kind)
+            if not olds:
+                continue
             current = getattr(state, kind)
-            for ident, old in getattr(changes, "old_" + kind).items():
+            for ident, old in olds.items():
                 counts = self.refs.get((kind, ident))
                 if counts is None or (old is None) == (ident not in current):
                     continue
@@ -333,10 +339,13 @@ class _Checker:
                 self.dangling[kind] += sign * counts[1]
 
     def _count(self, state: State, changes: Changes) -> None:
-        for kind in ("variables", "tensors", "nodes"):
+        for kind, old_kind in _OLD_REFERRERS:
+            olds = getattr(changes, old_kind)
+            if not olds:
+                continue
             current = getattr(state, kind)
             same = _SAME_REFERENCES[kind]
-            for ident, old in getattr(changes, "old_" + kind).items():
+            for ident, old in olds.items():
                 new = current.get(ident)
                 if old is not None and new is not None and same(old, new):
                     continue  # a fact set anew with the same references: -1 and +1 would cancel
@@ -422,7 +431,8 @@ class _Checker:
 
     def _dangling(self, state: State, capped: dict[str, int]) -> None:
         dangling = self.dangling
-        if dangling["strict"] or any(dangling[kind] and kind not in capped for kind in ("tensors", "nodes")):
+        if dangling["strict"] or (dangling["tensors"] and "tensors" not in capped) or \
+                (dangling["nodes"] and "nodes" not in capped):
             raise _Found(_name_dangling(state, capped))
 
     def _backward(self, state: State, changes: Changes) -> None:

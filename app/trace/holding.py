@@ -227,6 +227,8 @@ class Holding:
     def _reclassify(self, dirty: set[str], state: State, changes: Changes, out: HoldingChanges) -> None:
         """Recompute the named status of every tensor whose support may have changed (least fixpoint
         restricted to the dirty tensors and what their .grad/._base chains reach)."""
+        if not dirty:
+            return  # a step that set, dropped and renamed no tensor: nothing to recompute
         affected = _closure(dirty, state, changes)
         was = {tid for tid in affected if tid in self.named}
         self.named -= affected

@@ -81,11 +81,14 @@ def apply(state: State, delta: DeltaStep, changes: Changes | None = None) -> Non
         old_variables.setdefault(name, variables.get(name))
         variables[name] = tid
     for kind in KINDS:
+        gone, facts = getattr(dropped, kind), getattr(delta, kind)
+        if not gone and not facts:
+            continue  # most steps change one or two kinds: the rest cost two lookups
         current: dict[str, Any] = getattr(state, kind)
         old: dict[str, Any] = getattr(changes, "old_" + kind) if changes is not None else {}
-        for ident in getattr(dropped, kind):
+        for ident in gone:
             old.setdefault(ident, current.pop(ident, None))
-        for ident, fact in getattr(delta, kind).items():
+        for ident, fact in facts.items():
             old.setdefault(ident, current.get(ident))
             current[ident] = fact
 
@@ -120,8 +123,9 @@ class Timeline:
         self._history: dict[str, dict[str, _History]] = {k: {} for k in ("variables", *KINDS)}
         self.first_seen: dict[str, int] = {}  # tensor or node id -> the step it first appears at
         for index, delta in enumerate(trace.steps):
+            dropped = delta.dropped
             for kind, histories in self._history.items():
-                for ident in getattr(delta.dropped, kind):
+                for ident in getattr(dropped, kind):
                     histories.setdefault(ident, _History()).set(index, None)
                 for ident, value in getattr(delta, kind).items():
                     histories.setdefault(ident, _History()).set(index, value)
