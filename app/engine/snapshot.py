@@ -164,7 +164,7 @@ class SnapshotTaker:
             self.in_backward = ran is not None
             if ran is not None:
                 self._node_ran(ran, touches)
-            self._mark(touches)
+            self._mark(touches, after_pass=ran is None)
             delta = None
             # (while a cap holds, which objects get in depends on the whole reading order: read whole)
             if not (self.full or self.cyclic or self._capped_last or (touches is not None and touches.whole)):
@@ -234,10 +234,15 @@ class SnapshotTaker:
                 "sent": ids(ran.sent)}
 
     # ---- what may have changed -------------------------------------------------------------------
-    def _mark(self, touches: Touches | None) -> None:
+    def _mark(self, touches: Touches | None, after_pass: bool = False) -> None:
         dirty, storages = self._dirty, self._dirty_storages
         dirty.clear()
         storages.clear()
+        if after_pass:
+            # Storages met during a backward pass by their bytes only: one that died there and one
+            # made at its address later in the pass (a gradient) were read as one. Read them again
+            # with their objects now (app.engine.run.on_backward no longer marks the whole pass).
+            storages |= self.storage_ids.bare_ids()
         if touches is not None:
             for address in touches.tensors:
                 tid = self.tensor_ids.known_address(address)
