@@ -201,8 +201,12 @@ class SnapshotTaker:
                 self.freed.setdefault(nid, {})[name] = message
         for grad in (*ran.received, *ran.sent):
             if isinstance(grad, torch.Tensor):
-                self._extra.append((self.tensor_ids.of(grad), grad))
-                if touches is not None:  # torch adds gradients into its buffers in place
+                tid = self.tensor_ids.of(grad)
+                self._extra.append((tid, grad))
+                # torch adds gradients into its buffers in place, which moves their version: one
+                # read at an earlier node of the pass, at the same version, reads the same (the
+                # gradient a node sent, received by the next, is read once, not twice).
+                if touches is not None and not self._same_version(tid, grad):
                     touches.tensors.add(id(grad))
                     pointer = tensor_pointer(grad)
                     if pointer:
@@ -212,6 +216,13 @@ class SnapshotTaker:
             touches.backward_nodes.add(key)
             if leaf is not None:
                 touches.backward_leaves.add(id(leaf))
+
+    def _same_version(self, tid: str, tensor: torch.Tensor) -> bool:
+        fact = self.tensors.get(tid)
+        try:
+            return fact is not None and fact["version"] is not None and fact["version"] == tensor._version
+        except RuntimeError:  # no version counter (inference tensors)
+            return False
 
     def _meet_bare_storages(self) -> None:
         """Outside a backward pass, give the storages met there by their bytes only their objects

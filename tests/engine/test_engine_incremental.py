@@ -202,6 +202,15 @@ g = w.detach()
 loss = (w * 2).exp().sum(); loss.backward(); w.grad.mul_(0.5); g.add_(1)
 loss = (w * w).sum(); loss.backward(); w.grad.data.zero_(); w.data.sub_(w.grad)
 """,
+    # A gradient read at one node is read again at a later one only if its version moved: torch sums
+    # a node's incoming gradients into one buffer, in place when it can.
+    "gradients summed into one buffer from several paths": """
+w = torch.ones(3, requires_grad=True)
+y = w.exp()
+z = (y * 2 + y * 3 + y.sin()).sum()
+z.backward()
+u = y.detach()
+""",
     "a pass raises half-way and is caught": """
 w = torch.ones(3, requires_grad=True)
 v = torch.ones(3, requires_grad=True)
