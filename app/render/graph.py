@@ -110,6 +110,9 @@ class GraphView:
     drawings: tuple[Drawing, ...]
     default: str
     inspector: dict[str, Any]  # node facts for the page's inspector (JSON)
+    # state track of the graph's container: graph_backward.PASS_OVER while a pass just ended (None: no
+    # pass ever did)
+    pass_k: int | None = None
 
     def drawing(self, mode: str | None = None) -> Drawing:
         mode = mode or self.default
@@ -135,8 +138,7 @@ class GraphBuilder:
     def __init__(self, tracks: Tracks) -> None:
         self.tracks = tracks
         self.observer = GraphEvents()
-        self.backward = BackwardMarks(self.observer.events, self.observer._grad_users,
-                                      self.observer._tensor_vertex)
+        self.backward = BackwardMarks(self.observer.events, self.observer._grad_users)
         self.cache = LayoutCache()
 
     def add_step(self, step: StepInput) -> None:
@@ -170,7 +172,12 @@ class GraphBuilder:
             drawings.append(drawing)
             extents[mode] = extent
         _record_empty(tracks, empty_k, events, count)
-        return GraphView(empty_k, tuple(drawings), _default_mode(extents), _inspector(events, count))
+        pass_k = None
+        if events.passes:  # the boxes a pass that just ended did not reach (graph_backward.unreached)
+            pass_k = tracks.key(("graph-pass",))
+            for step, state in events.passes:
+                tracks.change_state(pass_k, step, state or "")
+        return GraphView(empty_k, tuple(drawings), _default_mode(extents), _inspector(events, count), pass_k)
 
 
 def _default_mode(extents: dict[str, tuple[float, float]]) -> str:

@@ -108,6 +108,7 @@ class Events:
     # along, and that gradient's text.
     edge_state: dict[tuple[str, str], History] = field(default_factory=dict)
     edge_text: dict[tuple[str, str], History] = field(default_factory=dict)
+    passes: History = field(default_factory=list)  # the container: PASS_OVER while a pass just ended
     node_facts: dict[str, History] = field(default_factory=dict)  # node -> index into facts
     facts: list[Any] = field(default_factory=list)  # the inspector's entries, each once
     node_lines: dict[str, int] = field(default_factory=dict)  # node -> the line that created it
