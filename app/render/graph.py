@@ -14,6 +14,7 @@ ones and says so ("graph too large to lay out: showing …").
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
@@ -142,6 +143,10 @@ class GraphBuilder:
         self.cache = LayoutCache()
 
     def add_step(self, step: StepInput) -> None:
+        if not gc.isenabled():  # paused already (build_explorer pauses the whole replay): as it is
+            self.observer.add_step(step)
+            self.backward.add_step(step)
+            return
         with collector_paused():
             self.observer.add_step(step)
             self.backward.add_step(step)
@@ -376,17 +381,18 @@ class _Drawer:
         return extent, omitted
 
     def _track(self, k: int, history: History, first: int, last: int, kind: str) -> None:
-        change = {"vis": self.tracks.change_vis, "text": self.tracks.change_text,
-                  "state": self.tracks.change_state}[kind]
-        for step, value in _within(history, first, last):
-            if kind == "vis":
-                change(k, step, bool(value))
-            elif kind == "state":
-                change(k, step, value or "")
-            else:
-                change(k, step, value)
-        if kind == "vis" and last + 1 < self.count:
-            change(k, last + 1, False)
+        tracks = self.tracks
+        if kind == "vis":
+            for step, value in _within(history, first, last):
+                tracks.change_vis(k, step, bool(value))
+            if last + 1 < self.count:
+                tracks.change_vis(k, last + 1, False)
+        elif kind == "state":
+            for step, value in _within(history, first, last):
+                tracks.change_state(k, step, value or "")
+        else:
+            for step, value in _within(history, first, last):
+                tracks.change_text(k, step, value)
 
     def _node(self, unit: Unit, epoch: int, first: int, last: int, centre, size) -> GNode:
         tracks, mode = self.tracks, self.mode
