@@ -99,7 +99,7 @@ def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
         if edge is None:
             edge = edges[pair] = UnitEdge(*pair, edge_kind(src, dst), 0, back=across)
         edge.back = edge.back and across
-        edge.count = max(edge.count, max((c for _, c in history), default=0))
+        edge.count = max(edge.count, max(map(itemgetter(1), history), default=0))
         histories.setdefault(pair, []).append(history)
     for pair, group in histories.items():
         edges[pair].vis = _shown(group[0]) if len(group) == 1 else \
