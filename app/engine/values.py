@@ -1,10 +1,11 @@
 """Tensor values as JSON-safe Python data.
 
-Speed and size matter here: every snapshot converts every small tensor and storage, so a 500-step
-training loop converts several hundred thousand numbers. float32 values (the common case) are
-written with the fewest digits that read back as the same float32 (``0.1``, not
-``0.10000000149011612``): about half the JSON, and what a learner expects to see. The conversion
-is memoised per run, since the same numbers recur from step to step.
+Speed and size matter here: every snapshot converts every small tensor and storage that changed, so
+a 100-epoch training loop converts tens of thousands of numbers. float32 values (the common case)
+are written with the fewest digits that read back as the same float32 (``0.1``, not
+``0.10000000149011612``): about half the JSON, and what a learner expects to see. orjson writes a
+float32 array that way in C (Ryu): about 0.1 µs a value, against 1 µs for numpy's ``str`` of each
+(the same digits: a test compares them on every subnormal and millions of random bit patterns).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import struct
 from itertools import chain
 from typing import Any
 
+import orjson
 import torch
 
 MAX_VALUES = 64
 MAX_SUMMARY_NUMEL = 4_000_000
-MAX_MEMO = 100_000
 
 _FLOAT32 = struct.Struct("<f")
 
@@ -70,22 +71,24 @@ def _shortest_float32_python(value: float) -> float:
     return best
 
 
-class ValueWriter:
-    """Converts tensor contents to JSON-safe lists. One per run: it memoises float32 formatting."""
+def float32_values(values: list[float]) -> list[Any]:
+    """Each float32 value (a Python float read from a float32 tensor) in its shortest form; NaN and
+    infinities as json_scalar writes them."""
+    if _np is not None:
+        array = _np.array(values, dtype=_np.float32)  # exact: every value is a float32 already
+        written = orjson.loads(orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY))
+        if None not in written:  # orjson writes NaN and infinities as null
+            return written
+    return [shortest_float32(v) if math.isfinite(v) else json_scalar(v) for v in values]
 
-    def __init__(self) -> None:
-        self._memo: dict[float, Any] = {}
+
+class ValueWriter:
+    """Converts tensor contents to JSON-safe lists."""
 
     def flat(self, values: list[Any], dtype: torch.dtype) -> list[Any]:
         """Convert a flat list of Python scalars read from a tensor of ``dtype``."""
         if dtype == torch.float32:
-            get = self._memo.get
-            out = [get(v) for v in values]
-            if None in out:
-                missing = [v for o, v in zip(out, values, strict=True) if o is None]
-                self._learn(missing)
-                out = [self._float32(v) if o is None else o for o, v in zip(out, values, strict=True)]
-            return out
+            return float32_values(values)
         if dtype.is_floating_point:
             total = sum(values)
             # A finite sum means every value is finite: no conversion needed (the common case).
@@ -93,29 +96,6 @@ class ValueWriter:
         if dtype.is_complex:
             return [str(v) for v in values]
         return values  # ints and bools are JSON already
-
-    def _learn(self, values: list[float]) -> None:
-        """Memoise the shortest forms of many float32 values at once (numpy formats them in C)."""
-        if _np is None or len(values) < 4:
-            return
-        if len(self._memo) + len(values) >= MAX_MEMO:
-            self._memo.clear()
-        memo = self._memo
-        for value, short in zip(values, _np.array(values, dtype=_np.float32), strict=True):
-            if value == value and value not in (math.inf, -math.inf) and value != 0.0:
-                memo[value] = float(str(short))
-
-    def _float32(self, value: float) -> Any:
-        found = self._memo.get(value)
-        if found is not None and value != 0.0:
-            return found
-        if value != value or value in (math.inf, -math.inf) or value == 0.0:
-            # Not memoised: NaN never equals itself, and 0.0 == -0.0 would lose the sign.
-            return json_scalar(value)
-        if len(self._memo) >= MAX_MEMO:
-            self._memo.clear()
-        short = self._memo[value] = shortest_float32(value)
-        return short
 
     def scalar(self, value: Any, dtype: torch.dtype) -> Any:
         return self.flat([value], dtype)[0]

@@ -14,6 +14,7 @@ ones and says so ("graph too large to lay out: showing …").
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ class GraphView:
     drawings: tuple[Drawing, ...]
     default: str
     inspector: dict[str, Any]  # node facts for the page's inspector (JSON)
+    # state track of the graph's container: graph_backward.PASS_OVER while a pass just ended (None: no
+    # pass ever did)
+    pass_k: int | None = None
 
     def drawing(self, mode: str | None = None) -> Drawing:
         mode = mode or self.default
@@ -135,11 +139,14 @@ class GraphBuilder:
     def __init__(self, tracks: Tracks) -> None:
         self.tracks = tracks
         self.observer = GraphEvents()
-        self.backward = BackwardMarks(self.observer.events, self.observer._grad_users,
-                                      self.observer._tensor_vertex)
+        self.backward = BackwardMarks(self.observer.events, self.observer._grad_users)
         self.cache = LayoutCache()
 
     def add_step(self, step: StepInput) -> None:
+        if not gc.isenabled():  # paused already (build_explorer pauses the whole replay): as it is
+            self.observer.add_step(step)
+            self.backward.add_step(step)
+            return
         with collector_paused():
             self.observer.add_step(step)
             self.backward.add_step(step)
@@ -170,7 +177,12 @@ class GraphBuilder:
             drawings.append(drawing)
             extents[mode] = extent
         _record_empty(tracks, empty_k, events, count)
-        return GraphView(empty_k, tuple(drawings), _default_mode(extents), _inspector(events, count))
+        pass_k = None
+        if events.passes:  # the boxes a pass that just ended did not reach (graph_backward.unreached)
+            pass_k = tracks.key(("graph-pass",))
+            for step, state in events.passes:
+                tracks.change_state(pass_k, step, state or "")
+        return GraphView(empty_k, tuple(drawings), _default_mode(extents), _inspector(events, count), pass_k)
 
 
 def _default_mode(extents: dict[str, tuple[float, float]]) -> str:
@@ -369,17 +381,18 @@ class _Drawer:
         return extent, omitted
 
     def _track(self, k: int, history: History, first: int, last: int, kind: str) -> None:
-        change = {"vis": self.tracks.change_vis, "text": self.tracks.change_text,
-                  "state": self.tracks.change_state}[kind]
-        for step, value in _within(history, first, last):
-            if kind == "vis":
-                change(k, step, bool(value))
-            elif kind == "state":
-                change(k, step, value or "")
-            else:
-                change(k, step, value)
-        if kind == "vis" and last + 1 < self.count:
-            change(k, last + 1, False)
+        tracks = self.tracks
+        if kind == "vis":
+            for step, value in _within(history, first, last):
+                tracks.change_vis(k, step, bool(value))
+            if last + 1 < self.count:
+                tracks.change_vis(k, last + 1, False)
+        elif kind == "state":
+            for step, value in _within(history, first, last):
+                tracks.change_state(k, step, value or "")
+        else:
+            for step, value in _within(history, first, last):
+                tracks.change_text(k, step, value)
 
     def _node(self, unit: Unit, epoch: int, first: int, last: int, centre, size) -> GNode:
         tracks, mode = self.tracks, self.mode

@@ -8,13 +8,16 @@ edge) it records:
 * every edge that carried a gradient so far: edge state ``grad``, and the gradient's values as the
   edge's text when the tensor is small (≤ ``VALUES_MAX`` elements, cells as the memory view writes
   them), else its shape. A leaf's edge into its ``AccumulateGrad`` carries what was accumulated;
-* at the end of the pass, the nodes alive that no gradient reached: state ``unreached`` from the
-  pass's last node step (the view dims them and its legend says why).
+* the pass is over: state ``PASS_OVER`` on the graph's container (``Events.passes``) from the
+  pass's last node step. Then every box of a node, of an AccumulateGrad's leaf and of a free leaf
+  that requires grad that carries neither ``ran`` nor ``reached`` is one no gradient reached: the view
+  dims it and its legend says why. ``unreached`` is that rule, for /render.svg; the page's graph.css
+  spells the same rule as selectors.
 
 The marks hold through the line's own step (the one stepping over lands on, so it shows where the
 gradient went) and are cleared at the step after. Every mark is recorded once and cleared once, and
-finding the unreached nodes looks at the nodes that ran plus at most ``UNREACHED_MAX`` others: the
-cost is linear in the pass, not in the graph alive.
+what the pass did not reach costs one state run, however large the graph alive: the cost is linear
+in the pass.
 """
 
 from __future__ import annotations
@@ -24,7 +27,19 @@ from app.render.graph_events import Events, record
 from app.render.steps import StepInput
 
 VALUES_MAX = 8  # a gradient with at most this many elements is written on its edge
-UNREACHED_MAX = 500  # the graph view lays out at most this many boxes (graph.MAX_UNITS)
+PASS_OVER = "pass-over"  # the container's state: a pass just ended (its last node step, the line's own)
+DIMMED_KINDS = ("fn", "acc", "leaf")  # and a free box whose state says "leaf"; never out: or module boxes
+
+
+def unreached(kind: str, state: str, container: str) -> bool:
+    """Whether a box of ``kind`` in state ``state`` is one the pass that just ended did not reach,
+    the graph's container being in state ``container`` (static/graph.css says the same)."""
+    if PASS_OVER not in container.split():
+        return False
+    words = state.split()
+    if "ran" in words or "reached" in words:
+        return False
+    return kind in DIMMED_KINDS or (kind == "free" and "leaf" in words)
 
 
 def grad_text(values: object, dims: list[int]) -> str:
@@ -50,14 +65,10 @@ def grad_text(values: object, dims: list[int]) -> str:
 class BackwardMarks:
     """``add_step`` after the graph's own, for every step; ``finish(count)`` once."""
 
-    def __init__(self, events: Events, grad_users: dict[str, dict[str, None]],
-                 tensor_vertex: dict[str, str]) -> None:
+    def __init__(self, events: Events, grad_users: dict[str, dict[str, None]]) -> None:
         self.events = events
         self.grad_users = grad_users  # node -> tensors whose grad_fn it is (kept by GraphEvents)
-        self.tensor_vertex = tensor_vertex  # tensor -> its out/free vertex now (kept by GraphEvents)
-        self.restore: dict[str, str | None] = {}  # a free leaf's own state, under its "unreached"
         self.in_pass = False
-        self.ran: set[str] = set()
         self.last_ran: str | None = None  # the vertex of the node that ran at the previous step
         self.last_step = -1
         self.marked_vertices: set[str] = set()
@@ -94,7 +105,7 @@ class BackwardMarks:
     def _ran(self, step: StepInput) -> None:
         index, delta, nodes = step.index, step.changes.delta, step.state.nodes
         if not self.in_pass:
-            self.in_pass, self.ran, self.last_ran = True, set(), None
+            self.in_pass, self.last_ran = True, None
         if self.last_ran is not None:
             self._vertex(self.last_ran, index, "reached")
         nid = delta.node
@@ -103,7 +114,6 @@ class BackwardMarks:
         if node is None or nid is None:
             return
         key = f"n:{nid}"
-        self.ran.add(nid)
         self._vertex(key, index, "ran")
         self.last_ran = key
         # An edge may join the same two vertices more than once (c * c): its gradients add up.
@@ -126,51 +136,18 @@ class BackwardMarks:
             self._edge(pair, index, " + ".join(p for p in parts if p) or None)
 
     def _end(self, step: StepInput | None) -> None:
-        """The pass is over: the nodes alive that it never ran, and the leaves outside any graph that
-        require grad (no AccumulateGrad: nothing could reach them), are dimmed from its last node step."""
+        """The pass is over: from its last node step, what it did not reach is dimmed."""
         self.in_pass = False
         if step is None or self.last_step < 0:
             return
         if self.last_ran is not None:
             self._vertex(self.last_ran, step.index, "reached")
-        found = 0
-        for nid, node in step.state.nodes.items():
-            if nid in self.ran:
-                continue
-            if found >= UNREACHED_MAX:
-                break
-            found += 1
-            self._vertex(f"n:{nid}", self.last_step, "unreached")
-            if node.variable is not None and f"leaf:{nid}" in self.events.vertices:
-                self._vertex(f"leaf:{nid}", self.last_step, "unreached")
-        for tid, key in self.tensor_vertex.items():
-            if found >= UNREACHED_MAX:
-                break
-            fact = step.state.tensors.get(tid)
-            if key.startswith("free:") and fact is not None and fact.requires_grad:
-                found += 1
-                self._dim_free(key)
-
-    def _dim_free(self, key: str) -> None:
-        """A free leaf's state says what it is ("leaf"), set by the graph itself, which may have set
-        it again at the line's own step already: "unreached" joins it from the pass's last node step."""
-        history = self.events.state.setdefault(key, [])
-        later = []
-        while history and history[-1][0] > self.last_step:
-            later.insert(0, history.pop())
-        base = history[-1][1] if history else None
-        for step, value in [(self.last_step, base), *later]:
-            record(history, step, f"{value or ''} unreached".strip())
-        self.restore[key] = later[-1][1] if later else base
-        self.marked_vertices.add(key)
+        record(self.events.passes, self.last_step, PASS_OVER)
 
     def _clear(self, index: int) -> None:
+        record(self.events.passes, index, None)
         for key in self.marked_vertices:
-            history = self.events.state.setdefault(key, [])
-            if key in self.restore and history and history[-1][0] == index:
-                del self.restore[key]  # the graph itself set the leaf's state at this step: it stands
-                continue
-            record(history, index, self.restore.pop(key, None))
+            record(self.events.state.setdefault(key, []), index, None)
         for pair in self.marked_edges:
             record(self.events.edge_state.setdefault(pair, []), index, None)
             record(self.events.edge_text.setdefault(pair, []), index, None)

@@ -108,6 +108,7 @@ class Events:
     # along, and that gradient's text.
     edge_state: dict[tuple[str, str], History] = field(default_factory=dict)
     edge_text: dict[tuple[str, str], History] = field(default_factory=dict)
+    passes: History = field(default_factory=list)  # the container: PASS_OVER while a pass just ended
     node_facts: dict[str, History] = field(default_factory=dict)  # node -> index into facts
     facts: list[Any] = field(default_factory=list)  # the inspector's entries, each once
     node_lines: dict[str, int] = field(default_factory=dict)  # node -> the line that created it
@@ -445,9 +446,9 @@ class GraphEvents:
         for nxt in node.next:
             child = state.nodes.get(nxt) if nxt is not None else None
             if child is not None:
-                nexts.append([nxt, short_node_name(child.name)])
+                nexts.append((nxt, short_node_name(child.name)))
             else:
-                nexts.append([nxt, "None" if nxt is None else _("gone")])
+                nexts.append((nxt, "None" if nxt is None else _("gone")))
         saved = []
         for name in dict.fromkeys([*node.saved, *node.saved_errors]):
             tid = node.saved.get(name)
@@ -459,16 +460,15 @@ class GraphEvents:
             if found:
                 now = int(found.group(1))
             label = tensor_label(tid, holding) if tid is not None else "—"
-            saved.append([name, tid, label, was, now, saved_state(node, name), error or ""])
-        # metadata keys, and [kind, name] per hook (pre / post / tensor; the snippet's function or null)
-        hooks = [[hook.kind, hook.name] for hook in node.hooks]
-        entry = [nexts, saved, list(node.metadata), hooks]
-        signature = (tuple(map(tuple, nexts)), tuple(map(tuple, saved)), tuple(node.metadata),
-                     tuple(map(tuple, hooks)))
+            saved.append((name, tid, label, was, now, saved_state(node, name), error or ""))
+        # metadata keys, and (kind, name) per hook (pre / post / tensor; the snippet's function or null)
+        hooks = tuple((hook.kind, hook.name) for hook in node.hooks)
+        signature = (tuple(nexts), tuple(saved), tuple(node.metadata), hooks)
         fact_index = self._facts_seen.get(signature)
-        if fact_index is None:
+        if fact_index is None:  # the inspector's entry, as JSON lists
             fact_index = self._facts_seen[signature] = len(self.events.facts)
-            self.events.facts.append(entry)
+            self.events.facts.append([[list(n) for n in nexts], [list(e) for e in saved], list(node.metadata),
+                                      [list(h) for h in hooks]])
         history = self.events.node_facts.setdefault(nid, [])
         if history and history[-1][0] == step.index:
             history[-1] = (step.index, fact_index)

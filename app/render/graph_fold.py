@@ -99,7 +99,7 @@ def fold(events: Events, mode: str, class_sizes: Counter) -> Folding:
         if edge is None:
             edge = edges[pair] = UnitEdge(*pair, edge_kind(src, dst), 0, back=across)
         edge.back = edge.back and across
-        edge.count = max(edge.count, max((c for _, c in history), default=0))
+        edge.count = max(edge.count, max(map(itemgetter(1), history), default=0))
         histories.setdefault(pair, []).append(history)
     for pair, group in histories.items():
         edges[pair].vis = _shown(group[0]) if len(group) == 1 else \
@@ -190,48 +190,51 @@ def _merge_module(unit: Unit, group: list[Vertex], events: Events) -> None:
 
 
 def _merge_class(unit: Unit, group: list[Vertex], events: Events) -> None:
-    """Sweep the members' changes in step order, keeping who is on screen and what each reads."""
-    changes: list[tuple[int, int, str, Any]] = []
-    for n, v in enumerate(group):
-        changes += [(s, n, "vis", val) for s, val in events.vis.get(v.key, [])]
-        changes += [(s, n, "text", val) for s, val in events.text.get(v.key, [])]
-        changes += [(s, n, "state", val) for s, val in events.state.get(v.key, [])]
-        for name in v.chips:
-            chip = (v.key, name)
-            for part, source in (("cvis", events.chip_vis), ("ctext", events.chip_text),
-                                 ("cstate", events.chip_state)):
-                changes += [(s, n, part, (name, val)) for s, val in source.get(chip, [])]
-    changes.sort(key=itemgetter(0, 1))
+    """Sweep the members' changes in step order, keeping who is on screen and what each reads.
+    What a member reads sits in slots: its text, its state, then vis/text/state of each chip."""
     chip_names = list(dict.fromkeys(name for v in group for name in v.chips))
+    chip_slot = {name: 2 + 3 * i for i, name in enumerate(chip_names)}
+    changes: list[tuple[int, int, int, Any]] = []  # (step, member, slot or -1 for its vis, value)
+    for n, v in enumerate(group):
+        key = v.key
+        changes += [(s, n, -1, val) for s, val in events.vis.get(key, ())]
+        changes += [(s, n, 0, val) for s, val in events.text.get(key, ())]
+        changes += [(s, n, 1, val) for s, val in events.state.get(key, ())]
+        for name in v.chips:
+            chip, slot = (key, name), chip_slot[name]
+            changes += [(s, n, slot, val) for s, val in events.chip_vis.get(chip, ())]
+            changes += [(s, n, slot + 1, val) for s, val in events.chip_text.get(chip, ())]
+            changes += [(s, n, slot + 2, val) for s, val in events.chip_state.get(chip, ())]
+    changes.sort(key=itemgetter(0, 1))
     unit.chips = {name: {"vis": [], "text": [], "state": []} for name in chip_names}
-    now: dict[int, dict[str, Any]] = {n: {} for n in range(len(group))}
+    chip_runs = [(chip_slot[name], runs["vis"], runs["text"], runs["state"])
+                 for name, runs in unit.chips.items()]
+    width = 2 + 3 * len(chip_names)
+    now = [[None] * width for _ in group]
     on_screen: dict[int, None] = {}  # members on screen, in the order they came
-    i = 0
-    while i < len(changes):
+    vis, count, text, state, rep_runs = unit.vis, unit.count, unit.text, unit.state, unit.rep
+    i, total = 0, len(changes)
+    while i < total:
         step = changes[i][0]
-        while i < len(changes) and changes[i][0] == step:
-            _, n, part, value = changes[i]
-            if part == "vis":
+        while i < total and changes[i][0] == step:
+            _, n, slot, value = changes[i]
+            if slot < 0:
                 on_screen.pop(n, None)
                 if value:
                     on_screen[n] = None
-            elif part in ("text", "state"):
-                now[n][part] = value
             else:
-                name, val = value
-                now[n][(part, name)] = val
+                now[n][slot] = value
             i += 1
         rep = next(reversed(on_screen)) if on_screen else None
-        record(unit.vis, step, rep is not None)
-        record(unit.count, step, f"×{len(on_screen)}" if len(on_screen) > 1 else None)
+        record(vis, step, rep is not None)
+        record(count, step, f"×{len(on_screen)}" if len(on_screen) > 1 else None)
         if rep is None:
             continue
         facts = now[rep]
-        record(unit.text, step, facts.get("text"))
-        record(unit.state, step, facts.get("state"))
-        record(unit.rep, step, group[rep].node)
-        for name in chip_names:
-            chip = unit.chips[name]
-            record(chip["vis"], step, bool(facts.get(("cvis", name))))
-            record(chip["text"], step, facts.get(("ctext", name)))
-            record(chip["state"], step, facts.get(("cstate", name)))
+        record(text, step, facts[0])
+        record(state, step, facts[1])
+        record(rep_runs, step, group[rep].node)
+        for slot, chip_vis, chip_text, chip_state in chip_runs:
+            record(chip_vis, step, bool(facts[slot]))
+            record(chip_text, step, facts[slot + 1])
+            record(chip_state, step, facts[slot + 2])

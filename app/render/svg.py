@@ -21,6 +21,7 @@ from app.budget import current_budget
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView, phase_text, step_label
 from app.render.graph import GNode
+from app.render.graph_backward import unreached
 from app.render.grid import Grid
 from app.render.memory import Family, Row, Strip
 from app.render.tracks import Frame
@@ -491,20 +492,22 @@ def draw_graph(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float,
             gx, gy = edge.mid[0] + (-6 if edge.leftward else 6), edge.mid[1] + (13 if edge.count > 1 else 4)
             cv.text(gx, gy, frame.text(edge.text_k), 10.5, GRAD, weight=600,
                     anchor="end" if edge.leftward else "start")
+    container = frame.state(view.graph.pass_k) if view.graph.pass_k is not None else ""
     for node in drawing.nodes:
         if frame.shows(node.k):
-            _draw_node(cv, node, frame)
+            _draw_node(cv, node, frame, container)
     cv.raw("</g>")
 
 
-def _draw_node(cv: Canvas, node: GNode, frame: Frame) -> None:
+def _draw_node(cv: Canvas, node: GNode, frame: Frame, container: str) -> None:
     c = cv.c
-    fill, stroke, width, dash, ink = _node_style(c, node, frame.state(node.k))
+    state = frame.state(node.k)
+    fill, stroke, width, dash, ink = _node_style(c, node, state)
     # A backward step (app/render/graph_backward.py): the node that ran, those it ran after, the dimmed
-    words = frame.state(node.k).split()
+    words = state.split()
     if "ran" in words or "reached" in words:
         stroke, width = GRAD, 3.2 if "ran" in words else 1.8
-    dimmed = "unreached" in words
+    dimmed = unreached(node.kind, state, container)
     if dimmed:
         cv.raw('<g opacity="0.38">')
     _draw_node_parts(cv, node, frame, fill, stroke, width, dash, ink)

@@ -193,6 +193,47 @@ h.register_hook(grads.append)
 z = (h * 2).sin().sum()
 z.backward()
 """,
+    # A backward pass whose every node had its step is not read again at its line's step
+    # (app.engine.run.on_backward): the cases around that — the line goes on after the pass, the pass
+    # raises half-way, a pass within a hook of another.
+    "the line goes on after backward": """
+w = torch.ones(3, requires_grad=True)
+g = w.detach()
+loss = (w * 2).exp().sum(); loss.backward(); w.grad.mul_(0.5); g.add_(1)
+loss = (w * w).sum(); loss.backward(); w.grad.data.zero_(); w.data.sub_(w.grad)
+""",
+    # A gradient read at one node is read again at a later one only if its version moved: torch sums
+    # a node's incoming gradients into one buffer, in place when it can.
+    "gradients summed into one buffer from several paths": """
+w = torch.ones(3, requires_grad=True)
+y = w.exp()
+z = (y * 2 + y * 3 + y.sin()).sum()
+z.backward()
+u = y.detach()
+""",
+    "a pass raises half-way and is caught": """
+w = torch.ones(3, requires_grad=True)
+v = torch.ones(3, requires_grad=True)
+h = w * 2
+def stop(g):
+    raise ValueError("stop")
+h.register_hook(stop)
+try:
+    ((h.exp() * v).sum() + v.sum()).backward()
+except ValueError:
+    pass
+first = v.grad
+""",
+    "a backward pass inside a hook": """
+w = torch.ones(2, requires_grad=True)
+u = torch.ones(2, requires_grad=True)
+def inner(g):
+    with torch.enable_grad():
+        (u * 3).sum().backward()
+h = w.exp()
+h.register_hook(inner)
+(h * 2).sum().backward()
+""",
     "functions and recursion": """
 def grow(t, n):
     if n == 0:

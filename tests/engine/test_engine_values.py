@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch_oracle import decode, fact, run_plain, trace
 
-from app.engine.values import ValueWriter, shortest_float32
+from app.engine.values import ValueWriter, float32_values, shortest_float32
 
 
 def test_non_finite_values_survive_strict_json() -> None:
@@ -123,9 +123,27 @@ def test_complex_values_are_strings_and_a_conjugate_view_shares_raw_memory(sourc
     assert step["storages"][fact(step, "c")["storage"]]["values"] == [str(v) for v in raw.tolist()]
 
 
-def test_the_memo_does_not_confuse_zero_signs_or_nans() -> None:
+def test_zero_signs_and_non_finite_values_in_a_float32_array() -> None:
     writer = ValueWriter()
     assert writer.flat([0.0, -0.0, math.nan], torch.float32) == [0.0, -0.0, "NaN"]
-    again = writer.flat([-0.0, 0.0], torch.float32)
-    assert [math.copysign(1, v) for v in again] == [-1, 1]
+    for values in ([-0.0, 0.0], [-0.0, 0.0, math.inf]):  # orjson's path, and the one for non-finite
+        again = writer.flat(values, torch.float32)
+        assert [math.copysign(1, v) for v in again[:2]] == [-1, 1]
     assert decode(writer.flat([math.inf, -math.inf], torch.float32)) == [math.inf, -math.inf]
+    assert writer.flat([], torch.float32) == []
+
+
+def test_float32_arrays_are_written_as_numpy_writes_each_value() -> None:
+    """orjson's Ryu and numpy's Dragon4 give the same shortest digits (checked here on random bit
+    patterns, a stride through every subnormal, and the values around 1; all 9.4 million subnormals
+    and small normals agreed when the path was written)."""
+    gen = torch.Generator().manual_seed(3)
+    random_bits = torch.randint(-(2**31), 2**31 - 1, (100_000,), generator=gen, dtype=torch.int32)
+    subnormals = torch.arange(1, 2**23, 83, dtype=torch.int32)
+    near_one = torch.arange(0x3F800000 - 50_000, 0x3F800000 + 50_000, dtype=torch.int32)
+    values = torch.cat([random_bits, subnormals, near_one]).view(torch.float32)
+    values = values[values.isfinite()].tolist()
+    written = float32_values(values)
+    expected = [shortest_float32(v) for v in values]
+    assert written == expected
+    assert [math.copysign(1, v) for v in written] == [math.copysign(1, v) for v in expected]

@@ -9,6 +9,7 @@ gradient. The stepper's passes and the /render.svg and /embed step= addressing c
 from __future__ import annotations
 
 import io
+from collections import Counter
 from contextlib import redirect_stdout
 
 import pytest
@@ -20,7 +21,7 @@ from app.gallery import get_example
 from app.render import build_explorer
 from app.render.backward import pass_at
 from app.render.explorer import client_payload, phase_text
-from app.render.graph_backward import grad_text
+from app.render.graph_backward import PASS_OVER, grad_text, unreached
 from app.render.names import short_node_name
 from app.render.svg import render_svg
 from app.render.tracks import value_at
@@ -114,9 +115,7 @@ def test_what_no_gradient_reached_is_dimmed_at_the_end_of_the_pass() -> None:
     (p,) = view.passes
 
     def dimmed(step: int) -> set[str]:
-        return {value_at(tracks.text.get(n.label_k, []), step) or n.title for n in nodes
-                if "unreached" in (value_at(tracks.state.get(n.k, []), step) or "")
-                and value_at(tracks.vis.get(n.k, []), step)}
+        return {value_at(tracks.text.get(n.label_k, []), step) or n.title for n in _dimmed(view, nodes, step)}
 
     namespace: dict = {"torch": torch}
     with redirect_stdout(io.StringIO()):
@@ -126,6 +125,50 @@ def test_what_no_gradient_reached_is_dimmed_at_the_end_of_the_pass() -> None:
     assert dimmed(p.own) == missed and dimmed(p.last) == missed
     assert dimmed(p.first) == set()  # only once the pass is over
     assert dimmed(p.own + 1) == set()
+
+
+def _dimmed(view, nodes, step: int) -> list:  # noqa: ANN001
+    """The boxes on screen at ``step`` the view dims (as /render.svg and the page's CSS do)."""
+    tracks, pass_k = view.tracks, view.graph.pass_k
+    container = (value_at(tracks.state.get(pass_k, []), step) or "") if pass_k is not None else ""
+    return [n for n in nodes if value_at(tracks.vis.get(n.k, []), step)
+            and unreached(n.kind, value_at(tracks.state.get(n.k, []), step) or "", container)]
+
+
+LEAVES = """
+ws = [torch.ones(2, requires_grad=True) for _ in range({n})]
+outs = [(w * 2).sum() for w in ws]
+outs[0].backward()
+done = True
+"""
+
+
+@pytest.mark.parametrize("n", [3, 40])
+def test_what_a_pass_leaves_unreached_costs_one_state_run_however_large_the_graph(n: int) -> None:
+    """Every graph but the first is left without a gradient (torch: their leaves' .grad stays None)
+    and dimmed, yet the boxes' own state runs are only the marks of the nodes that ran: the pass adds
+    one run on the container, not one per box it did not reach."""
+    source = _code(LEAVES.format(n=n))
+    view = build_explorer(trace(source), source)
+    tracks, nodes = view.tracks, view.graph.drawing("all").nodes
+    (p,) = view.passes
+    namespace: dict = {"torch": torch}
+    exec(compile(source, "<plain>", "exec"), namespace)  # noqa: S102
+    assert [w.grad is not None for w in namespace["ws"]] == [True] + [False] * (n - 1)
+    dimmed = _dimmed(view, nodes, p.own)
+    kinds = Counter(d.kind for d in dimmed)
+    # each unreached graph: SumBackward0, MulBackward0, AccumulateGrad and the leaf above it
+    assert kinds == {"fn": 2 * (n - 1), "acc": n - 1, "leaf": n - 1}
+    assert _dimmed(view, nodes, p.last) == dimmed
+    assert _dimmed(view, nodes, p.first) == [] and _dimmed(view, nodes, p.own + 1) == []
+    marked = [box for box in nodes if box.kind in ("fn", "acc", "leaf") and tracks.state.get(box.k)]
+    assert len(marked) == len(p.names) + 1  # the nodes that ran, and the one leaf they reached
+    assert tracks.state[view.graph.pass_k] == [[p.last, p.own, PASS_OVER]]
+    # /render.svg dims the same boxes of the drawing it draws (the default one)
+    for step in (p.first, p.own):
+        want = len(_dimmed(view, view.graph.drawing().nodes, step))
+        assert render_svg(view, step, "graph").count('<g opacity="0.38">') == want
+    assert want > 0
 
 
 def test_the_payload_lists_each_pass_once_linear_in_its_steps() -> None:

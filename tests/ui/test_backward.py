@@ -66,6 +66,13 @@ def _graph(page):
     return page.locator("#graph-view .drawing:not([hidden])")
 
 
+def _dimmed(page) -> list[str]:
+    """The labels of the boxes the browser draws dimmed (graph.css: what the pass did not reach)."""
+    return _graph(page).locator(".node:not([hidden])").evaluate_all(
+        "els => els.filter((e) => +getComputedStyle(e).opacity < 1)"
+        ".map((e) => e.querySelector('.label').textContent)")
+
+
 def test_a_backward_step_marks_the_node_that_ran_and_the_gradients_on_the_edges(page) -> None:
     open_page(page)
     run_code(page, TWO_PATHS)
@@ -96,11 +103,11 @@ def test_the_graph_dims_what_no_gradient_reached(page) -> None:
         "loss.backward()\n"
     ))
     assert step_label(page).startswith("Step ") and step_label(page).endswith("after line 5 ran")
-    drawing = _graph(page)
-    dimmed = drawing.locator('.node[data-state~="unreached"]:not([hidden])')
-    assert dimmed.count() >= 1
-    assert "u" in dimmed.locator(".label").evaluate_all("els => els.map((e) => e.textContent)")
+    dimmed = _dimmed(page)
+    assert "u" in dimmed and "w" not in dimmed and "loss" not in dimmed
     assert page.locator(".legend-unreached").is_visible()
+    page.locator("body").press("Home")  # before the pass: nothing dimmed
+    assert _dimmed(page) == []
 
 
 def test_grad_stays_none_opens_the_backward_step_where_the_flow_stopped(page) -> None:
@@ -120,8 +127,7 @@ def test_grad_stays_none_opens_the_backward_step_where_the_flow_stopped(page) ->
     n, count = phase.split("node ")[1].split(" ·")[0].split(" of ")
     assert n == count
     assert page.get_by_test_id("step-out").is_visible()
-    dimmed = _graph(page).locator('.node[data-state~="unreached"]:not([hidden]) .label')
-    assert "w" in dimmed.evaluate_all("els => els.map((e) => e.textContent)")
+    assert "w" in _dimmed(page) and "b" not in _dimmed(page)
 
 
 def test_a_backward_step_has_no_serious_accessibility_violation(page) -> None:
