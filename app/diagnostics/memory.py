@@ -30,6 +30,8 @@ class Accounting:
         touched = held.storage_flips | changes.old_storages.keys()
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
+            if old is not None and new is not None and old.storage == new.storage:
+                continue  # on the same storage: its user count did not move, a flip is in storage_flips
             if old is not None and old.storage:
                 touched.add(old.storage)
             if new is not None and new.storage:

@@ -123,10 +123,11 @@ class Timeline:
         self._history: dict[str, dict[str, _History]] = {k: {} for k in ("variables", *KINDS)}
         self.first_seen: dict[str, int] = {}  # tensor or node id -> the step it first appears at
         for index, delta in enumerate(trace.steps):
-            dropped = delta.dropped
+            dropped = delta.dropped if delta.dropped else None  # most steps drop nothing
             for kind, histories in self._history.items():
-                for ident in getattr(dropped, kind):
-                    histories.setdefault(ident, _History()).set(index, None)
+                if dropped is not None:
+                    for ident in getattr(dropped, kind):
+                        histories.setdefault(ident, _History()).set(index, None)
                 for ident, value in getattr(delta, kind).items():
                     histories.setdefault(ident, _History()).set(index, value)
                     if kind in ("tensors", "nodes"):
