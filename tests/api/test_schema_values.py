@@ -1,4 +1,4 @@
-"""``NestedValues`` tries the list before the scalars (the fast order, ``app.schema``): it accepts and
+"""``NestedValues`` tries the list right after float (the fast order, ``app.schema``): it accepts and
 rejects exactly what the scalars-first union did, gives the same Python values, and its JSON schema
 reads as it always did."""
 
@@ -47,7 +47,7 @@ def _outcome(adapter: TypeAdapter, value: Any, json_mode: bool) -> str:
     return repr(typed(out))
 
 
-def test_the_list_first_union_validates_as_the_scalars_first_one() -> None:
+def test_the_fast_union_validates_as_the_scalars_first_one() -> None:
     rng = random.Random(3)
     outcomes = set()
     for _ in range(1500):
