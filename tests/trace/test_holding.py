@@ -76,17 +76,13 @@ def _renamed_by_definition(state, changes) -> set[str]:
     for name, old in changes.old_variables.items():
         if old != state.variables.get(name):
             start.update(t for t in (old, state.variables.get(name)) if t is not None)
-    found: set[str] = set()
-    queue = list(start)
-    while queue:
-        tid = queue.pop()
-        if tid in found:
-            continue
-        found.add(tid)
-        for fact in (state.tensors.get(tid), changes.old_tensors.get(tid)):
-            if fact is not None:
-                queue.extend(t for t in (fact.grad, fact.base) if t is not None)
-    return found
+    found = set(start)
+    while True:  # grow to a fixpoint (the implementation walks a queue)
+        facts = [f for t in found for f in (state.tensors.get(t), changes.old_tensors.get(t)) if f]
+        more = {t for f in facts for t in (f.grad, f.base) if t is not None} - found
+        if not more:
+            return found
+        found |= more
 
 
 def _quiet_resets() -> DeltaTrace:
