@@ -114,6 +114,14 @@ class _History:
         return self.values[i] if i >= 0 else None
 
 
+def _history(histories: dict[str, _History], ident: str) -> _History:
+    """``ident``'s history, made at its first change (``setdefault`` would make one at every change)."""
+    history = histories.get(ident)
+    if history is None:
+        history = histories[ident] = _History()
+    return history
+
+
 class Timeline:
     """Random access into a delta trace: any id's value at any step, in O(log changes of that id)."""
 
@@ -122,16 +130,24 @@ class Timeline:
         self.lines: list[int] = [step.line for step in trace.steps]
         self._history: dict[str, dict[str, _History]] = {k: {} for k in ("variables", *KINDS)}
         self.first_seen: dict[str, int] = {}  # tensor or node id -> the step it first appears at
+        first_seen = self.first_seen
         for index, delta in enumerate(trace.steps):
             dropped = delta.dropped if delta.dropped else None  # most steps drop nothing
             for kind, histories in self._history.items():
                 if dropped is not None:
                     for ident in getattr(dropped, kind):
-                        histories.setdefault(ident, _History()).set(index, None)
-                for ident, value in getattr(delta, kind).items():
-                    histories.setdefault(ident, _History()).set(index, value)
-                    if kind in ("tensors", "nodes"):
-                        self.first_seen.setdefault(ident, index)
+                        _history(histories, ident).set(index, None)
+                facts = getattr(delta, kind)
+                if not facts:
+                    continue
+                for ident, value in facts.items():  # ``_history`` inline: this runs for every change
+                    history = histories.get(ident)
+                    if history is None:
+                        history = histories[ident] = _History()
+                    history.set(index, value)
+                if kind in ("tensors", "nodes"):
+                    for ident in facts:
+                        first_seen.setdefault(ident, index)
 
     def __len__(self) -> int:
         return len(self.lines)
