@@ -85,15 +85,18 @@ def _writes_first_only(func: Any) -> bool:
     name = getattr(func, "__name__", "")
     if not isinstance(func, _BUILT_IN) or name.startswith("__"):
         return False
-    packet = getattr(torch.ops.aten, name, None)
-    if not isinstance(packet, torch._ops.OpOverloadPacket):
-        return False
     written: set[Any] = set()
-    for overload in packet.overloads():
-        for index, argument in enumerate(getattr(packet, overload)._schema.arguments):
-            alias = argument.alias_info
-            if alias is not None and alias.is_write:
-                written.add("out" if argument.kwarg_only and argument.name == "out" else index)
+    try:  # (asked inside the snippet's own torch call: whatever torch raises here, mark all)
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            return False
+        for overload in packet.overloads():
+            for index, argument in enumerate(getattr(packet, overload)._schema.arguments):
+                alias = argument.alias_info
+                if alias is not None and alias.is_write:
+                    written.add("out" if argument.kwarg_only and argument.name == "out" else index)
+    except Exception:  # noqa: BLE001
+        return False
     return bool(written) and written <= {0, "out"}
 
 
