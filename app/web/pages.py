@@ -8,6 +8,7 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2.runtime import Context
 
 from app import i18n
 from app.diagnostics import Analysis
@@ -47,6 +49,26 @@ SECURITY_HEADERS = {
 
 
 router = APIRouter()
+_RENDERING: ContextVar[list[Context] | None] = ContextVar("rendering", default=None)
+
+
+class _Context(Context):
+    """A template context that ``render`` can find again once the template is written.
+
+    A template that defines a macro (``_memory.html``, ``_diagnostics.html``) makes a reference cycle:
+    its context holds the macro, whose function's closure holds the context, whose parent holds
+    everything the template was given. The whole view model then outlives the render until the cyclic
+    collector finds it: on Adam x100, 100,000 objects that the next young collection scanned before
+    freeing (~30 ms of the request). ``render`` empties each context's own variables instead, so the
+    view is freed by reference counting the moment the page is written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        made = _RENDERING.get()
+        if made is not None:
+            made.append(self)
+
+
 templates = Environment(
     loader=FileSystemLoader(ROOT / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
@@ -55,6 +77,7 @@ templates = Environment(
     lstrip_blocks=True,
     extensions=["jinja2.ext.i18n"],
 )
+templates.context_class = _Context
 # One environment for every language: each gettext call asks the request's locale (app.i18n).
 templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label
@@ -68,7 +91,14 @@ templates.globals["error_text"] = i18n.error_text
 
 
 def render(name: str, **context: Any) -> str:
-    return templates.get_template(name).render(**context)
+    made: list[Context] = []
+    token = _RENDERING.set(made)
+    try:
+        return templates.get_template(name).render(**context)
+    finally:
+        _RENDERING.reset(token)
+        for ctx in made:  # the template is written: no macro of it is called again (see _Context)
+            ctx.vars.clear()
 
 
 def html_response(body: str, status: int = 200) -> Response:

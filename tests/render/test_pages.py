@@ -257,3 +257,25 @@ def test_nothing_meant_for_a_person_names_an_internal_id(client: TestClient, exa
     texts += [text for label, text in payload["pairs"] if label != "id"]  # the facts panel's "id" row may
     texts += [entry[0] for _, entries in payload["folds"] for entry in entries]
     assert not [t for t in texts if INTERNAL_ID.search(t)]
+
+
+def test_a_written_fragment_leaves_no_cycle_holding_its_view() -> None:
+    """``_memory.html`` defines macros: without ``pages.render`` emptying its contexts the view model
+    would live on in a reference cycle until the cyclic collector scanned it all."""
+    import gc
+    import weakref
+
+    from app.web.pages import render, run_context, run_limits
+
+    code = "x = torch.ones(3, requires_grad=True)\ny = (x * 2).sum()\ny.backward()"
+    context = run_context(trace(code), code, None, run_limits(Settings()))
+    view = weakref.ref(context["view"])
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert "memory-view" in render("_run.html", **context)
+        del context
+        assert view() is None
+    finally:
+        if enabled:
+            gc.enable()
