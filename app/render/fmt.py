@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import compress, repeat
 from typing import Any
-
-LADDER = (".3g", ".2g", ".1e", ".0e")  # after ".4g": the forms ``scalar`` tries for a fraction, in order
 
 
 def scalar(value: Any) -> str:
@@ -40,32 +37,6 @@ def scalar(value: Any) -> str:
     return str(value)[:6]
 
 
-def scalars(values: list[Any]) -> list[str]:
-    """``[scalar(v) for v in values]``, for the cells of a memory strip. A list of floats (what almost
-    every strip holds) is written a form at a time, by ``format`` over the whole list in C: every
-    fraction in ".4g", those longer than six characters again in the next form of the ladder, and so
-    on; whole floats (``3.``, ``0.``) are then written one by one as ``scalar`` does."""
-    if set(map(type, values)) != {float}:
-        return [scalar(v) for v in values]
-    texts = _written(values, ".4g")
-    long = [i for i, text in enumerate(texts) if len(text) > 6]
-    for form in LADDER:
-        if not long:
-            break
-        again = _written([values[i] for i in long], form)
-        for i, text in zip(long, again, strict=True):
-            texts[i] = text
-        long = [i for i, text in zip(long, again, strict=True) if len(text) > 6]
-    for i in compress(range(len(values)), map(float.is_integer, values)):
-        texts[i] = scalar(values[i])
-    return texts
-
-
-def _written(values: list[float], form: str) -> list[str]:
-    """Each value in ``form``, exponents shortened (``_shorten``: no formatted float holds a space)."""
-    return _shorten(" ".join(map(format, values, repeat(form)))).split(" ")
-
-
 def _ladder(value: float, forms: tuple[str, ...]) -> str:
     """The first of ``forms`` that writes ``value`` in six characters, else one digit and an exponent."""
     for form in forms:
@@ -94,18 +65,6 @@ def long_scalar(value: Any) -> str:
     if isinstance(value, bool):
         return str(value)
     return scalar(value) if isinstance(value, str) else str(value)
-
-
-def _long_row(values: list[Any]) -> list[str]:
-    """``long_scalar`` of each value (this writes every element of every small tensor's values). A row
-    of floats is written by ``format`` over the whole row in C; its whole floats below 1e6 (``2.0``,
-    where ".6g" writes ``2``) are then written one by one."""
-    if set(map(type, values)) != {float}:
-        return [long_scalar(v) for v in values]
-    texts = list(map(format, values, repeat(".6g")))
-    for i in compress(range(len(values)), map(float.is_integer, values)):
-        texts[i] = _long_float(values[i])
-    return texts
 
 
 def shape(dims: list[int] | tuple[int, ...]) -> str:
@@ -143,7 +102,8 @@ def nested(values: Any, indent: int = 0) -> str:
     if not isinstance(values, list):
         return long_scalar(values)
     if not values or not isinstance(values[0], list):
-        return "[" + ", ".join(_long_row(values)) + "]"
+        # long_scalar's float case first: this writes every element of every small tensor's values
+        return "[" + ", ".join([_long_float(v) if type(v) is float else long_scalar(v) for v in values]) + "]"
     pad = " " * (indent + 1)
     rows = [nested(row, indent + 1) for row in values]
     return "[" + (",\n" + pad).join(rows) + "]"

@@ -340,7 +340,8 @@ class MemoryBuilder:
         cached = self._texts.get(sid)
         if cached is not None and cached[0] is storage:
             return cached[1]
-        texts = fmt.scalars((storage.values or [])[:count])
+        scalar = fmt.scalar
+        texts = [scalar(v) for v in (storage.values or ())[:count]]
         if SEP in "".join(texts):  # only a value written as text can hold one: rare, so looked for at once
             texts = [text.replace(SEP, "") for text in texts]
         cells = tuple(texts + [""] * (count - len(texts)))

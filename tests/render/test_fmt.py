@@ -60,12 +60,3 @@ def test_a_row_of_values_is_each_value_written_long() -> None:
     row = [*samples()[:500], 0.0, -2.0, 3e6, 1e6, 999999.0, float("inf"), 7, True, "NaN"]
     assert fmt.nested(row) == "[" + ", ".join(fmt.long_scalar(v) for v in row) + "]"
     assert fmt.nested([[1.5, 2.0], [3.25, -4.0]]) == "[[1.5, 2.0],\n [3.25, -4.0]]"
-
-
-def test_a_strip_of_values_is_each_value_written_as_a_cell() -> None:
-    """``scalars`` writes a list of floats a form at a time: cell for cell what ``scalar`` writes."""
-    row = [*samples(), 0.0, -0.0, 3.0, -12.0, 1e5, 123456.0, 9.6378704e24, 1e300, -4.5e17, 99999.0]
-    assert fmt.scalars(row) == [fmt.scalar(v) for v in row]
-    mixed = [0.5, 7, True, "NaN", -0.00374341, "-Infinity"]
-    assert fmt.scalars(mixed) == [fmt.scalar(v) for v in mixed]
-    assert fmt.scalars([]) == []
