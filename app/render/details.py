@@ -261,9 +261,20 @@ class FactsBuilder:
         head = entry(head_rows(holding, tid, fact, self._held(tid, holding), step.label(tid)))
         own = self._own.get(tid)
         fresh = own is None or own[0] is not fact
-        layout = entry(layout_rows(fact)) if fresh else own[1]
+        # A new fact is most often new values or a new .grad in the layout of the last one: its layout
+        # and flag rows are the last fact's when what they read is equal (rows new to ``pairs`` are
+        # still added in the panel's order).
+        layout = flags = None
+        if own is not None:
+            last = own[0]
+            if (last.shape, last.stride, last.storage_offset) == (fact.shape, fact.stride,
+                                                                  fact.storage_offset):
+                layout = own[1] if last.dtype == fact.dtype else None
+                same_flags = (last.requires_grad, last.is_leaf) == (fact.requires_grad, fact.is_leaf)
+                flags = own[2] if same_flags else None
+        layout = layout if layout is not None else entry(layout_rows(fact))
         storage = entry([storage_row(state, fact)])
-        flags = entry(flag_rows(fact)) if fresh else own[2]
+        flags = flags if flags is not None else entry(flag_rows(fact))
         links = entry(link_rows(state, holding, fact))
         if fresh:
             values = self._values_text(tid, fact)

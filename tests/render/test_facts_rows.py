@@ -44,3 +44,16 @@ def test_a_values_row_is_reused_only_for_values_written_alike() -> None:
     rows = [dict(facts.pairs[i] for i in facts.entries[entry]) for _, _, entry in runs]
     assert [(row["values"], row["requires_grad"]) for row in rows] == [
         ("[0.0, 0.0]", "False"), ("[-0.0, -0.0]", "False"), ("[0.0, 0.0]", "False"), ("[0.0, 0.0]", "True")]
+
+
+def test_a_new_fact_in_the_same_place_with_another_dtype_reads_it() -> None:
+    """``x.data = …`` gives the tensor another dtype in the same shape and strides: its layout rows are
+    not the last fact's."""
+    from tests.render.conftest import trace
+
+    code = "x = torch.ones(2)\nx.data = x.data.double()\nx.requires_grad_()"
+    facts = build_explorer(trace(code), code).facts
+    (runs,) = facts.details.values()
+    rows = [dict(facts.pairs[i] for i in facts.entries[entry]) for _, _, entry in runs]
+    assert [(row["dtype"], row["requires_grad"]) for row in rows] == [
+        ("float32", "False"), ("float64", "False"), ("float64", "True")]
