@@ -7,7 +7,6 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
@@ -20,6 +19,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from jinja2.runtime import Context
+from jinja2.utils import htmlsafe_json_dumps
+from markupsafe import Markup
 
 from app import i18n
 from app.diagnostics import Analysis
@@ -82,21 +83,29 @@ templates = Environment(
 templates.context_class = _Context
 
 
-def _json_text(value: Any, **kwargs: Any) -> str:
-    """``tojson``'s JSON (jinja escapes ``<``, ``>``, ``&`` and ``'`` in it afterwards): orjson's, ~7x
-    faster than ``json.dumps`` on a page's step data (Adam x100: 2.7 MB, 30 ms -> 4 ms) and compact. The
-    same value once parsed: keys sorted as before, text as UTF-8 rather than ``\\u`` escapes. What
-    orjson refuses (a lone surrogate a snippet printed, an integer past 64 bits) goes to json.dumps."""
-    if not kwargs:
+_HTML_UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"), (b"'", b"\\u0027"))
+
+
+def tojson(value: Any, indent: int | None = None) -> Markup:
+    """Jinja's ``tojson`` (JSON safe in a ``<script>`` and in a single-quoted attribute: ``<``, ``>``,
+    ``&`` and ``'`` escaped), written by orjson and escaped as bytes: ~7x faster than ``json.dumps`` on
+    a page's step data (Adam x100: 2.5 MB, 30 ms -> 4 ms), and compact. The same value once parsed:
+    keys sorted as before, text as UTF-8 rather than ``\\u`` escapes (no UTF-8 sequence holds an
+    ASCII byte). What orjson refuses (a lone surrogate a snippet printed, an integer past 64 bits)
+    goes to jinja's own, as before."""
+    if indent is None:
         try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+            raw = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
         except TypeError:  # orjson.JSONEncodeError
             pass
-    return json.dumps(value, sort_keys=True, **kwargs)
+        else:
+            for unsafe, escaped in _HTML_UNSAFE:
+                raw = raw.replace(unsafe, escaped)
+            return Markup(raw.decode())
+    return htmlsafe_json_dumps(value, sort_keys=True, indent=indent)
 
 
-templates.policies["json.dumps_function"] = _json_text
-templates.policies["json.dumps_kwargs"] = {}
+templates.filters["tojson"] = tojson
 # One environment for every language: each gettext call asks the request's locale (app.i18n).
 templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label

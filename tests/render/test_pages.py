@@ -284,13 +284,17 @@ def test_a_written_fragment_leaves_no_cycle_holding_its_view() -> None:
 def test_the_step_data_is_the_same_json_once_parsed() -> None:
     """``tojson`` writes orjson's compact JSON: the value parsed is what json.dumps wrote, keys sorted;
     what orjson refuses (a lone surrogate a snippet printed) is written by json.dumps as before."""
-    from app.web.pages import _json_text, templates
+    from jinja2.utils import htmlsafe_json_dumps
 
-    value = {"b": [1, 2.5, None, True], "a": {"x": "naïve 中文 </script>"}, "c": {3: "three", 10: "ten"}}
-    written = _json_text(value)
+    from app.web.pages import templates, tojson
+
+    value = {"b": [1, 2.5, None, True], "a": {"x": "naïve 中文 </script> & 'q'"},
+             "c": {3: "three", 10: "ten"}}
+    written = tojson(value)
     assert json.loads(written) == json.loads(json.dumps(value, sort_keys=True))
     assert list(json.loads(written)) == ["a", "b", "c"]
+    assert not any(c in written for c in "<>&'")
     assert "</script>" not in templates.from_string("{{ v|tojson }}").render(v=value)
     odd = {"printed": "\ud800"}
-    assert _json_text(odd) == json.dumps(odd, sort_keys=True)
+    assert tojson(odd) == htmlsafe_json_dumps(odd, sort_keys=True)
     assert json.loads(templates.from_string("{{ v|tojson }}").render(v=odd)) == odd
