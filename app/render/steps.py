@@ -52,14 +52,37 @@ class Labels:
     def __init__(self) -> None:
         self.of: dict[str, str] = {}
 
-    def update(self, state: State, held: HoldingChanges) -> None:
-        """Forget the labels ``held`` may have changed: ``renamed`` covers names and the named status
-        (a tensor's, and everything its .grad / ._base chain reaches), ``reheld`` the graph holders —
-        also of the tensor a reheld view is the ``._base`` of (``Holding.holders`` names it by the
-        view's holder)."""
+    def update(self, state: State, changes: Changes, held: HoldingChanges) -> None:
+        """Forget the labels this step may have changed. A named tensor reads by its variables and by
+        the .grad / ._base pointers to it (``Holding.names``): a label moves where a variable moved,
+        where a pointer was set or dropped, where a tensor became named or graph-only, and on from
+        there along .grad / ._base (``w.grad`` reads by ``w``'s name). A tensor no variable reaches
+        reads by its graph holders: ``reheld``, and the ``._base`` of a reheld view
+        (``Holding.holders`` names it by the view's holder). A fact that changed only its values or
+        version changes no label (an optimizer step: every parameter and its state)."""
         of = self.of
-        for tid in held.renamed:
+        if not of:
+            return
+        moved = list(held.named_flips)  # also reached from what moved them, below: kept, it costs little
+        for name, old in changes.old_variables.items():
+            moved += (old, state.variables.get(name))
+        for tid, old in changes.old_tensors.items():
+            new = state.tensors.get(tid)
+            if new is None:
+                of.pop(tid, None)
+            for fact in (old, new):
+                if fact is not None:
+                    moved += (fact.grad, fact.base)
+        seen: set[str] = set()
+        while moved:
+            tid = moved.pop()
+            if tid is None or tid in seen:
+                continue
+            seen.add(tid)
             of.pop(tid, None)
+            fact = state.tensors.get(tid)
+            if fact is not None:
+                moved += (fact.grad, fact.base)
         for tid in held.reheld:
             of.pop(tid, None)
             fact = state.tensors.get(tid)
@@ -101,7 +124,7 @@ def drive(trace: DeltaTrace, builders: Iterable[ViewBuilder]) -> int:
     for state, changes in replay(trace):
         held = holding.update(state, changes)
         users.update(state, changes)
-        labels.update(state, held)
+        labels.update(state, changes, held)
         step = StepInput(changes.index, state, changes, holding, held, users, labels)
         for builder in builders:
             builder.add_step(step)

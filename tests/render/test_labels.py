@@ -31,13 +31,27 @@ def test_every_label_kept_is_the_label_now(golden, monkeypatch) -> None:  # noqa
     assert asked or not any(s["tensors"] for s in golden.result["steps"])
 
 
-def test_the_base_of_a_view_the_graph_comes_to_hold_is_labelled_anew(monkeypatch) -> None:  # noqa: ANN001
-    """A double backward: ``g`` is a view whose base no variable reaches; when the second graph saves
-    ``g`` the base reads by that holder ("self._base of Mul"), though its own fact did not change."""
+SCENARIOS = {
+    # g's grad_fn graph saves the view g: its base, which no variable reaches, reads by that holder
+    "base of a reheld view": ("w = torch.randn(3, requires_grad=True)\n"
+                              "x = torch.randn(3, requires_grad=True)\n"
+                              "g, = torch.autograd.grad((w * x).sum(), x, create_graph=True)\n"
+                              "((g ** 2).sum()).backward()", "._base of"),
+    # w.grad reads by w's name: renaming w renames it, though its own fact did not change
+    "a name read on along .grad": ("w = torch.ones(2, requires_grad=True)\nw.sum().backward()\nv = w\n"
+                                   "del w", "v.grad"),
+    # g reads by the first tensor whose .grad it is; when that pointer goes, by the next
+    "a pointer dropped": ("a = torch.ones(2, requires_grad=True)\n"
+                          "c = torch.ones(2, requires_grad=True)\n"
+                          "g = torch.zeros(2)\na.grad = g\nc.grad = g\ndel g\na.grad = None", "c.grad"),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_label_that_moves_without_its_own_fact_is_made_anew(name, monkeypatch) -> None:  # noqa: ANN001
     from tests.render.conftest import trace
 
-    code = ("w = torch.randn(3, requires_grad=True)\nx = torch.randn(3, requires_grad=True)\n"
-            "g, = torch.autograd.grad((w * x).sum(), x, create_graph=True)\n((g ** 2).sum()).backward()")
+    code, expected = SCENARIOS[name]
     asked = []
     kept = steps.StepInput.label
 
@@ -49,4 +63,4 @@ def test_the_base_of_a_view_the_graph_comes_to_hold_is_labelled_anew(monkeypatch
 
     monkeypatch.setattr(steps.StepInput, "label", both)
     build_explorer(trace(code), code)
-    assert any("._base of" in found for found in asked)
+    assert any(expected in found for found in asked), asked
