@@ -15,18 +15,24 @@ from tests.golden import load
 GOLDEN = list(load())
 
 
-@pytest.mark.parametrize("golden", GOLDEN, ids=[g.name for g in GOLDEN])
-def test_every_label_kept_is_the_label_now(golden, monkeypatch) -> None:  # noqa: ANN001
-    asked = []
+def labels_checked(monkeypatch) -> list[str]:  # noqa: ANN001
+    """Every label a builder asks for, each checked against ``names.label`` at its step."""
+    asked: list[str] = []
     kept = steps.StepInput.label
 
     def both(self, tid):  # noqa: ANN001, ANN202
         found = kept(self, tid)
         assert found == label(self.holding, tid), (self.index, tid)
-        asked.append(tid)
+        asked.append(found)
         return found
 
     monkeypatch.setattr(steps.StepInput, "label", both)
+    return asked
+
+
+@pytest.mark.parametrize("golden", GOLDEN, ids=[g.name for g in GOLDEN])
+def test_every_label_kept_is_the_label_now(golden, monkeypatch) -> None:  # noqa: ANN001
+    asked = labels_checked(monkeypatch)
     build_explorer(DeltaTrace.model_validate(compress(golden.result)), golden.source)
     assert asked or not any(s["tensors"] for s in golden.result["steps"])
 
@@ -52,15 +58,6 @@ def test_a_label_that_moves_without_its_own_fact_is_made_anew(name, monkeypatch)
     from tests.render.conftest import trace
 
     code, expected = SCENARIOS[name]
-    asked = []
-    kept = steps.StepInput.label
-
-    def both(self, tid):  # noqa: ANN001, ANN202
-        found = kept(self, tid)
-        assert found == label(self.holding, tid), (self.index, tid)
-        asked.append(found)
-        return found
-
-    monkeypatch.setattr(steps.StepInput, "label", both)
+    asked = labels_checked(monkeypatch)
     build_explorer(trace(code), code)
     assert any(expected in found for found in asked), asked
