@@ -24,6 +24,8 @@ class Context:
     index: Index
     source: SourceFacts
     memo: dict[str, Any] = field(default_factory=dict)  # what one rule computes for another
+    # ``facts`` of every step, made at the first question: the rules ask it of every step, several times
+    step_facts: list[LineFacts | None] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, trace: DeltaTrace, code: str, accounting: Accounting | None = None) -> Context:
@@ -54,9 +56,12 @@ class Context:
     def facts(self, step: int) -> LineFacts | None:
         """What the step's line does — for the step after the line ran; a step inside a backward
         pass (phase "backward") is part of its line, not the line done, so rules pass it by."""
-        if self.trace.steps[step].phase != "forward":
-            return None
-        return self.source.at(self.index.lines[step])
+        by_step = self.step_facts
+        if by_step is None:
+            at, steps = self.source.at, self.trace.steps
+            by_step = self.step_facts = [at(line) if steps[k].phase == "forward" else None
+                                         for k, line in enumerate(self.index.lines)]
+        return by_step[step]
 
     def first_seen(self, ident: str) -> int | None:
         """The step at which a tensor or node id first appears: where it was created (or first named)."""

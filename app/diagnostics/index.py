@@ -285,6 +285,9 @@ class Index:
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
             self._tensor(k, tid, old, new, tid in moved_tensors, places, self._seen_on)
+            if (old is not None and new is not None and old.grad == new.grad and old.base == new.base
+                    and old.grad_fn == new.grad_fn):
+                continue  # set anew with the same edges (an optimizer step): -1 and +1 would cancel
             for target in tensor_edges(old):
                 ref_delta[target] = ref_delta.get(target, 0) - 1
             for target in tensor_edges(new):
@@ -306,8 +309,9 @@ class Index:
         if self.accounting is not None:
             self.accounting.add(holding, state, changes, held)
         touched = held.renamed | held.reheld
-        # A view the graph holds names its base's holder (``…._base``): the base reads anew too.
-        touched.update(f.base for t in held.reheld if (f := state.tensors.get(t)) is not None and f.base)
+        if held.reheld:
+            # A view the graph holds names its base's holder (``…._base``): the base reads anew too.
+            touched.update(f.base for t in held.reheld if (f := state.tensors.get(t)) is not None and f.base)
         for tid in touched:
             # A tensor with a variable name is labelled by it (``At.names``); when it loses the
             # last one, Holding reports it renamed, and this records the label it has then.

@@ -4,7 +4,8 @@ Tensors change in three ways, and each is seen here:
 
 * a torch function or method that writes its arguments (``add_``, ``x[0] = 1``, ``x.grad = g``,
   ``x.data = y``, ``requires_grad_()``, ``out=``, ``inplace=True``): a ``TorchFunctionMode`` sees every
-  such call from Python, with its arguments. Calls that only read are let through untouched.
+  such call from Python, with its arguments — of a built-in one, only those its ATen schema says it
+  writes (``self``, ``out=``), where it says so. Calls that only read are let through untouched.
 * ``backward()`` / ``torch.autograd.grad``: the engine writes ``.grad`` and frees saved tensors in C++;
   the call of ``torch.autograd.graph._engine_run_backward`` is seen by the tracer, and everything
   reachable from its roots is marked.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import re
 import sys
+import types
 from typing import Any
 
 import torch
@@ -72,12 +74,39 @@ def _kind(func: Any) -> int:
     return 0
 
 
+_BUILT_IN = (types.BuiltinFunctionType, types.MethodDescriptorType)
+
+
+def _writes_first_only(func: Any) -> bool:
+    """True when a built-in torch function or Tensor method writes none of its tensor arguments but
+    its first (``self``) and its ``out=``, by the alias annotations of its ATen schemas
+    (``Tensor(a!)``): ``p.addcdiv_(exp_avg, denom)`` only reads ``exp_avg`` and ``denom``. False
+    where that cannot be known (Python functions, dunders, an op that writes more, no schema)."""
+    name = getattr(func, "__name__", "")
+    if not isinstance(func, _BUILT_IN) or name.startswith("__"):
+        return False
+    written: set[Any] = set()
+    try:  # (asked inside the snippet's own torch call: whatever torch raises here, mark all)
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            return False
+        for overload in packet.overloads():
+            for index, argument in enumerate(getattr(packet, overload)._schema.arguments):
+                alias = argument.alias_info
+                if alias is not None and alias.is_write:
+                    written.add("out" if argument.kwarg_only and argument.name == "out" else index)
+    except Exception:  # noqa: BLE001
+        return False
+    return bool(written) and written <= {0, "out"}
+
+
 class Touches(TorchFunctionMode):
     """The tensors (and storages) a line's torch calls may have written, by address."""
 
     def __init__(self) -> None:
         super().__init__()
         self._kinds: dict[Any, int] = {}
+        self._first_only: dict[Any, bool] = {}  # func -> _writes_first_only(func)
         self.tensors: set[int] = set()  # addresses of tensor objects
         self.storages: set[int] = set()  # where storages' bytes start (app.engine.ids.tensor_pointer)
         self.exposed: set[int] = set()  # storages whose memory was handed out
@@ -92,8 +121,15 @@ class Touches(TorchFunctionMode):
         if kind is None:
             kind = self._kinds[func] = _kind(func)
         if kind or "out" in kwargs or kwargs.get("inplace"):
-            self._note(args, 2 if kind == 2 else 1)
-            self._note(tuple(kwargs.values()), 1)
+            first_only = self._first_only.get(func)
+            if first_only is None:
+                first_only = self._first_only[func] = kind == 1 and _writes_first_only(func)
+            if first_only:  # what it only reads is not marked (nor the storages under it)
+                self._note(args[:1], 1)
+                self._note((kwargs.get("out"),), 1)
+            else:
+                self._note(args, 2 if kind == 2 else 1)
+                self._note(tuple(kwargs.values()), 1)
         return call_as_caller(sys._getframe(1), func, args, kwargs)
 
     def watch_again(self) -> bool:

@@ -31,9 +31,12 @@ only a failure scans the state once, to name the reference it found dangling.
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 from app.schema import ArrayFact, DeltaTrace, NodeFact, StorageFact, TensorFact
@@ -43,6 +46,8 @@ MAX_VALUES = 64  # the engine sends values for tensors of at most this many elem
 LIMIT = 1 << 63  # torch's sizes, strides, offsets and byte counts are int64
 BITS = re.compile(r"^(?:u?int|float|bfloat|complex)(\d+)$")  # float32 -> 4 bytes, complex64 -> 8
 TARGETS = ("tensors", "storages", "nodes")
+_OLD_TARGETS = tuple((kind, "old_" + kind) for kind in TARGETS)  # (kind, its ``Changes`` attribute)
+_OLD_REFERRERS = tuple((kind, "old_" + kind) for kind in ("variables", "tensors", "nodes"))
 
 
 @dataclass(frozen=True)
@@ -89,19 +94,41 @@ def problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | None:  # 
 
 def itemsize(dtype: str, storage: StorageFact) -> int:
     """Bytes per element of ``dtype`` (a tensor may view its storage as another dtype)."""
+    size = _dtype_size(dtype)
+    return size if size is not None else max(storage.element_size, 1)
+
+
+@lru_cache(maxsize=256)  # a run names a handful of dtypes; a forged one cannot grow this past the cap
+def _dtype_size(dtype: str) -> int | None:
+    """Bytes per element that ``dtype``'s name says (None: it says none: the storage's are used)."""
     if dtype == "bool":
         return 1
     match = BITS.match(dtype)
-    if match and int(match.group(1)) % 8 == 0:
-        return int(match.group(1)) // 8
-    return max(storage.element_size, 1)
+    return int(match.group(1)) // 8 if match and int(match.group(1)) % 8 == 0 else None
 
 
 def extent(fact: TensorFact) -> int:
     """One past the last storage element the tensor can reach (0: it reaches none)."""
-    if any(size == 0 for size in fact.shape):
+    if 0 in fact.shape:
         return 0
-    return fact.storage_offset + 1 + sum((n - 1) * s for n, s in zip(fact.shape, fact.stride, strict=True))
+    end = fact.storage_offset + 1
+    for n, s in zip(fact.shape, fact.stride, strict=True):  # a loop, not sum(): a call for every tensor set
+        end += (n - 1) * s
+    return end
+
+
+# What validated values hold below their lists (``schema.Scalar``): a row whose items are all of
+# these types has no list in it, found without a Python-level step per item.
+_SCALARS = frozenset({float, int, bool, str, type(None)})
+
+
+_LIST = frozenset({list})
+
+
+def _flat(values: list) -> bool:
+    """No item of ``values`` is a list (the set test proves it for plain scalars; anything else is
+    asked item by item, as it always was)."""
+    return _SCALARS.issuperset(map(type, values)) or not any(isinstance(item, list) for item in values)
 
 
 def _nested(values: Any, shape: list[int], depth: int = 0) -> bool:
@@ -111,7 +138,15 @@ def _nested(values: Any, shape: list[int], depth: int = 0) -> bool:
     if not isinstance(values, list) or len(values) != shape[depth]:
         return False
     if depth + 1 == len(shape):  # the innermost lists: scalars, checked without a call for each
-        return not any(isinstance(item, list) for item in values)
+        return _flat(values)
+    if depth + 2 == len(shape):  # rows of scalars (a matrix, the common case): no call per row
+        width = shape[depth + 1]
+        if _LIST.issuperset(map(type, values)):  # plain lists (as validated values are): whole at once
+            return {width}.issuperset(map(len, values)) and _flat(list(chain.from_iterable(values)))
+        for row in values:  # noqa: SIM110 - a loop: all() would add a generator step per row
+            if not isinstance(row, list) or len(row) != width or not _flat(row):
+                return False
+        return True
     return all(_nested(item, shape, depth + 1) for item in values)
 
 
@@ -121,7 +156,8 @@ def _int64(value: int) -> bool:
 
 def check_tensor(tid: str, fact: TensorFact) -> None:
     """What one tensor fact must say about itself (its storage is checked by the caller)."""
-    if not all(map(_int64, (*fact.shape, *fact.stride, fact.storage_offset))):
+    numbers = (*fact.shape, *fact.stride, fact.storage_offset)  # never empty: the offset is one
+    if min(numbers) < 0 or max(numbers) >= LIMIT:  # every one an int64 (as ``_int64``, in two calls)
         raise _Found(f"tensor {tid} has a negative or out-of-range size, stride or offset")
     if fact.version is not None and not _int64(fact.version):
         raise _Found(f"tensor {tid} has version {fact.version}")
@@ -175,9 +211,19 @@ def check_array(aid: str, fact: ArrayFact, state: State) -> None:
 
 
 def check_extent(tid: str, fact: TensorFact, storage: StorageFact) -> None:
-    if "values" in fact.unavailable or "shape" in fact.unavailable:
+    unavailable = fact.unavailable
+    if unavailable and ("values" in unavailable or "shape" in unavailable):
         return  # the engine saw it reach past its storage (resized smaller) and read no values
-    end = extent(fact) * itemsize(fact.dtype, storage)
+    # ``extent(fact) * itemsize(fact.dtype, storage)``, spelled out: this runs for every tensor set
+    shape = fact.shape
+    if 0 in shape:
+        end = 0
+    else:
+        end = fact.storage_offset + 1
+        for n, stride in zip(shape, fact.stride, strict=True):
+            end += (n - 1) * stride
+        size = _dtype_size(fact.dtype)
+        end *= size if size is not None else max(storage.element_size, 1)
     if end > storage.nbytes:
         raise _Found(f"tensor {tid} reaches byte {end} of storage {fact.storage}, which has "
                      f"{storage.nbytes}")
@@ -207,6 +253,21 @@ def _references(kind: str, fact: Any) -> Iterator[tuple[str, str]]:
                 yield "tensors", target
 
 
+def _same_tensor_references(old: TensorFact, new: TensorFact) -> bool:
+    return (old.storage == new.storage and old.grad_fn == new.grad_fn and old.grad == new.grad
+            and old.base == new.base)
+
+
+def _same_node_references(old: NodeFact, new: NodeFact) -> bool:
+    return old.next == new.next and old.variable == new.variable and old.saved == new.saved
+
+
+# kind -> do two facts of it refer to the same targets, as many times each (what ``_references`` yields)
+_SAME_REFERENCES: dict[str, Callable[[Any, Any], bool]] = {
+    "variables": operator.eq, "tensors": _same_tensor_references, "nodes": _same_node_references,
+}
+
+
 class _Checker:
     """The counts carried from step to step, so that each step costs what it changed."""
 
@@ -223,7 +284,8 @@ class _Checker:
     def step(self, state: State, changes: Changes) -> None:
         delta = changes.delta
         self._header(delta)
-        self._drops(changes)
+        if delta.dropped:  # most steps drop nothing: five kinds' loops skipped
+            self._drops(changes)
         for sid in delta.storages:
             check_storage(sid, state.storages[sid])
         for tid, fact in delta.tensors.items():
@@ -263,9 +325,12 @@ class _Checker:
 
     def _presence(self, state: State, changes: Changes) -> None:
         """Targets that appeared or disappeared: their referrers stop or start dangling."""
-        for kind in TARGETS:
+        for kind, old_kind in _OLD_TARGETS:
+            olds = getattr(changes, old_kind)
+            if not olds:
+                continue
             current = getattr(state, kind)
-            for ident, old in getattr(changes, "old_" + kind).items():
+            for ident, old in olds.items():
                 counts = self.refs.get((kind, ident))
                 if counts is None or (old is None) == (ident not in current):
                     continue
@@ -274,36 +339,51 @@ class _Checker:
                 self.dangling[kind] += sign * counts[1]
 
     def _count(self, state: State, changes: Changes) -> None:
-        for kind in ("variables", "tensors", "nodes"):
+        for kind, old_kind in _OLD_REFERRERS:
+            olds = getattr(changes, old_kind)
+            if not olds:
+                continue
             current = getattr(state, kind)
-            for ident, old in getattr(changes, "old_" + kind).items():
+            same = _SAME_REFERENCES[kind]
+            for ident, old in olds.items():
                 new = current.get(ident)
+                if old is not None and new is not None and same(old, new):
+                    continue  # a fact set anew with the same references: -1 and +1 would cancel
                 if old is not None:
                     self._refer(state, kind, old, -1)
                 if new is not None:
                     self._refer(state, kind, new, 1)
 
     def _refer(self, state: State, kind: str, fact: Any, sign: int) -> None:
+        refs, dangling, named = self.refs, self.dangling, kind == "variables"
         for target, ident in _references(kind, fact):
-            counts = self.refs.setdefault((target, ident), [0, 0])
-            strict = kind == "variables" or target == "storages"
+            key = (target, ident)
+            counts = refs.get(key)
+            if counts is None:
+                counts = refs[key] = [0, 0]
+            strict = named or target == "storages"
             counts[0 if strict else 1] += sign
             if ident not in getattr(state, target):
-                self.dangling["strict" if strict else target] += sign
-            if counts == [0, 0]:
-                del self.refs[(target, ident)]
+                dangling["strict" if strict else target] += sign
+            if not counts[0] and not counts[1]:
+                del refs[key]
 
     def _layouts(self, state: State, changes: Changes) -> None:
         """Every tensor set here fits its storage; a storage whose size changed still fits its tensors."""
+        on_storage, storages = self.on_storage, state.storages
         for tid, old in changes.old_tensors.items():
-            if old is not None and old.storage is not None:
-                self.on_storage.get(old.storage, set()).discard(tid)
             fact = state.tensors.get(tid)
-            if fact is not None and fact.storage is not None:
-                self.on_storage.setdefault(fact.storage, set()).add(tid)
-                storage = state.storages.get(fact.storage)
+            old_sid = old.storage if old is not None else None
+            sid = fact.storage if fact is not None else None
+            # Moved out and back in even when it stays on its storage: the set's iteration order (the
+            # first misfit a resize names) is the one it always had.
+            if old_sid is not None:
+                on_storage.get(old_sid, set()).discard(tid)
+            if sid is not None:
+                on_storage.setdefault(sid, set()).add(tid)
+                storage = storages.get(sid)
                 if storage is not None:
-                    check_extent(tid, fact, storage)
+                    check_extent(tid, fact, storage)  # type: ignore[arg-type] - sid is not None: fact is
         for sid, old in changes.old_storages.items():
             storage = state.storages.get(sid)
             if storage is None:
@@ -351,7 +431,8 @@ class _Checker:
 
     def _dangling(self, state: State, capped: dict[str, int]) -> None:
         dangling = self.dangling
-        if dangling["strict"] or any(dangling[kind] and kind not in capped for kind in ("tensors", "nodes")):
+        if dangling["strict"] or (dangling["tensors"] and "tensors" not in capped) or \
+                (dangling["nodes"] and "nodes" not in capped):
             raise _Found(_name_dangling(state, capped))
 
     def _backward(self, state: State, changes: Changes) -> None:

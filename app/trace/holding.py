@@ -148,8 +148,13 @@ class Holding:
             if new is not None:
                 self.own.setdefault(new, {})[name] = None
                 dirty.add(new)
+        quiet: list[str] = []  # set anew on the same storage, .grad and ._base (a version, its values)
         for tid, old in changes.old_tensors.items():
             new = state.tensors.get(tid)
+            if (old is not None and new is not None and old.storage == new.storage and old.grad == new.grad
+                    and old.base == new.base):
+                quiet.append(tid)  # nothing that decides holding moved: only its names are reported
+                continue
             dirty.add(tid)
             for target in _edges(old):
                 self.pointers.get(target, set()).discard(tid)
@@ -172,6 +177,10 @@ class Holding:
                 out.reheld.add(tid)
         self._touched.update(changes.old_storages)
         self._reclassify(dirty, state, changes, out)
+        if quiet:
+            # Reported as the tensors it reaches are (a whole reclassification would find every one of
+            # them named as before: their own names, pointers and storages did not move).
+            out.renamed |= _closure(quiet, state, changes)
         for sid in self._touched:
             self._recount(sid, state, out)
         self._touched.clear()
@@ -218,15 +227,9 @@ class Holding:
     def _reclassify(self, dirty: set[str], state: State, changes: Changes, out: HoldingChanges) -> None:
         """Recompute the named status of every tensor whose support may have changed (least fixpoint
         restricted to the dirty tensors and what their .grad/._base chains reach)."""
-        affected: set[str] = set()
-        queue = deque(dirty)
-        while queue:
-            tid = queue.popleft()
-            if tid in affected:
-                continue
-            affected.add(tid)
-            queue.extend(_edges(state.tensors.get(tid)))
-            queue.extend(_edges(changes.old_tensors.get(tid)))
+        if not dirty:
+            return  # a step that set, dropped and renamed no tensor: nothing to recompute
+        affected = _closure(dirty, state, changes)
         was = {tid for tid in affected if tid in self.named}
         self.named -= affected
         frontier = deque(tid for tid in affected if tid in state.tensors and self._supported(tid))
@@ -265,6 +268,20 @@ class Holding:
         else:
             self.named_on.pop(sid, None)
         self._touched.add(sid)
+
+
+def _closure(start: Iterable[str], state: State, changes: Changes) -> set[str]:
+    """``start`` and every tensor their .grad/._base chains reach, now or before the step."""
+    found: set[str] = set()
+    queue = deque(start)
+    while queue:
+        tid = queue.popleft()
+        if tid in found:
+            continue
+        found.add(tid)
+        queue.extend(_edges(state.tensors.get(tid)))
+        queue.extend(_edges(changes.old_tensors.get(tid)))
+    return found
 
 
 def _id_order(ident: str) -> tuple[int, str]:

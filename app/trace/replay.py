@@ -81,11 +81,14 @@ def apply(state: State, delta: DeltaStep, changes: Changes | None = None) -> Non
         old_variables.setdefault(name, variables.get(name))
         variables[name] = tid
     for kind in KINDS:
+        gone, facts = getattr(dropped, kind), getattr(delta, kind)
+        if not gone and not facts:
+            continue  # most steps change one or two kinds: the rest cost two lookups
         current: dict[str, Any] = getattr(state, kind)
         old: dict[str, Any] = getattr(changes, "old_" + kind) if changes is not None else {}
-        for ident in getattr(dropped, kind):
+        for ident in gone:
             old.setdefault(ident, current.pop(ident, None))
-        for ident, fact in getattr(delta, kind).items():
+        for ident, fact in facts.items():
             old.setdefault(ident, current.get(ident))
             current[ident] = fact
 
@@ -111,6 +114,14 @@ class _History:
         return self.values[i] if i >= 0 else None
 
 
+def _history(histories: dict[str, _History], ident: str) -> _History:
+    """``ident``'s history, made at its first change (``setdefault`` would make one at every change)."""
+    history = histories.get(ident)
+    if history is None:
+        history = histories[ident] = _History()
+    return history
+
+
 class Timeline:
     """Random access into a delta trace: any id's value at any step, in O(log changes of that id)."""
 
@@ -119,21 +130,34 @@ class Timeline:
         self.lines: list[int] = [step.line for step in trace.steps]
         self._history: dict[str, dict[str, _History]] = {k: {} for k in ("variables", *KINDS)}
         self.first_seen: dict[str, int] = {}  # tensor or node id -> the step it first appears at
+        first_seen = self.first_seen
         for index, delta in enumerate(trace.steps):
+            dropped = delta.dropped if delta.dropped else None  # most steps drop nothing
             for kind, histories in self._history.items():
-                for ident in getattr(delta.dropped, kind):
-                    histories.setdefault(ident, _History()).set(index, None)
-                for ident, value in getattr(delta, kind).items():
-                    histories.setdefault(ident, _History()).set(index, value)
-                    if kind in ("tensors", "nodes"):
-                        self.first_seen.setdefault(ident, index)
+                if dropped is not None:
+                    for ident in getattr(dropped, kind):
+                        _history(histories, ident).set(index, None)
+                facts = getattr(delta, kind)
+                if not facts:
+                    continue
+                for ident, value in facts.items():  # ``_history`` inline: this runs for every change
+                    history = histories.get(ident)
+                    if history is None:
+                        history = histories[ident] = _History()
+                    history.set(index, value)
+                if kind in ("tensors", "nodes"):
+                    for ident in facts:
+                        first_seen.setdefault(ident, index)
 
     def __len__(self) -> int:
         return len(self.lines)
 
     def value(self, kind: str, ident: str, step: int) -> Any:
         history = self._history[kind].get(ident)
-        return history.at(step) if history is not None and step >= 0 else None
+        if history is None or step < 0:
+            return None
+        i = bisect_right(history.steps, step) - 1  # ``_History.at``, inline: the rules ask it per fact
+        return history.values[i] if i >= 0 else None
 
     def tensor(self, tid: str | None, step: int) -> TensorFact | None:
         return self.value("tensors", tid, step) if tid is not None else None

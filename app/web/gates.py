@@ -120,7 +120,9 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
         results = tuple([await runner.run(code) for code in codes])
         request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
         answer = await finish(request, work, partial, results, runs=len(codes))
-        if sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS:
+        large = sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS
+        del results  # the answer is made: the traces go now, so the collection below does not walk them
+        if large:
             await run_in_threadpool(_trim)
         return answer
     finally:

@@ -211,6 +211,29 @@ z = (y * 2 + y * 3 + y.sin()).sum()
 z.backward()
 u = y.detach()
 """,
+    # An in-place op marks only what its schema says it writes: the tensors it only reads, and
+    # views of them, are read again only if something else wrote them.
+    "in-place ops that read their other arguments": """
+a = torch.arange(6.0)
+b = a[2:5]
+c = torch.ones(3)
+d = c.detach()
+b.lerp_(c, 0.5)
+c.addcmul_(b, d, value=2)
+torch._foreach_add_([b, c], [d, d])
+torch.add(c, d, out=a[:3])
+e = torch.zeros(3)
+torch.addcdiv(e, c, d, out=e)
+""",
+    # ... and an op that writes several of its arguments is marked whole (torch._fused_adam_ writes
+    # the parameters and the optimizer state it is given).
+    "fused adam writes its state lists": """
+w = torch.ones(3, requires_grad=True)
+opt = torch.optim.Adam([w], lr=0.1, fused=True)
+for i in range(2):
+    (w * w).sum().backward()
+    opt.step()
+""",
     "a pass raises half-way and is caught": """
 w = torch.ones(3, requires_grad=True)
 v = torch.ones(3, requires_grad=True)
