@@ -9,8 +9,11 @@ the tensor reads as an entry. Only the "id" row shows internal ids.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from app.i18n import gettext as _
 from app.render import fmt
@@ -156,6 +159,36 @@ def _version_text(fact: TensorFact, born: int | None, born_version: int | None) 
     return str(fact.version)
 
 
+def _same_values(old: TensorFact, new: TensorFact) -> bool:
+    """Whether ``new`` writes the values row ``old`` wrote: a tensor's fact is new at every step that
+    moved its ``.grad``, version or names (an optimizer loop: three facts a step, one with new values),
+    and formatting its values again is the facts panel's largest cost. Equal values write alike, but
+    for the zeros (``0.0 == -0.0``, written "0.0" and "-0.0"): values that hold one are compared bit
+    for bit."""
+    if old.values is None or old.dtype != new.dtype or old.values != new.values:
+        return False
+    if _no_zero(new.values):
+        return True
+    try:
+        return array("d", _flat(old.values)).tobytes() == array("d", _flat(new.values)).tobytes()
+    except TypeError:  # a "NaN" among them: not worth comparing further
+        return False
+
+
+def _no_zero(values: Any) -> bool:
+    if isinstance(values, list):
+        return all(map(_no_zero, values)) if values and isinstance(values[0], list) else 0 not in values
+    return values != 0
+
+
+def _flat(values: Any) -> Iterator[Any]:
+    if isinstance(values, list):
+        for value in values:
+            yield from _flat(value)
+    else:
+        yield values
+
+
 @dataclass(frozen=True)
 class Facts:
     pairs: list[tuple[str, str]]
@@ -174,6 +207,9 @@ class FactsBuilder:
         self.by_grad_fn: dict[str, set[str]] = {}  # node -> tensors whose grad_fn it is
         # tensor -> (fact, its layout, flag and tail rows as indices into ``pairs``): what its fact alone says
         self._own: dict[str, tuple[TensorFact, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
+        # tensor -> its latest fact with values and their row's text (kept when the tensor goes: the
+        # same id may come back with the same values)
+        self._values: dict[str, tuple[TensorFact, str | None]] = {}
         # tensor -> how many graph nodes hold it in each role, kept from the node changes: a leaf that
         # 1,000 iterations' nodes saved reads "MulBackward0.self ×1000" without listing them each time
         self.roles: dict[str, Counter[str]] = {}
@@ -225,15 +261,38 @@ class FactsBuilder:
         head = entry(head_rows(holding, tid, fact, self._held(tid, holding), step.label(tid)))
         own = self._own.get(tid)
         fresh = own is None or own[0] is not fact
-        layout = entry(layout_rows(fact)) if fresh else own[1]
+        # A new fact is most often new values or a new .grad in the layout of the last one: its layout
+        # and flag rows are the last fact's when what they read is equal (rows new to ``pairs`` are
+        # still added in the panel's order).
+        layout = flags = None
+        if own is not None:
+            last = own[0]
+            if (last.shape, last.stride, last.storage_offset) == (fact.shape, fact.stride,
+                                                                  fact.storage_offset):
+                layout = own[1] if last.dtype == fact.dtype else None
+                same_flags = (last.requires_grad, last.is_leaf) == (fact.requires_grad, fact.is_leaf)
+                flags = own[2] if same_flags else None
+        layout = layout if layout is not None else entry(layout_rows(fact))
         storage = entry([storage_row(state, fact)])
-        flags = entry(flag_rows(fact)) if fresh else own[2]
+        flags = flags if flags is not None else entry(flag_rows(fact))
         links = entry(link_rows(state, holding, fact))
-        tail = (entry(tail_rows(fact, self.born.get(tid), self.born_version.get(tid), values_text(fact)))
-                if fresh else own[3])
         if fresh:
+            values = self._values_text(tid, fact)
+            tail = entry(tail_rows(fact, self.born.get(tid), self.born_version.get(tid), values))
             self._own[tid] = (fact, layout, flags, tail)
+        else:
+            tail = own[3]
         return head + layout + storage + flags + links + tail
+
+    def _values_text(self, tid: str, fact: TensorFact) -> str | None:
+        """``values_text`` of a new fact, reused when the tensor's last values are written alike."""
+        last = self._values.get(tid)
+        if last is not None and _same_values(last[0], fact):
+            return last[1]
+        text = values_text(fact)
+        if fact.values is not None:
+            self._values[tid] = (fact, text)
+        return text
 
     def _entry(self, rows: list[tuple[str, str]]) -> tuple[int, ...]:
         """The rows as indices into ``pairs``, each new row added (a loop, not a generator: this

@@ -44,6 +44,52 @@ class StorageUsers:
         return self.of.get(sid, set())
 
 
+class Labels:
+    """``names.label`` of the live tensors, kept from step to step: a label is made again only after a
+    step that may have changed how it reads (a long run labels the same tensors at every step: an
+    optimizer's parameters and their state, three times an iteration)."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, str] = {}
+
+    def update(self, state: State, changes: Changes, held: HoldingChanges) -> None:
+        """Forget the labels this step may have changed. A named tensor reads by its variables and by
+        the .grad / ._base pointers to it (``Holding.names``): a label moves where a variable moved,
+        where a pointer was set or dropped, where a tensor became named or graph-only, and on from
+        there along .grad / ._base (``w.grad`` reads by ``w``'s name). A tensor no variable reaches
+        reads by its graph holders: ``reheld``, and the ``._base`` of a reheld view
+        (``Holding.holders`` names it by the view's holder). A fact that changed only its values or
+        version changes no label (an optimizer step: every parameter and its state)."""
+        of = self.of
+        if not of:
+            return
+        moved = list(held.named_flips)  # also reached from what moved them, below: kept, it costs little
+        for name, old in changes.old_variables.items():
+            moved += (old, state.variables.get(name))
+        for tid, old in changes.old_tensors.items():
+            new = state.tensors.get(tid)
+            if new is None:
+                of.pop(tid, None)
+            for fact in (old, new):
+                if fact is not None:
+                    moved += (fact.grad, fact.base)
+        seen: set[str] = set()
+        while moved:
+            tid = moved.pop()
+            if tid is None or tid in seen:
+                continue
+            seen.add(tid)
+            of.pop(tid, None)
+            fact = state.tensors.get(tid)
+            if fact is not None:
+                moved += (fact.grad, fact.base)
+        for tid in held.reheld:
+            of.pop(tid, None)
+            fact = state.tensors.get(tid)
+            if fact is not None and fact.base is not None:
+                of.pop(fact.base, None)
+
+
 @dataclass(frozen=True)
 class StepInput:
     index: int
@@ -52,14 +98,15 @@ class StepInput:
     holding: Holding  # names, holders and groups after this step
     held: HoldingChanges  # what this step changed about them
     users: StorageUsers  # storage -> the tensors using it, after this step
-    _labels: dict[str, str] = field(default_factory=dict)
+    labels: Labels = field(default_factory=Labels)
 
     def label(self, tid: str) -> str:
         """``names.label`` of a live tensor at this step, made once for every builder that asks (the
-        memory rows and the facts panel's title name the same tensors)."""
-        found = self._labels.get(tid)
+        memory rows and the facts panel's title name the same tensors) and for the steps after it
+        until it may read differently (``Labels``)."""
+        found = self.labels.of.get(tid)
         if found is None:
-            found = self._labels[tid] = label(self.holding, tid)
+            found = self.labels.of[tid] = label(self.holding, tid)
         return found
 
 
@@ -72,11 +119,13 @@ def drive(trace: DeltaTrace, builders: Iterable[ViewBuilder]) -> int:
     builders = list(builders)
     holding = Holding()
     users = StorageUsers()
+    labels = Labels()
     count = 0
     for state, changes in replay(trace):
         held = holding.update(state, changes)
         users.update(state, changes)
-        step = StepInput(changes.index, state, changes, holding, held, users)
+        labels.update(state, changes, held)
+        step = StepInput(changes.index, state, changes, holding, held, users, labels)
         for builder in builders:
             builder.add_step(step)
         count += 1

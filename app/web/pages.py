@@ -8,14 +8,19 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2.runtime import Context
+from jinja2.utils import htmlsafe_json_dumps
+from markupsafe import Markup
 
 from app import i18n
 from app.diagnostics import Analysis
@@ -47,6 +52,26 @@ SECURITY_HEADERS = {
 
 
 router = APIRouter()
+_RENDERING: ContextVar[list[Context] | None] = ContextVar("rendering", default=None)
+
+
+class _Context(Context):
+    """A template context that ``render`` can find again once the template is written.
+
+    A template that defines a macro (``_memory.html``, ``_diagnostics.html``) makes a reference cycle:
+    its context holds the macro, whose function's closure holds the context, whose parent holds
+    everything the template was given. The whole view model then outlives the render until the cyclic
+    collector finds it: on Adam x100, 100,000 objects that the next young collection scanned before
+    freeing (~30 ms of the request). ``render`` empties each context's own variables instead, so the
+    view is freed by reference counting the moment the page is written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        made = _RENDERING.get()
+        if made is not None:
+            made.append(self)
+
+
 templates = Environment(
     loader=FileSystemLoader(ROOT / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
@@ -55,6 +80,32 @@ templates = Environment(
     lstrip_blocks=True,
     extensions=["jinja2.ext.i18n"],
 )
+templates.context_class = _Context
+
+
+_HTML_UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"), (b"'", b"\\u0027"))
+
+
+def tojson(value: Any, indent: int | None = None) -> Markup:
+    """Jinja's ``tojson`` (JSON safe in a ``<script>`` and in a single-quoted attribute: ``<``, ``>``,
+    ``&`` and ``'`` escaped), written by orjson and escaped as bytes: ~7x faster than ``json.dumps`` on
+    a page's step data (Adam x100: 2.5 MB, 30 ms -> 4 ms), and compact. The same value once parsed:
+    keys sorted as before, text as UTF-8 rather than ``\\u`` escapes (no UTF-8 sequence holds an
+    ASCII byte). What orjson refuses (a lone surrogate a snippet printed, an integer past 64 bits)
+    goes to jinja's own, as before."""
+    if indent is None:
+        try:
+            raw = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+        else:
+            for unsafe, escaped in _HTML_UNSAFE:
+                raw = raw.replace(unsafe, escaped)
+            return Markup(raw.decode())
+    return htmlsafe_json_dumps(value, sort_keys=True, indent=indent)
+
+
+templates.filters["tojson"] = tojson
 # One environment for every language: each gettext call asks the request's locale (app.i18n).
 templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
 templates.globals["step_label"] = step_label
@@ -68,7 +119,14 @@ templates.globals["error_text"] = i18n.error_text
 
 
 def render(name: str, **context: Any) -> str:
-    return templates.get_template(name).render(**context)
+    made: list[Context] = []
+    token = _RENDERING.set(made)
+    try:
+        return templates.get_template(name).render(**context)
+    finally:
+        _RENDERING.reset(token)
+        for ctx in made:  # the template is written: no macro of it is called again (see _Context)
+            ctx.vars.clear()
 
 
 def html_response(body: str, status: int = 200) -> Response:

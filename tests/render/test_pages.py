@@ -257,3 +257,44 @@ def test_nothing_meant_for_a_person_names_an_internal_id(client: TestClient, exa
     texts += [text for label, text in payload["pairs"] if label != "id"]  # the facts panel's "id" row may
     texts += [entry[0] for _, entries in payload["folds"] for entry in entries]
     assert not [t for t in texts if INTERNAL_ID.search(t)]
+
+
+def test_a_written_fragment_leaves_no_cycle_holding_its_view() -> None:
+    """``_memory.html`` defines macros: without ``pages.render`` emptying its contexts the view model
+    would live on in a reference cycle until the cyclic collector scanned it all."""
+    import gc
+    import weakref
+
+    from app.web.pages import render, run_context, run_limits
+
+    code = "x = torch.ones(3, requires_grad=True)\ny = (x * 2).sum()\ny.backward()"
+    context = run_context(trace(code), code, None, run_limits(Settings()))
+    view = weakref.ref(context["view"])
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert "memory-view" in render("_run.html", **context)
+        del context
+        assert view() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_the_step_data_is_the_same_json_once_parsed() -> None:
+    """``tojson`` writes orjson's compact JSON: the value parsed is what json.dumps wrote, keys sorted;
+    what orjson refuses (a lone surrogate a snippet printed) is written by json.dumps as before."""
+    from jinja2.utils import htmlsafe_json_dumps
+
+    from app.web.pages import templates, tojson
+
+    value = {"b": [1, 2.5, None, True], "a": {"x": "naïve 中文 </script> & 'q'"},
+             "c": {3: "three", 10: "ten"}}
+    written = tojson(value)
+    assert json.loads(written) == json.loads(json.dumps(value, sort_keys=True))
+    assert list(json.loads(written)) == ["a", "b", "c"]
+    assert not any(c in written for c in "<>&'")
+    assert "</script>" not in templates.from_string("{{ v|tojson }}").render(v=value)
+    odd = {"printed": "\ud800"}
+    assert tojson(odd) == htmlsafe_json_dumps(odd, sort_keys=True)
+    assert json.loads(templates.from_string("{{ v|tojson }}").render(v=odd)) == odd
