@@ -336,3 +336,24 @@ def test_chained_iterations_on_more_loops(code: str) -> None:
     r = run(code)
     verdicts = _chain_verdicts(r.result, Context.build(r.trace, r.code))
     assert verdicts and all(chained == growing for growing, chained in verdicts), verdicts
+
+
+def test_an_index_is_freed_when_dropped_without_a_collection() -> None:
+    """No reference cycle holds an index (its relations share a read count, not the index): a page
+    request's index goes by reference counting, not at the next collection that walks it."""
+    import gc
+    import weakref
+
+    golden = next(g for g in GOLDEN if len(g.result["steps"]) > 5)
+    trace = DeltaTrace.model_validate(compress(golden.result))
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        index = Index(trace)
+        assert index.names.members("t1", 0) is not None and index.reads > 0
+        gone = weakref.ref(index)
+        del index
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
