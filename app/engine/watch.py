@@ -18,6 +18,7 @@ that may make them asks for a whole snapshot (``Touches.whole``).
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import types
@@ -77,6 +78,7 @@ def _kind(func: Any) -> int:
 _BUILT_IN = (types.BuiltinFunctionType, types.MethodDescriptorType)
 
 
+@functools.cache  # torch's functions live as long as the process; their schemas never change
 def _writes_first_only(func: Any) -> bool:
     """True when a built-in torch function or Tensor method writes none of its tensor arguments but
     its first (``self``) and its ``out=``, by the alias annotations of its ATen schemas
@@ -106,7 +108,6 @@ class Touches(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._kinds: dict[Any, int] = {}
-        self._first_only: dict[Any, bool] = {}  # func -> _writes_first_only(func)
         self.tensors: set[int] = set()  # addresses of tensor objects
         self.storages: set[int] = set()  # where storages' bytes start (app.engine.ids.tensor_pointer)
         self.exposed: set[int] = set()  # storages whose memory was handed out
@@ -121,10 +122,8 @@ class Touches(TorchFunctionMode):
         if kind is None:
             kind = self._kinds[func] = _kind(func)
         if kind or "out" in kwargs or kwargs.get("inplace"):
-            first_only = self._first_only.get(func)
-            if first_only is None:
-                first_only = self._first_only[func] = kind == 1 and _writes_first_only(func)
-            if first_only:  # what it only reads is not marked (nor the storages under it)
+            # what it only reads is not marked (nor the storages under it)
+            if kind == 1 and _writes_first_only(func):
                 self._note(args[:1], 1)
                 self._note((kwargs.get("out"),), 1)
             else:
