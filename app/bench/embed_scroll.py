@@ -11,11 +11,10 @@ Needs the test extras (playwright) and Debian's chromium; without them it says s
 from __future__ import annotations
 
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from app.bench import Row
+from app.bench.docs_site import DocsSite
 from app.bench.http import BenchServer
 from app.bench.stepping import launch_chromium, playwright_here
 from app.web.permalink import encode_code
@@ -55,25 +54,6 @@ def _listener(origin: str) -> str:
     return block.replace("https://explorer.example.org", origin)
 
 
-def _docs_site(page_html: str) -> tuple[ThreadingHTTPServer, str]:
-    body = page_html.encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:  # quiet
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, f"http://localhost:{httpd.server_address[1]}"  # another site than 127.0.0.1
-
-
 def run() -> list[Row]:
     sync_playwright = playwright_here("embed_scroll")
     if sync_playwright is None:
@@ -81,15 +61,17 @@ def run() -> list[Row]:
 
     server = BenchServer()
     src = f"{server.url}/embed?code={encode_code(LOOP)}&autorun=1&readonly=1"
-    httpd, docs = _docs_site(
+    page_html = (
         "<!doctype html><html><head><meta charset=utf-8><title>Docs</title></head><body><h1>A guide</h1>"
         f'<iframe src="{src}" title="Autograd Explorer" width="100%" height="560" style="border:0"></iframe>'
         + _listener(server.url) + '<p style="height: 1200px">After the frame.</p></body></html>')
+    docs = DocsSite()
+    docs.pages["/"] = page_html
     try:
         with sync_playwright() as playwright:
             browser = launch_chromium(playwright)
             page = browser.new_page(viewport={"width": 1200, "height": 800})
-            page.goto(docs + "/")
+            page.goto(docs.url + "/")
             page.frame_locator("iframe").get_by_test_id("step-label").wait_for(timeout=120_000)
             inner = page.frames[1]
             elements = inner.evaluate("() => document.querySelectorAll('*').length")
@@ -99,7 +81,7 @@ def run() -> list[Row]:
             times = sorted(inner.evaluate("() => benchTimes"))
             browser.close()
     finally:
-        httpd.shutdown()
+        docs.close()
         server.stop()
     if not times:
         return []
