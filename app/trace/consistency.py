@@ -214,16 +214,7 @@ def check_extent(tid: str, fact: TensorFact, storage: StorageFact) -> None:
     unavailable = fact.unavailable
     if unavailable and ("values" in unavailable or "shape" in unavailable):
         return  # the engine saw it reach past its storage (resized smaller) and read no values
-    # ``extent(fact) * itemsize(fact.dtype, storage)``, spelled out: this runs for every tensor set
-    shape = fact.shape
-    if 0 in shape:
-        end = 0
-    else:
-        end = fact.storage_offset + 1
-        for n, stride in zip(shape, fact.stride, strict=True):
-            end += (n - 1) * stride
-        size = _dtype_size(fact.dtype)
-        end *= size if size is not None else max(storage.element_size, 1)
+    end = extent(fact) * itemsize(fact.dtype, storage)
     if end > storage.nbytes:
         raise _Found(f"tensor {tid} reaches byte {end} of storage {fact.storage}, which has "
                      f"{storage.nbytes}")
