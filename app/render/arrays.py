@@ -11,7 +11,6 @@ cost follows what the arrays did, not steps × arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain
 
 from app.i18n import gettext as _
 from app.render import fmt
@@ -38,15 +37,9 @@ def _values_text(fact: ArrayFact) -> str:
     values = fact.values
     if values is None:
         return ""
-    flat = list(_flatten(values))
+    flat = fmt.leaves(values)
     text = ", ".join(fmt.scalar(v) for v in flat[:MAX_SHOWN_VALUES])
     return "[" + text + (", …" if len(flat) > MAX_SHOWN_VALUES else "") + "]"
-
-
-def _flatten(values: object) -> list:
-    if not isinstance(values, list):
-        return [values]
-    return list(chain.from_iterable(_flatten(v) for v in values))
 
 
 def buffer_text(fact: ArrayFact) -> str:

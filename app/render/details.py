@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,7 +169,7 @@ def _same_values(old: TensorFact, new: TensorFact) -> bool:
     if _no_zero(new.values):
         return True
     try:
-        return array("d", _flat(old.values)).tobytes() == array("d", _flat(new.values)).tobytes()
+        return array("d", fmt.leaves(old.values)).tobytes() == array("d", fmt.leaves(new.values)).tobytes()
     except TypeError:  # a "NaN" among them: not worth comparing further
         return False
 
@@ -179,14 +178,6 @@ def _no_zero(values: Any) -> bool:
     if isinstance(values, list):
         return all(map(_no_zero, values)) if values and isinstance(values[0], list) else 0 not in values
     return values != 0
-
-
-def _flat(values: Any) -> Iterator[Any]:
-    if isinstance(values, list):
-        for value in values:
-            yield from _flat(value)
-    else:
-        yield values
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,19 @@ def nbytes(count: int) -> str:
     return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
+def leaves(values: Any) -> list[Any]:
+    """The scalars of nested value lists, depth first, left to right (a scalar: itself alone)."""
+    if not isinstance(values, list):
+        return [values]
+    found: list[Any] = []
+    for item in values:
+        if isinstance(item, list):
+            found.extend(leaves(item))
+        else:
+            found.append(item)
+    return found
+
+
 def nested(values: Any, indent: int = 0) -> str:
     """Nested lists as torch prints them: one row per line, aligned."""
     if not isinstance(values, list):

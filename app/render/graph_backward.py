@@ -22,7 +22,7 @@ in the pass.
 
 from __future__ import annotations
 
-from app.render.fmt import scalar, shape
+from app.render.fmt import leaves, scalar, shape
 from app.render.graph_events import Events, record
 from app.render.steps import StepInput
 
@@ -49,14 +49,7 @@ def grad_text(values: object, dims: list[int]) -> str:
         numel *= d
     if values is None or numel > VALUES_MAX:
         return shape(dims)
-    flat: list = []
-    stack = [values]
-    while stack:  # nested lists, depth first, left to right
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(reversed(item))
-        else:
-            flat.append(item)
+    flat = leaves(values)
     if not dims:
         return scalar(flat[0]) if flat else ""
     return "[" + " ".join(scalar(v) for v in flat) + "]"

@@ -60,3 +60,14 @@ def test_a_row_of_values_is_each_value_written_long() -> None:
     row = [*samples()[:500], 0.0, -2.0, 3e6, 1e6, 999999.0, float("inf"), 7, True, "NaN"]
     assert fmt.nested(row) == "[" + ", ".join(fmt.long_scalar(v) for v in row) + "]"
     assert fmt.nested([[1.5, 2.0], [3.25, -4.0]]) == "[[1.5, 2.0],\n [3.25, -4.0]]"
+
+
+def test_leaves_are_the_values_depth_first() -> None:
+    import torch
+
+    from app.render.fmt import leaves
+
+    t = torch.arange(24.0).reshape(2, 3, 4)
+    assert leaves(t.tolist()) == t.flatten().tolist()
+    assert leaves(2.5) == [2.5]
+    assert leaves([]) == []
