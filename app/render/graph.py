@@ -14,13 +14,11 @@ ones and says so ("graph too large to lay out: showing …").
 
 from __future__ import annotations
 
-import gc
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from app.heap import collector_paused
 from app.i18n import gettext as _
 from app.i18n import number
 from app.render.graph_backward import BackwardMarks
@@ -142,19 +140,14 @@ class GraphBuilder:
         self.backward = BackwardMarks(self.observer.events, self.observer._grad_users)
         self.cache = LayoutCache()
 
+    # No collector pause of its own: build_explorer pauses it for the whole replay and the finish.
     def add_step(self, step: StepInput) -> None:
-        if not gc.isenabled():  # paused already (build_explorer pauses the whole replay): as it is
-            self.observer.add_step(step)
-            self.backward.add_step(step)
-            return
-        with collector_paused():
-            self.observer.add_step(step)
-            self.backward.add_step(step)
+        self.observer.add_step(step)
+        self.backward.add_step(step)
 
     def finish(self, count: int) -> GraphView:
-        with collector_paused():
-            self.backward.finish(count)
-            return self._finish(count)
+        self.backward.finish(count)
+        return self._finish(count)
 
     def _finish(self, count: int) -> GraphView:
         events = self.observer.events
