@@ -15,7 +15,7 @@ from typing import Protocol
 
 from app.render.names import label
 from app.schema import DeltaTrace
-from app.trace.holding import Holding, HoldingChanges
+from app.trace.holding import Holding, HoldingChanges, chains_reach
 from app.trace.replay import Changes, State, replay
 
 
@@ -56,10 +56,10 @@ class Labels:
         """Forget the labels this step may have changed. A named tensor reads by its variables and by
         the .grad / ._base pointers to it (``Holding.names``): a label moves where a variable moved,
         where a pointer was set or dropped, where a tensor became named or graph-only, and on from
-        there along .grad / ._base (``w.grad`` reads by ``w``'s name). A tensor no variable reaches
-        reads by its graph holders: ``reheld``, and the ``._base`` of a reheld view
-        (``Holding.holders`` names it by the view's holder). A fact that changed only its values or
-        version changes no label (an optimizer step: every parameter and its state)."""
+        there along .grad / ._base (``w.grad`` reads by ``w``'s name: ``holding.chains_reach``). A
+        tensor no variable reaches reads by its graph holders: ``reheld``, and the ``._base`` of a
+        reheld view (``Holding.holders`` names it by the view's holder). A fact that changed only its
+        values or version changes no label (an optimizer step: every parameter and its state)."""
         of = self.of
         if not of:
             return
@@ -73,16 +73,8 @@ class Labels:
             for fact in (old, new):
                 if fact is not None:
                     moved += (fact.grad, fact.base)
-        seen: set[str] = set()
-        while moved:
-            tid = moved.pop()
-            if tid is None or tid in seen:
-                continue
-            seen.add(tid)
+        for tid in chains_reach(moved, state, changes):
             of.pop(tid, None)
-            fact = state.tensors.get(tid)
-            if fact is not None:
-                moved += (fact.grad, fact.base)
         for tid in held.reheld:
             of.pop(tid, None)
             fact = state.tensors.get(tid)

@@ -180,7 +180,7 @@ class Holding:
         if quiet:
             # Reported as the tensors it reaches are (a whole reclassification would find every one of
             # them named as before: their own names, pointers and storages did not move).
-            out.renamed |= _closure(quiet, state, changes)
+            out.renamed |= chains_reach(quiet, state, changes)
         for sid in self._touched:
             self._recount(sid, state, out)
         self._touched.clear()
@@ -229,7 +229,7 @@ class Holding:
         restricted to the dirty tensors and what their .grad/._base chains reach)."""
         if not dirty:
             return  # a step that set, dropped and renamed no tensor: nothing to recompute
-        affected = _closure(dirty, state, changes)
+        affected = chains_reach(dirty, state, changes)
         was = {tid for tid in affected if tid in self.named}
         self.named -= affected
         frontier = deque(tid for tid in affected if tid in state.tensors and self._supported(tid))
@@ -270,13 +270,14 @@ class Holding:
         self._touched.add(sid)
 
 
-def _closure(start: Iterable[str], state: State, changes: Changes) -> set[str]:
-    """``start`` and every tensor their .grad/._base chains reach, now or before the step."""
+def chains_reach(start: Iterable[str | None], state: State, changes: Changes) -> set[str]:
+    """``start`` and every tensor their .grad/._base chains reach, now or before the step (``None``
+    in ``start`` is passed over)."""
     found: set[str] = set()
     queue = deque(start)
     while queue:
         tid = queue.popleft()
-        if tid in found:
+        if tid is None or tid in found:
             continue
         found.add(tid)
         queue.extend(_edges(state.tensors.get(tid)))
