@@ -63,6 +63,15 @@ def value_at(runs: list[Run], step: int) -> Any:
     return None
 
 
+def _runs_of(track: dict[int, list[Run]], k: int) -> list[Run]:
+    """The key's runs, made on its first change (``setdefault(k, [])`` would build a list on every
+    one of the hundreds of thousands of changes a long run records)."""
+    runs = track.get(k)
+    if runs is None:
+        runs = track[k] = []
+    return runs
+
+
 @dataclass
 class Tracks:
     """Allocates keys for identities (any hashable) and records their changes."""
@@ -79,36 +88,22 @@ class Tracks:
             found = self.keys[identity] = len(self.keys)
         return found
 
-    # Each makes the key's runs on its first change (``setdefault(k, [])`` would build a list on every
-    # one of the hundreds of thousands of changes a long run records), spelled out, not called.
     def change_vis(self, k: int, step: int, shown: bool) -> None:
         """From ``step`` on (until its next change), the element is shown or hidden. An element
         with a visibility track is hidden wherever no run says otherwise."""
-        runs = self.vis.get(k)
-        if runs is None:
-            runs = self.vis[k] = []
-        change(runs, step, 1 if shown else None)
+        change(_runs_of(self.vis, k), step, 1 if shown else None)
 
     def change_text(self, k: int, step: int, text: str | None) -> None:
         """From ``step`` on, the element reads ``text`` (None: no text of its own)."""
-        runs = self.text.get(k)
-        if runs is None:
-            runs = self.text[k] = []
-        change(runs, step, text)
+        change(_runs_of(self.text, k), step, text)
 
     def change_state(self, k: int, step: int, state: str) -> None:
         """From ``step`` on, the element's state words are ``state`` ("" for none)."""
-        runs = self.state.get(k)
-        if runs is None:
-            runs = self.state[k] = []
-        change(runs, step, state or None)
+        change(_runs_of(self.state, k), step, state or None)
 
     def change_ref(self, k: int, step: int, tensor: str | None) -> None:
         """From ``step`` on, the element stands for ``tensor`` (None: for none)."""
-        runs = self.ref.get(k)
-        if runs is None:
-            runs = self.ref[k] = []
-        change(runs, step, tensor)
+        change(_runs_of(self.ref, k), step, tensor)
 
     def close(self, count: int) -> None:
         """End every run still open at the last step, ``count - 1``."""
