@@ -159,9 +159,10 @@ class StorageIds(ObjectIds):
         super().__init__("s")
         self._by_pointer: dict[int, tuple[weakref.ref[Any], str]] = {}
         # Storages known only by where their bytes are (met during a backward pass, where making a
-        # storage object would change torch's choices: see ``tensor_pointer``). Forgotten once a
-        # step outside the pass has had the chance to meet their storage object.
-        self._by_bare_pointer: dict[int, str] = {}
+        # storage object would change torch's choices: see ``tensor_pointer``), with the tensors
+        # they were met through. Forgotten once a step outside the pass has had the chance to meet
+        # their storage object.
+        self._by_bare_pointer: dict[int, _Bare] = {}
         self._pointer_of: dict[str, int] = {}  # storage id -> where its bytes were last seen
 
     def of_storage(self, storage: Any) -> str:
@@ -173,9 +174,9 @@ class StorageIds(ObjectIds):
                 self.alias(storage, entry[1])
                 return entry[1]
             bare = self._by_bare_pointer.get(pointer)
-            if bare is not None:
-                self.alias(storage, bare)
-                known = bare
+            if bare is not None and bare.alive(pointer):
+                self.alias(storage, bare.sid)
+                known = bare.sid
         sid = known or self.of(storage)
         self.point(storage, sid, pointer)
         return sid
@@ -187,15 +188,31 @@ class StorageIds(ObjectIds):
         entry = self._by_pointer.get(pointer)
         if entry is not None and entry[0]() is not None:
             return entry[1]
-        return self._by_bare_pointer.get(pointer)
+        bare = self._by_bare_pointer.get(pointer)
+        return bare.sid if bare is not None and bare.alive(pointer) else None
 
-    def of_pointer(self, pointer: int) -> str:
-        """An id for the storage at ``pointer`` without its storage object."""
+    def of_pointer(self, pointer: int, tensor: Any, fleeting: bool = False) -> str:
+        """An id for the storage at ``pointer``, met through ``tensor``, without its storage object.
+        ``fleeting``: ``tensor`` is a wrapper torch makes afresh at each access (a saved output),
+        which dies at once while what torch saved keeps the storage alive."""
         found = self.known_pointer(pointer)
-        if found is None:
-            found = self._by_bare_pointer[pointer] = self._new()
-            self.journal.note(lambda: self._by_bare_pointer.pop(pointer, None))
-        return found
+        if found is not None:
+            bare = self._by_bare_pointer.get(pointer)
+            if bare is not None and bare.sid == found:
+                bare.met(tensor, fleeting)  # a true fact even if this attempt is undone: no journal entry
+            return found
+        previous = self._by_bare_pointer.get(pointer)
+        bare = self._by_bare_pointer[pointer] = _Bare(self._new())
+        bare.met(tensor, fleeting)
+        self.journal.note(lambda: self._unbare(pointer, bare, previous))
+        return bare.sid
+
+    def _unbare(self, pointer: int, bare: _Bare, previous: _Bare | None) -> None:
+        if self._by_bare_pointer.get(pointer) is bare:
+            if previous is None:
+                del self._by_bare_pointer[pointer]
+            else:
+                self._by_bare_pointer[pointer] = previous
 
     def pointer_of(self, sid: str) -> int:
         """Where the bytes of storage ``sid`` were last seen (0: not known by its object)."""
@@ -204,7 +221,7 @@ class StorageIds(ObjectIds):
     def take_bare_pointers(self) -> dict[int, str]:
         """The storages known only by their bytes, forgotten here (the caller meets their objects)."""
         bare, self._by_bare_pointer = self._by_bare_pointer, {}
-        return bare
+        return {pointer: entry.sid for pointer, entry in bare.items()}
 
     def point(self, storage: Any, sid: str, pointer: int | None = None) -> None:
         """Remember where ``storage``'s bytes are now (they move when it is resized)."""
@@ -240,6 +257,42 @@ class StorageIds(ObjectIds):
             self._by_pointer.pop(pointer, None)
         else:
             self._by_pointer[pointer] = previous
+
+
+class _Bare:
+    """A storage known only by where its bytes start, and the tensors it was met through.
+
+    Its bytes are its only name, and the allocator hands a freed block's address to the next
+    allocation at once: a gradient freed in the middle of a pass and a new one made at the same
+    address are two storages. A live tensor still on those bytes keeps the storage alive, so the
+    name holds while one of the tensors it was met through does; once none does, the address names
+    whatever is there now, a new storage. (A storage can outlive every tensor the trace met it
+    through, through one it never met: then it is taken for a new one, the lesser mistake.) A
+    storage met through a saved output, whose wrapper torch makes afresh at each access, is held by
+    what torch saved, out of sight: it is taken to live until the pass ends, as all of them were.
+    """
+
+    __slots__ = ("sid", "_tensors", "_held")
+
+    def __init__(self, sid: str) -> None:
+        self.sid = sid
+        self._tensors: list[weakref.ref[Any]] = []  # weak: a tensor's wrapper lives as long as it does
+        self._held = False
+
+    def met(self, tensor: Any, fleeting: bool) -> None:
+        if fleeting:
+            self._held = True
+        elif all(ref() is not tensor for ref in self._tensors):
+            self._tensors.append(weakref.ref(tensor))
+
+    def alive(self, pointer: int) -> bool:
+        if self._held:
+            return True
+        for ref in self._tensors:
+            tensor = ref()
+            if tensor is not None and tensor_pointer(tensor) == pointer:
+                return True
+        return False
 
 
 def tensor_pointer(tensor: Any) -> int:

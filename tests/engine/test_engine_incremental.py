@@ -109,6 +109,30 @@ for epoch in range(3):
     opt.step()
     losses.append(loss)
 """,
+    # Gradients freed and made again inside each pass, at addresses the allocator hands on: two
+    # storages at one address must stay two (both read ways once disagreed on these, ~1 run in 5).
+    "rmsprop keeping its gradient buffers": """
+model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+opt = torch.optim.RMSprop(model.parameters(), lr=0.01)
+x, y = torch.randn(5, 2), torch.randn(5, 1)
+for epoch in range(3):
+    opt.zero_grad(set_to_none=False)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+""",
+    "adamw with amsgrad keeping losses": """
+model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01, amsgrad=True)
+x, y = torch.randn(5, 2), torch.randn(5, 1)
+losses = []
+for epoch in range(3):
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+""",
     "a graph dropped and rebuilt in one line": """
 w = torch.ones(2, requires_grad=True)
 def f(w):
