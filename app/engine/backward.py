@@ -35,11 +35,17 @@ class NodeRan:
 
 @dataclass
 class BackwardWatch:
-    """Hooks on the graph of one backward pass; ``on_node`` gets a ``NodeRan`` per node."""
+    """Hooks on the graph of one backward pass; ``on_node`` gets a ``NodeRan`` per node and says
+    whether it took a step for it."""
 
-    on_node: Callable[[NodeRan], None]
+    on_node: Callable[[NodeRan], bool]
     handles: list[Any] = field(default_factory=list)
     frees: bool = True
+    # Every node that ran had its step, and the pass returned: each step read what its node changed,
+    # so the line's own step need not read the whole pass again (``app.engine.run.on_backward``).
+    # False once a node could not be hooked, a node ran without a step, or the pass raised.
+    stepped_every_node: bool = True
+    stepped: int = 0  # nodes that had their step
 
     def start(self, frame: FrameType) -> None:
         """Called as torch's ``_engine_run_backward(t_outputs, grad_tensors, keep_graph, ...)`` starts."""
@@ -53,11 +59,16 @@ class BackwardWatch:
                 try:
                     self.handles.append(node.register_hook(self._hook(node)))
                 except (RuntimeError, AttributeError, TypeError):
+                    self.stepped_every_node = False
                     continue  # a node torch does not let us hook: its step is simply missing
 
     def _hook(self, node: Any) -> Callable[..., None]:
         def post(grad_inputs: Any, grad_outputs: Any) -> None:
-            self.on_node(NodeRan(node, tuple(grad_outputs), tuple(grad_inputs), self.frees, _snippet_frame()))
+            ran = NodeRan(node, tuple(grad_outputs), tuple(grad_inputs), self.frees, _snippet_frame())
+            if self.on_node(ran):
+                self.stepped += 1
+            else:
+                self.stepped_every_node = False
 
         return post
 

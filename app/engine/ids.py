@@ -218,6 +218,10 @@ class StorageIds(ObjectIds):
         """Where the bytes of storage ``sid`` were last seen (0: not known by its object)."""
         return self._pointer_of.get(sid, 0)
 
+    def bare_ids(self) -> set[str]:
+        """The storages known only by their bytes so far (see ``take_bare_pointers``)."""
+        return {entry.sid for entry in self._by_bare_pointer.values()}
+
     def take_bare_pointers(self) -> dict[int, str]:
         """The storages known only by their bytes, forgotten here (the caller meets their objects)."""
         bare, self._by_bare_pointer = self._by_bare_pointer, {}

@@ -141,10 +141,10 @@ def trace_delta(
         return (scope["walked_at"] == tracer.frame_events and not hook_watch.active
                 and not taker.walker.capped)
 
-    def on_node(ran: NodeRan) -> None:
-        # One node of a backward pass just ran: a step for it, counted like any other.
+    def on_node(ran: NodeRan) -> bool:
+        # One node of a backward pass just ran: a step for it, counted like any other (True).
         if ran.frame is None or not tracer.count_step():
-            return
+            return False
         printed = output.text[scope["printed"]:]
         scope["printed"] += len(printed)
         streams = sys.stdout, sys.stderr
@@ -167,6 +167,7 @@ def trace_delta(
             sys.settrace(trace)
             touches.clear()
             sys.stdout, sys.stderr = streams
+        return True
 
     watches: list[tuple[BackwardWatch, bool]] = []
 
@@ -178,11 +179,23 @@ def trace_delta(
             watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
             watch.start(frame)
             return
+        if event == "exception":
+            if watches:
+                watches[-1][0].stepped_every_node = False
+            return
+        stepped = False
         if watches:
             watch, pushed = watches.pop()
             watch.stop()
             if pushed:
                 touches.unwatch()
+            stepped = watch.stepped_every_node and watch.stepped > 0
+        if stepped:
+            # Each node's step read what that node changed (the node, the tensors it made, its leaf,
+            # their grads), and after the last one torch only frees what that node saved, which its
+            # step shows freed already: the line's step reads what ran since, not the pass again.
+            # (About a tenth of Adam's reading: the pass's parameters and grads, read twice.)
+            return
         roots = frame.f_locals.get("t_outputs")
         with torch._C.DisableTorchFunction():
             for root in roots if isinstance(roots, list | tuple) else (roots,):

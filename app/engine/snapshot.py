@@ -164,7 +164,7 @@ class SnapshotTaker:
             self.in_backward = ran is not None
             if ran is not None:
                 self._node_ran(ran, touches)
-            self._mark(touches)
+            self._mark(touches, after_pass=ran is None)
             delta = None
             # (while a cap holds, which objects get in depends on the whole reading order: read whole)
             if not (self.full or self.cyclic or self._capped_last or (touches is not None and touches.whole)):
@@ -201,8 +201,12 @@ class SnapshotTaker:
                 self.freed.setdefault(nid, {})[name] = message
         for grad in (*ran.received, *ran.sent):
             if isinstance(grad, torch.Tensor):
-                self._extra.append((self.tensor_ids.of(grad), grad))
-                if touches is not None:  # torch adds gradients into its buffers in place
+                tid = self.tensor_ids.of(grad)
+                self._extra.append((tid, grad))
+                # torch adds gradients into its buffers in place, which moves their version: one
+                # read at an earlier node of the pass, at the same version, reads the same (the
+                # gradient a node sent, received by the next, is read once, not twice).
+                if touches is not None and not self._same_version(tid, grad):
                     touches.tensors.add(id(grad))
                     pointer = tensor_pointer(grad)
                     if pointer:
@@ -212,6 +216,13 @@ class SnapshotTaker:
             touches.backward_nodes.add(key)
             if leaf is not None:
                 touches.backward_leaves.add(id(leaf))
+
+    def _same_version(self, tid: str, tensor: torch.Tensor) -> bool:
+        fact = self.tensors.get(tid)
+        try:
+            return fact is not None and fact["version"] is not None and fact["version"] == tensor._version
+        except RuntimeError:  # no version counter (inference tensors)
+            return False
 
     def _meet_bare_storages(self) -> None:
         """Outside a backward pass, give the storages met there by their bytes only their objects
@@ -234,10 +245,15 @@ class SnapshotTaker:
                 "sent": ids(ran.sent)}
 
     # ---- what may have changed -------------------------------------------------------------------
-    def _mark(self, touches: Touches | None) -> None:
+    def _mark(self, touches: Touches | None, after_pass: bool = False) -> None:
         dirty, storages = self._dirty, self._dirty_storages
         dirty.clear()
         storages.clear()
+        if after_pass:
+            # Storages met during a backward pass by their bytes only: one that died there and one
+            # made at its address later in the pass (a gradient) were read as one. Read them again
+            # with their objects now (app.engine.run.on_backward no longer marks the whole pass).
+            storages |= self.storage_ids.bare_ids()
         if touches is not None:
             for address in touches.tensors:
                 tid = self.tensor_ids.known_address(address)

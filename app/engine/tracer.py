@@ -123,7 +123,8 @@ class LineTracer:
                  on_hidden_write: Callable[[], None] | None = None) -> None:
         self._on_step = on_step
         self._max_steps = max_steps
-        self._on_backward = on_backward  # (frame of torch's backward entry point, "call" | "return")
+        # (frame of torch's backward entry point, "call" | "exception" | "return")
+        self._on_backward = on_backward
         self._on_hidden_write = on_hidden_write
         self.steps = 0
         self.truncated = False
@@ -162,8 +163,8 @@ class LineTracer:
         return self._local_trace
 
     def _backward_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "return" and self._on_backward is not None:
-            self._on_backward(frame, "return")
+        if event in ("return", "exception") and self._on_backward is not None:
+            self._on_backward(frame, event)  # "exception": the pass raised (then returns)
         return self._backward_trace
 
     def count_step(self) -> bool:
