@@ -12,6 +12,7 @@ import math
 import random
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -81,10 +82,12 @@ def _error(kind: str, error: BaseException, line: int | None, message: str | Non
 
 
 def trace_delta(
-    source: str, limits: EngineLimits | None = None, builtins_namespace: Any = builtins
+    source: str, limits: EngineLimits | None = None, builtins_namespace: Any = builtins,
+    after_step: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``source`` and return the trace in the delta format (shaped like ``app.schema.DeltaTrace``):
-    each step holds what its line changed."""
+    each step holds what its line changed. ``after_step(steps)`` is called after each step is added
+    (the sandbox child writes them out as the run goes on); a step is never changed once added."""
     limits = limits or EngineLimits()
     try:
         code = compile(source, SNIPPET_FILENAME, "exec")
@@ -123,6 +126,8 @@ def trace_delta(
         try:
             with hook_watch.quiet():
                 steps.append(taker.take(line, printed, scopes, touches))
+                if after_step is not None:
+                    after_step(steps)
             scope["walked_at"] = tracer.frame_events
         except (RecursionError, MemoryError):
             raise  # the snippet's own doing (it recursed deep, or filled memory): report it as such
@@ -158,6 +163,8 @@ def trace_delta(
             with hook_watch.quiet():
                 steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran,
                                         names_still=names_still()))
+                if after_step is not None:
+                    after_step(steps)
             scope["walked_at"] = tracer.frame_events
         except (RecursionError, MemoryError):
             raise

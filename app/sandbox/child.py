@@ -3,8 +3,9 @@
 Everything before the job is read is trusted code. The job (the snippet) can do anything the OS layers
 allow, including forging its own answer; the server copes (strict framing, schema, exit status).
 
-Pipes: the child reads one frame (the job) from ``job_fd`` and writes two frames on ``result_fd``:
-first the hello (the layers in force, written before any user input exists), then the result.
+Pipes: the child reads one frame (the job) from ``job_fd`` and writes on ``result_fd`` first the hello
+(the layers in force, written before any user input exists), then the answer (``ResultStream``): its
+steps in frames as the run makes them, then the envelope.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import random
 import resource
 import signal
 import sys
+import time
 from typing import Any
 
 import orjson
@@ -101,7 +103,7 @@ def _answer_now(limit: str) -> None:
                            {"seconds": config.cpu_seconds, "steps": len(steps)})
     result = {"format": "delta", "ok": False, "truncated": True, "error": error, "steps": steps}
     try:
-        write_all(_FORCE["fd"], encode_frame(encode_result(result, config.max_result_bytes)))
+        _FORCE["stream"].finish(result)
     finally:
         os._exit(0)
 
@@ -173,7 +175,7 @@ def _explain(error: dict | None, config: layers.ChildConfig) -> dict | None:
     return error
 
 
-def run_job(job: dict, config: layers.ChildConfig) -> dict:
+def run_job(job: dict, config: layers.ChildConfig, stream: ResultStream | None = None) -> dict:
     code = job["code"]
     if not isinstance(code, str):
         raise TypeError("job code must be a string")
@@ -194,7 +196,8 @@ def run_job(job: dict, config: layers.ChildConfig) -> dict:
     signal.signal(signal.SIGXCPU, _raiser(CpuTimeReached))
     signal.setitimer(signal.ITIMER_REAL, config.wall_seconds, ALARM_REPEAT)
     try:
-        result = trace_delta(code, limits, builtins_namespace=namespace)
+        result = trace_delta(code, limits, builtins_namespace=namespace,
+                             after_step=stream.after_step if stream is not None else None)
     except (WallTimeReached, CpuTimeReached) as exc:  # landed between the engine and us: rare
         result = {
             "ok": False,
@@ -221,30 +224,70 @@ def _encode(value: Any) -> bytes:
         return json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def encode_result(result: dict, max_bytes: int) -> bytes:
-    """The (delta) trace as one JSON document of at most ``max_bytes``, dropping trailing steps if needed.
+class ResultStream:
+    """The answer on the result descriptor, as frames: the steps while the run makes them (a JSON
+    array of the steps made since the last frame, at most every ``FLUSH_SECONDS``), then the envelope
+    (a JSON object: format, ok, truncated, error). The server can start on the first steps while the
+    run goes on (``app.sandbox.frames.read_answer`` puts the whole document back together).
 
-    Steps are encoded one by one so that a huge trace costs time proportional to the cap, not to its size.
+    The steps are encoded one by one against the cap, so a huge trace costs time proportional to the
+    cap, not to its size: the steps past it are dropped and the envelope says so. Each frame is
+    written whole with the stop signals held back, so no stop lands inside one (``_answer_now``
+    writes its own envelope after the frames, never into the middle of one).
     """
-    error = result.get("error")
-    budget = max_bytes - 8192  # room for the envelope and an error message
-    parts: list[bytes] = []
-    size = 0
-    truncated = bool(result.get("truncated"))
-    steps = result.get("steps", [])
-    for index, step in enumerate(steps):
-        encoded = _encode(step)
-        if size + len(encoded) + 1 > budget:
+
+    FLUSH_SECONDS = 0.05
+    STOP_SIGNALS = frozenset({signal.SIGALRM, signal.SIGXCPU, signal.SIGPROF})
+
+    def __init__(self, fd: int, max_bytes: int) -> None:
+        self.fd = fd
+        self.max_bytes = max_bytes
+        self.budget = max_bytes - 8192  # room for the envelope and an error message
+        self.size = 0
+        self.sent = 0  # steps written (or dropped past the cap)
+        self.cut: int | None = None  # the first step past the cap
+        self._flushed_at = time.monotonic()
+
+    def after_step(self, steps: list[dict]) -> None:
+        """The engine made a step (``trace_delta``'s ``after_step``): write what is due."""
+        if time.monotonic() - self._flushed_at >= self.FLUSH_SECONDS:
+            self.flush(steps)
+
+    def flush(self, steps: list[dict]) -> None:
+        self._flushed_at = time.monotonic()
+        if self.cut is not None or self.sent >= len(steps):
+            return
+        parts: list[bytes] = []
+        for index in range(self.sent, len(steps)):
+            encoded = _encode(steps[index])
+            if self.size + len(encoded) + 1 > self.budget:
+                self.cut = index
+                break
+            parts.append(encoded)
+            self.size += len(encoded) + 1
+        self.sent = len(steps)
+        if parts:
+            self._write(b"[" + b",".join(parts) + b"]")
+
+    def finish(self, result: dict) -> None:
+        """The steps not written yet, then the envelope."""
+        self.flush(result.get("steps", []))
+        error = result.get("error")
+        truncated = bool(result.get("truncated"))
+        if self.cut is not None:
             truncated = True
             if error is None:
                 error = error_dict("output", "ResultTooLarge", "output.trace_cut",
-                                   {"mib": max_bytes // (1024 * 1024), "steps": index})
-            break
-        parts.append(encoded)
-        size += len(encoded) + 1
-    ok = bool(result.get("ok")) and error is None
-    head = _encode({"format": "delta", "ok": ok, "truncated": truncated, "error": error})
-    return head[:-1] + b',"steps":[' + b",".join(parts) + b"]}"
+                                   {"mib": self.max_bytes // (1024 * 1024), "steps": self.cut})
+        ok = bool(result.get("ok")) and error is None
+        self._write(_encode({"format": "delta", "ok": ok, "truncated": truncated, "error": error}))
+
+    def _write(self, payload: bytes) -> None:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, self.STOP_SIGNALS)
+        try:
+            write_all(self.fd, encode_frame(payload))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def serve_one(
@@ -279,13 +322,14 @@ def serve_one(
     try:
         job = json.loads(read_frame(job_fd, config.max_job_bytes))
         os.close(job_fd)
-        _FORCE.update(fd=result_fd, config=config)
+        stream = ResultStream(result_fd, config.max_result_bytes)
+        _FORCE.update(fd=result_fd, config=config, stream=stream)
         if job.get("kind") == "probe":
-            result_bytes = _encode(probe())
+            write_all(result_fd, encode_frame(_encode(probe())))
         else:
-            result_bytes = encode_result(run_job(job, config), config.max_result_bytes)
-        sys.stdout = sys.stderr = None  # type: ignore[assignment] - nothing may write after this
-        write_all(result_fd, encode_frame(result_bytes))
+            result = run_job(job, config, stream)
+            sys.stdout = sys.stderr = None  # type: ignore[assignment] - nothing may write after this
+            stream.finish(result)
         os.close(result_fd)  # EOF now: the server need not wait for this big process to unmap itself
     except MemoryError:
         _answer_memory(result_fd, config)
@@ -296,12 +340,10 @@ def serve_one(
 
 def _answer_memory(result_fd: int, config: layers.ChildConfig) -> None:
     try:
+        # The steps already written stand; no step is added now (making one may be what failed).
         error = error_dict("memory", "MemoryError", "memory.limit", {"mib": config.memory_mib})
-        write_all(
-            result_fd,
-            encode_frame(_encode({"format": "delta", "ok": False, "truncated": True, "error": error,
-                                  "steps": []})),
-        )
+        envelope = {"format": "delta", "ok": False, "truncated": True, "error": error}
+        write_all(result_fd, encode_frame(_encode(envelope)))
     except BaseException:  # noqa: BLE001
         os._exit(EXIT_JOB_FAILED)
     os._exit(0)

@@ -1,11 +1,18 @@
-"""One length-prefixed frame per run: 4 bytes big-endian length, then UTF-8 JSON."""
+"""Length-prefixed frames: 4 bytes big-endian length, then UTF-8 JSON.
+
+A run's answer is a stream of them (``app.sandbox.child.ResultStream``): frames of steps (JSON
+arrays) as the run makes them, then the envelope (a JSON object without steps), then EOF.
+``read_answer`` puts them back together as the one document of a ``DeltaTrace``, in one frame.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import struct
 import time
+from collections.abc import Callable
 
 HEADER = struct.Struct(">I")
 
@@ -129,3 +136,60 @@ def write_before(fd: int, data: bytes, deadline: float) -> None:
         except BlockingIOError:
             continue
         view = view[written:]
+
+
+ANSWER_KEYS = frozenset({"format", "ok", "truncated", "error"})
+
+
+def read_answer(fd: int, max_bytes: int, deadline: float,
+                on_steps: Callable[[bytes], None] | None = None) -> tuple[bytes, str | None]:
+    """A run's answer: its frames read until EOF, joined into one frame holding the whole trace
+    document (what ``app.sandbox.runner.parse_result`` reads). ``on_steps`` gets each frame of steps
+    (a JSON array) as it arrives, for a reader that starts early; it may raise nothing.
+
+    Stops early with ``"deadline"`` or ``"too_big"`` (more than ``max_bytes`` in all), as
+    ``read_to_eof``. A stream that is not frames of steps and then one envelope gives back the bytes
+    as read, which ``decode_frame`` rejects."""
+    raw: list[bytes] = []
+    steps: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            header = _read_before(fd, HEADER.size, deadline)
+        except Deadline:
+            return b"".join(raw), "deadline"
+        except FrameError:  # EOF before an envelope (or inside a header)
+            return b"".join(raw), None
+        (length,) = HEADER.unpack(header)
+        total += length
+        if total > max_bytes:
+            return b"".join(raw), "too_big"
+        try:
+            body = _read_before(fd, length, deadline)
+        except Deadline:
+            return b"".join(raw), "deadline"
+        except FrameError:
+            return b"".join((*raw, header)), None
+        raw += (header, body)
+        if body[:1] == b"[" and body[-1:] == b"]":
+            inner = body[1:-1]
+            if inner.strip():
+                steps.append(inner)
+                if on_steps is not None:
+                    on_steps(body)
+            continue
+        rest, stopped = read_to_eof(fd, max_bytes - total, deadline)
+        if stopped or rest or not _is_envelope(body):
+            return b"".join((*raw, rest)), stopped
+        head = body.rstrip()[:-1] + b"," if len(json.loads(body)) else b"{"
+        document = head + b'"steps":[' + b",".join(steps) + b"]}"
+        return encode_frame(document), None
+
+
+def _is_envelope(body: bytes) -> bool:
+    """A JSON object of the envelope's keys only (so the steps spliced in are the only ones)."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and value.keys() <= ANSWER_KEYS

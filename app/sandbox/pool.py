@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,10 +250,11 @@ class ForkServerPool:
             await asyncio.to_thread(self.start)
         return self.serving
 
-    async def run(self, code: str) -> DeltaTrace:
-        return await asyncio.to_thread(self.run_blocking, code)
+    async def run(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
+        """``on_steps``: see ``app.sandbox.frames.read_answer`` (called from a worker thread)."""
+        return await asyncio.to_thread(self.run_blocking, code, on_steps)
 
-    def run_blocking(self, code: str) -> DeltaTrace:
+    def run_blocking(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
         if not (self._server and self._server.alive):
             self.start()
         if not self.serving:
@@ -266,7 +268,7 @@ class ForkServerPool:
             except NoChild:
                 break
             result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate},
-                                   bounds_for(code, self.settings))
+                                   bounds_for(code, self.settings), on_steps)
             if result is not None:
                 return result
         return failed("internal", "internal.no_process")
@@ -663,7 +665,8 @@ class ForkServerPool:
             return self.settings.unsafe_dev
         return True
 
-    def _execute(self, child: Child, job: dict, bounds: Bounds) -> DeltaTrace | None:
+    def _execute(self, child: Child, job: dict, bounds: Bounds,
+                 on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace | None:
         """One run on ``child``; None when the child never got the job (the caller tries another)."""
         server = child.owner
         try:
@@ -684,8 +687,8 @@ class ForkServerPool:
             os.close(child.job_fd)
             child.job_fd = -1
             deadline = time.monotonic() + self.settings.wall_seconds + WALL_GRACE
-            cap = self.settings.max_result_bytes + frames.HEADER.size
-            data, stopped = frames.read_to_eof(child.result_fd, cap, deadline)
+            data, stopped = frames.read_answer(child.result_fd, self.settings.max_result_bytes, deadline,
+                                               on_steps)
             # Whatever happened, the child must not outlive the request (it may have closed its end
             # early and gone on running). Killing an exiting child is harmless.
             killed = True

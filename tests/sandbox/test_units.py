@@ -111,6 +111,82 @@ def test_frames_against_a_deadline() -> None:
     os.close(read)
 
 
+def _answer_of(*payloads: bytes, trailing: bytes = b"", max_bytes: int = 1 << 20,
+               seen: list[bytes] | None = None) -> tuple[bytes, str | None]:
+    """``frames.read_answer`` over a pipe that holds ``payloads`` as frames (then ``trailing``)."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.write(write, b"".join(frames.encode_frame(p) for p in payloads) + trailing)
+    os.close(write)
+    try:
+        return frames.read_answer(read, max_bytes, time.monotonic() + 5,
+                                  seen.append if seen is not None else None)
+    finally:
+        os.close(read)
+
+
+STEP = {"line": 1, "stdout": "x"}
+
+
+def test_an_answer_in_frames_reads_as_one_document() -> None:
+    envelope = json.dumps({"format": "delta", "ok": True, "truncated": False, "error": None}).encode()
+    first, second = json.dumps([STEP, STEP]).encode(), json.dumps([{**STEP, "line": 2}]).encode()
+    seen: list[bytes] = []
+    data, stopped = _answer_of(first, b"[]", second, envelope, seen=seen)
+    assert stopped is None and seen == [first, second]  # each frame of steps, as it came
+    document = json.loads(frames.decode_frame(data, 1 << 20))
+    assert document == {"format": "delta", "ok": True, "truncated": False, "error": None,
+                        "steps": [STEP, STEP, {**STEP, "line": 2}]}
+    alone, _ = _answer_of(b"{}")
+    assert json.loads(frames.decode_frame(alone, 1 << 20)) == {"steps": []}
+
+
+def test_an_answer_that_is_not_steps_then_one_envelope_is_unusable() -> None:
+    envelope = json.dumps({"ok": True, "error": None}).encode()
+    steps = json.dumps([STEP]).encode()
+    for payloads, trailing in (
+        ((steps, json.dumps({"ok": True, "steps": [STEP]}).encode()), b""),  # steps in the envelope
+        ((steps, envelope), b"more"),  # bytes after the envelope
+        ((steps, envelope, steps), b""),  # a frame after it
+        ((steps,), b""),  # no envelope at all
+        ((steps, b"[1, 2"), b""),  # neither an array nor an object
+        ((steps, envelope[:-1]), b""),
+    ):
+        data, stopped = _answer_of(*payloads, trailing=trailing)
+        assert stopped is None
+        result = classify(data, None, 0, 0.1, LIMITS)
+        assert result.error is not None and result.error.kind == "internal", (payloads, trailing)
+    data, stopped = _answer_of(steps, steps, envelope, max_bytes=len(steps) + 4)
+    assert stopped == "too_big"
+
+
+def test_the_result_stream_cuts_at_the_cap_and_says_where() -> None:
+    """Steps past the cap are dropped, whether they came in one frame or many, and the envelope
+    names the first one dropped."""
+    from app.sandbox.child import ResultStream
+
+    step = {"line": 1, "stdout": "y" * 1000}
+    answers = []
+    for flush_every in (None, 1, 7):
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        stream = ResultStream(write, 8192 + 10 * 1010)
+        steps: list[dict] = []
+        for index in range(30):
+            steps.append(step)
+            if flush_every is not None and index % flush_every == 0:
+                stream.flush(steps)
+        stream.finish({"ok": True, "truncated": False, "error": None, "steps": steps})
+        os.close(write)
+        data, stopped = frames.read_answer(read, 1 << 20, time.monotonic() + 5)
+        os.close(read)
+        answers.append(json.loads(frames.decode_frame(data, 1 << 20)))
+    assert answers[0] == answers[1] == answers[2]
+    answer = answers[0]
+    assert not answer["ok"] and answer["truncated"] and len(answer["steps"]) == 9
+    assert answer["error"]["code"] == "output.trace_cut" and answer["error"]["params"]["steps"] == 9
+
+
 def test_deny_rules_cover_the_issue() -> None:
     rules = deny_rules(own_pid=1234)
     by_name: dict[str, set[int]] = {}
@@ -168,7 +244,7 @@ def test_a_memory_error_out_of_the_job_is_answered_as_the_memory_limit() -> None
         os._exit(99)  # not reached
     os.close(write_fd)
     try:
-        data, stopped = frames.read_to_eof(read_fd, 1 << 20, time.monotonic() + 30)
+        data, stopped = frames.read_answer(read_fd, 1 << 20, time.monotonic() + 30)
     finally:
         os.close(read_fd)
     _, status = os.waitpid(pid, 0)

@@ -1,0 +1,49 @@
+"""A run's steps reach the server while the run goes on (``app.sandbox.child.ResultStream``), through
+the real pool and its sandboxed children, and the answer put back together is the whole trace."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from app.config import Settings
+from app.sandbox.pool import ForkServerPool
+
+# Thousands of steps: a run of well over a flush interval (50 ms), then a last line.
+LONG = "total = 0\nfor i in range(4000):\n    total += i\nlast = torch.ones(2) * total\n"
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServerPool]:
+    settings = Settings(testing=True, data_dir=tmp_path_factory.mktemp("data"), max_steps=20000)
+    pool = ForkServerPool(settings)
+    pool.start()
+    if not pool.serving:
+        pytest.fail(f"the sandbox does not serve here: {pool.unavailable_message()}")
+    yield pool
+    pool.close()
+
+
+def test_steps_arrive_before_the_run_ends(pool: ForkServerPool) -> None:
+    arrivals: list[tuple[float, list]] = []
+    result = pool.run_blocking(LONG, lambda frame: arrivals.append((time.monotonic(), json.loads(frame))))
+    ended = time.monotonic()
+    assert result.ok, result.error
+    streamed = [step for _, steps in arrivals for step in steps]
+    assert len(arrivals) >= 2, "a run this long is answered in several frames"
+    assert arrivals[0][0] < ended
+    # Every step came through the stream, in order, as the answer has it.
+    assert [s["line"] for s in streamed] == [s.line for s in result.steps]
+    assert result.steps[-1].variables.keys() >= {"last"}
+
+
+def test_a_run_stopped_by_its_limit_keeps_the_steps_it_streamed(pool: ForkServerPool) -> None:
+    arrivals: list[list] = []
+    result = pool.run_blocking("x = torch.ones(3)\nwhile True:\n    x = x + 1",
+                               lambda frame: arrivals.append(json.loads(frame)))
+    assert result.truncated or result.error is not None
+    streamed = [step for steps in arrivals for step in steps]
+    assert streamed and len(streamed) == len(result.steps)
