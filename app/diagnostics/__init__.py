@@ -40,11 +40,17 @@ class Analysis:
     beside its view builders (the same ``Holding`` and state), so the trace is replayed once for both.
     ``result()`` after the last step gives what ``analysis`` would."""
 
-    def __init__(self, trace: DeltaTrace, code: str) -> None:
-        self.trace, self.code = trace, code
+    def __init__(self, trace: DeltaTrace | None, code: str) -> None:
+        """``trace``: None while its steps are still coming (``bind`` it before ``result``)."""
+        self.trace = trace or DeltaTrace(ok=True, steps=[])
+        self.code = code
         self.accounting = Accounting()
-        self.index = Index(trace, accounting=self.accounting, fed=True)
+        self.index = Index(self.trace, accounting=self.accounting, fed=True)
         self._state: State | None = None
+
+    def bind(self, trace: DeltaTrace) -> None:
+        """The whole trace whose steps were fed one by one as the run made them (``app.web.streamed``)."""
+        self.trace = self.index.trace = trace
 
     def add_step(self, step: Any) -> None:  # an ``app.render.steps.StepInput``
         self.index.add_step(step)

@@ -227,7 +227,7 @@ class Index:
         self.trace = trace
         self.accounting = accounting  # fed from the same replay and Holding, when given
         self._reads = Reads()
-        self.timeline = Timeline(trace)
+        self.timeline = Timeline()  # fed step by step in ``add``
         self.lines = self.timeline.lines
         self.names = Relation(self._reads, sized=True)  # tensor -> variable name; data: its place in the step
         # Every variable key ever bound, by container ("losses" -> "losses[3]") and by (function or
@@ -280,6 +280,7 @@ class Index:
         """One replayed step, after ``holding.update(state, changes)`` gave ``held``."""
         if not changes.index % 256:
             self._budget.check()
+        self.timeline.add(changes.delta)
         places, var_place, refs = self._places, self._var_place, self._refs
         k = changes.index
         delta, dropped = changes.delta, changes.delta.dropped

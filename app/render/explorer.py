@@ -10,7 +10,7 @@ templates the state of one step (the server renders the step shown first).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +23,11 @@ from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
 from app.render.memory import MemoryBuilder, MemoryView
 from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cut_notice, error_view
-from app.render.steps import StepInput, ViewBuilder, drive
+from app.render.steps import Driver, StepInput, ViewBuilder
 from app.render.tracks import Frame, Tracks
 from app.render.variables import VariablesBuilder, VariablesView
-from app.schema import DeltaTrace
+from app.schema import DeltaStep, DeltaTrace
+from app.trace.replay import Changes, State
 
 
 class _Steps:
@@ -90,27 +91,55 @@ def build_explorer(
     """The whole view model of one run. ``step`` is the 0-based step to show first (default: last).
     ``also``: more builders to feed from the same replay (the page's diagnostics,
     ``app.diagnostics.Analysis``), after the views' own."""
-    tracks = Tracks()
-    steps = _Steps()
-    variables = VariablesBuilder(tracks)
-    memory = MemoryBuilder(tracks)
-    facts = FactsBuilder()
-    graph = GraphBuilder(tracks)
-    passes = Passes()
+    build = ExplorerBuild(also)
     with collector_paused():
-        count = drive(trace, [steps, variables, memory, facts, graph, passes, *also])
-        views = variables.finish(count), memory.finish(count), facts.finish(count), graph.finish(count)
-    tracks.close(count)
-    initial = count - 1 if step is None else max(0, min(step, count - 1))
-    limits = limits or RunLimits()
-    return ExplorerView(
-        code=code, lines=tuple(steps.lines), initial=max(initial, 0), limits=limits,
-        notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
-        memory=views[1], graph=views[3],
-        variables=views[0], tracks=tracks, stdout="".join(steps.parts),
-        stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
-        passes=tuple(passes.finish(count)),
-    )
+        for delta in trace.steps:
+            build.add(delta)
+        return build.finish(trace, code, step, limits)
+
+
+class ExplorerBuild:
+    """``build_explorer`` in two halves, for steps that arrive while the run goes on: ``add`` each
+    step as it comes (``check``: see ``app.render.steps.Driver``), then ``finish`` with the whole
+    trace, whose steps must be the ones added."""
+
+    def __init__(self, also: Iterable[ViewBuilder] = (),
+                 check: Callable[[State, Changes], None] | None = None) -> None:
+        self.tracks = tracks = Tracks()
+        self.steps = _Steps()
+        self.variables = VariablesBuilder(tracks)
+        self.memory = MemoryBuilder(tracks)
+        self.facts = FactsBuilder()
+        self.graph = GraphBuilder(tracks)
+        self.passes = Passes()
+        self.driver = Driver([self.steps, self.variables, self.memory, self.facts, self.graph,
+                              self.passes, *also], check)
+
+    @property
+    def count(self) -> int:
+        return self.driver.count
+
+    def add(self, delta: DeltaStep) -> None:
+        self.driver.add(delta)
+
+    def finish(self, trace: DeltaTrace, code: str, step: int | None = None,
+               limits: RunLimits | None = None) -> ExplorerView:
+        count = self.driver.count
+        with collector_paused():
+            views = (self.variables.finish(count), self.memory.finish(count), self.facts.finish(count),
+                     self.graph.finish(count))
+        self.tracks.close(count)
+        steps = self.steps
+        initial = count - 1 if step is None else max(0, min(step, count - 1))
+        limits = limits or RunLimits()
+        return ExplorerView(
+            code=code, lines=tuple(steps.lines), initial=max(initial, 0), limits=limits,
+            notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
+            memory=views[1], graph=views[3],
+            variables=views[0], tracks=self.tracks, stdout="".join(steps.parts),
+            stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
+            passes=tuple(self.passes.finish(count)),
+        )
 
 
 def frame_at(view: ExplorerView, step: int | None = None) -> Frame:

@@ -9,14 +9,14 @@ what you keep.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.render.names import label
-from app.schema import DeltaTrace
+from app.schema import DeltaStep, DeltaTrace
 from app.trace.holding import Holding, HoldingChanges, chains_reach
-from app.trace.replay import Changes, State, replay
+from app.trace.replay import Changes, State, apply
 
 
 class StorageUsers:
@@ -106,19 +106,38 @@ class ViewBuilder(Protocol):
     def add_step(self, step: StepInput) -> None: ...
 
 
+class Driver:
+    """Feeds steps to builders one at a time, as they come (``drive`` feeds a whole trace; the page
+    feeds a run's steps while the run goes on, ``app.web.streamed``). ``check(state, changes)``, if
+    given, sees each step first and raises to refuse it (before any builder has seen it)."""
+
+    def __init__(self, builders: Iterable[ViewBuilder],
+                 check: Callable[[State, Changes], None] | None = None) -> None:
+        self.builders = list(builders)
+        self.check = check
+        self.state = State()
+        self.holding = Holding()
+        self.users = StorageUsers()
+        self.labels = Labels()
+        self.count = 0
+
+    def add(self, delta: DeltaStep) -> None:
+        state, changes = self.state, Changes(self.count, delta)
+        apply(state, delta, changes)
+        if self.check is not None:
+            self.check(state, changes)
+        held = self.holding.update(state, changes)
+        self.users.update(state, changes)
+        self.labels.update(state, changes, held)
+        step = StepInput(changes.index, state, changes, self.holding, held, self.users, self.labels)
+        for builder in self.builders:
+            builder.add_step(step)
+        self.count += 1
+
+
 def drive(trace: DeltaTrace, builders: Iterable[ViewBuilder]) -> int:
     """Feed every step to every builder, in order; returns the number of steps."""
-    builders = list(builders)
-    holding = Holding()
-    users = StorageUsers()
-    labels = Labels()
-    count = 0
-    for state, changes in replay(trace):
-        held = holding.update(state, changes)
-        users.update(state, changes)
-        labels.update(state, changes, held)
-        step = StepInput(changes.index, state, changes, holding, held, users, labels)
-        for builder in builders:
-            builder.add_step(step)
-        count += 1
-    return count
+    driver = Driver(builders)
+    for delta in trace.steps:
+        driver.add(delta)
+    return driver.count

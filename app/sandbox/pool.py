@@ -250,6 +250,8 @@ class ForkServerPool:
             await asyncio.to_thread(self.start)
         return self.serving
 
+    streams = True  # ``run`` takes ``on_steps`` (app.sandbox.runner.Runner)
+
     async def run(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
         """``on_steps``: see ``app.sandbox.frames.read_answer`` (called from a worker thread)."""
         return await asyncio.to_thread(self.run_blocking, code, on_steps)

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import ValidationError
@@ -25,10 +24,10 @@ from app.trace.consistency import Bounds, Problem, problem
 
 
 class Runner(Protocol):
-    async def run(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
-        """``on_steps``: each frame of steps as it arrives (``app.sandbox.frames.read_answer``), for
-        runners that stream; others never call it."""
-        ...
+    """Runs a snippet. A runner whose ``streams`` is true also takes ``on_steps`` in ``run``: each
+    frame of steps as it arrives (``app.sandbox.frames.read_answer``)."""
+
+    async def run(self, code: str) -> DeltaTrace: ...
 
 
 def failed(kind: str, code: str, params: dict[str, Param] | None = None,
@@ -83,7 +82,7 @@ class SubprocessRunner:
         return {"ok": True, "runner": "subprocess", "unsafe_dev": True, "layers": {},
                 "warning": "snippets run unconfined (EXPLORER_SANDBOX=subprocess)"}
 
-    async def run(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
+    async def run(self, code: str) -> DeltaTrace:
         settings = self.settings
         job = json.dumps(
             {"code": code, "max_steps": settings.max_steps, "max_stdout": settings.max_stdout_bytes}

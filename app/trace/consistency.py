@@ -92,6 +92,28 @@ def problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | None:  # 
     return None
 
 
+def step_checker(bounds: Bounds = Bounds()) -> Callable[[State, Changes], None]:  # noqa: B008 - frozen
+    """``problem``'s checks of each step, for steps replayed one by one as they come (the page feeds a
+    run's steps while it goes on, ``app.web.streamed``): raises ``Inconsistent`` at the first bad one."""
+    checker = _Checker(bounds)
+
+    def check(state: State, changes: Changes) -> None:
+        try:
+            checker.step(state, changes)
+        except _Found as found:
+            raise Inconsistent(Problem(changes.index, found.reason)) from None
+
+    return check
+
+
+class Inconsistent(ValueError):
+    """A step ``step_checker`` refused; ``problem`` says which and why."""
+
+    def __init__(self, found: Problem) -> None:
+        super().__init__(str(found))
+        self.problem = found
+
+
 def itemsize(dtype: str, storage: StorageFact) -> int:
     """Bytes per element of ``dtype`` (a tensor may view its storage as another dtype)."""
     size = _dtype_size(dtype)

@@ -125,29 +125,36 @@ def _history(histories: dict[str, _History], ident: str) -> _History:
 class Timeline:
     """Random access into a delta trace: any id's value at any step, in O(log changes of that id)."""
 
-    def __init__(self, trace: DeltaTrace) -> None:
-        self.trace = trace
-        self.lines: list[int] = [step.line for step in trace.steps]
+    def __init__(self, trace: DeltaTrace | None = None) -> None:
+        """Of ``trace``'s steps, or (None) of the steps given to ``add`` one by one."""
+        self.lines: list[int] = []
         self._history: dict[str, dict[str, _History]] = {k: {} for k in ("variables", *KINDS)}
         self.first_seen: dict[str, int] = {}  # tensor or node id -> the step it first appears at
+        if trace is not None:
+            for delta in trace.steps:
+                self.add(delta)
+
+    def add(self, delta: DeltaStep) -> None:
+        """The next step."""
+        index = len(self.lines)
+        self.lines.append(delta.line)
         first_seen = self.first_seen
-        for index, delta in enumerate(trace.steps):
-            dropped = delta.dropped if delta.dropped else None  # most steps drop nothing
-            for kind, histories in self._history.items():
-                if dropped is not None:
-                    for ident in getattr(dropped, kind):
-                        _history(histories, ident).set(index, None)
-                facts = getattr(delta, kind)
-                if not facts:
-                    continue
-                for ident, value in facts.items():  # ``_history`` inline: this runs for every change
-                    history = histories.get(ident)
-                    if history is None:
-                        history = histories[ident] = _History()
-                    history.set(index, value)
-                if kind in ("tensors", "nodes"):
-                    for ident in facts:
-                        first_seen.setdefault(ident, index)
+        dropped = delta.dropped if delta.dropped else None  # most steps drop nothing
+        for kind, histories in self._history.items():
+            if dropped is not None:
+                for ident in getattr(dropped, kind):
+                    _history(histories, ident).set(index, None)
+            facts = getattr(delta, kind)
+            if not facts:
+                continue
+            for ident, value in facts.items():  # ``_history`` inline: this runs for every change
+                history = histories.get(ident)
+                if history is None:
+                    history = histories[ident] = _History()
+                history.set(index, value)
+            if kind in ("tensors", "nodes"):
+                for ident in facts:
+                    first_seen.setdefault(ident, index)
 
     def __len__(self) -> int:
         return len(self.lines)

@@ -8,12 +8,13 @@ the answer (validation, diagnostics, layout, templates) runs inside it too, unde
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from math import ceil
 from typing import TypeVar
@@ -25,7 +26,8 @@ from app.budget import BudgetExceeded
 from app.i18n import N_, gettext, say
 from app.run_errors import Message, Param
 from app.schema import DeltaTrace, RunError
-from app.web.limits import SANDBOX_KEY
+from app.web.limits import SANDBOX_KEY, WORK_KEY
+from app.web.streamed import Streamed
 from app.web.work import budgeted
 
 T = TypeVar("T")
@@ -105,28 +107,89 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
     """Several runs counted as that many (a compare is two): one rate token per run, one admission
     slot held while they run in turn (two slots taken one after the other could deadlock against
     another compare), and the server work on all the answers under that many runs' budget."""
-    refusal = take_token(request, len(codes))
-    if refusal is not None:
-        return refusal
-    state = request.app.state
-    if not await state.admission.acquire():
-        return Refusal(503, 1, N_("Busy"), "internal.busy")
-    try:
-        runner = state.runner
-        if hasattr(runner, "ready") and not await runner.ready():
-            code, params = runner.unavailable()
-            return Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable")
+    async with _slot(request, len(codes)) as refusal:
+        if refusal is not None:
+            return refusal
+        runner = request.app.state.runner
         started = time.monotonic()
         results = tuple([await runner.run(code) for code in codes])
         request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
         answer = await finish(request, work, partial, results, runs=len(codes))
-        large = sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS
+        large = _large(results)
         del results  # the answer is made: the traces go now, so the collection below does not walk them
         if large:
             await run_in_threadpool(_trim)
         return answer
+
+
+async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
+                             partial: Callable[[DeltaTrace, Message], T]) -> T | Refusal:
+    """``run_gated``, with the work started before the run: it takes the steps as the sandbox streams
+    them (``app.web.streamed``), so most of it is done when the run ends. Its budget runs from its
+    start, so it holds the run's wall time (and grace) more than a run's budget; ``Server-Timing``'s
+    work is what it took after the run."""
+    async with _slot(request, 1) as refusal:
+        if refusal is not None:
+            return refusal
+        state = request.app.state
+        started = time.monotonic()
+        waiting = float(state.settings.wall_seconds) + RUN_GRACE_SECONDS
+        work = asyncio.ensure_future(budgeted(request, streamed.consume, waiting=waiting, timed=False))
+        try:
+            result = await state.runner.run(code, streamed.feed.put)
+        except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
+            streamed.feed.settle(_NO_ANSWER)
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+            raise
+        streamed.feed.settle(result)
+        ran = time.monotonic()
+        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
+        try:
+            answer = await work
+        except BudgetExceeded as error:
+            answer = await run_in_threadpool(partial, result, budget_note(error))
+        except Exception:  # noqa: BLE001 - as in ``finish``
+            log.exception("server work failed on a validated sandbox answer")
+            answer = await run_in_threadpool(partial, result, UNUSABLE)
+        request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
+        large = _large((result,))
+        del result
+        if large:
+            await run_in_threadpool(_trim)
+        return answer
+
+
+RUN_GRACE_SECONDS = 5.0  # the sandbox's own grace past the wall limit, and the answer's reading
+_NO_ANSWER = DeltaTrace(ok=False, steps=[])  # a run that never answered (its request was cancelled)
+
+
+@contextlib.asynccontextmanager
+async def _slot(request: Request, runs: int) -> AsyncIterator[Refusal | None]:
+    """The gates before a request's runs: the client's rate (``runs`` tokens), an admission slot
+    (held until the block ends) and a sandbox that is ready. Yields the refusal, or None."""
+    refusal = take_token(request, runs)
+    if refusal is not None:
+        yield refusal
+        return
+    state = request.app.state
+    if not await state.admission.acquire():
+        yield Refusal(503, 1, N_("Busy"), "internal.busy")
+        return
+    try:
+        runner = state.runner
+        if hasattr(runner, "ready") and not await runner.ready():
+            code, params = runner.unavailable()
+            yield Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable")
+        else:
+            yield None
     finally:
         state.admission.release()
+
+
+def _large(results: tuple[DeltaTrace, ...]) -> bool:
+    return sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS
 
 
 TRIM_AFTER_FACTS = 500  # steps + tensors: a trace of megabytes

@@ -30,12 +30,15 @@ from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import gettext as _
 from app.render import build_explorer, client_payload, frame_at
 from app.render.compare import CompareView, code_pair, compare_view, heading, partner, shown, twin_pair
-from app.render.explorer import phase_text, step_label
+from app.render.explorer import ExplorerBuild, ExplorerView, phase_text, step_label
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
-from app.schema import DeltaTrace, RunError
-from app.web.gates import Refusal, finish, run_gated, run_gated_all, take_token
+from app.sandbox.runner import bounds_for
+from app.schema import DeltaStep, DeltaTrace, RunError
+from app.trace.consistency import Bounds, step_checker
+from app.web.gates import Refusal, finish, run_gated, run_gated_all, run_gated_streamed, take_token
 from app.web.permalink import PermalinkError, decode_code, decode_pair
+from app.web.streamed import Streamed
 
 T = TypeVar("T")
 
@@ -148,6 +151,28 @@ def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimi
     """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
     analysis = Analysis(result, code)  # fed by the views' replay: the trace is replayed once
     view = build_explorer(result, code, step, limits, also=[analysis])
+    return _context(view, result, code, analysis)
+
+
+class StreamedRunContext:
+    """``run_context`` for steps fed as the run makes them (``app.web.streamed``): each step is checked
+    as the whole answer's are (``bounds``) before the views and the diagnostics take it."""
+
+    def __init__(self, code: str, step: int | None, limits: RunLimits, bounds: Bounds) -> None:
+        self.code, self.step, self.limits = code, step, limits
+        self.analysis = Analysis(None, code)
+        self.build = ExplorerBuild([self.analysis], check=step_checker(bounds))
+
+    def add(self, delta: DeltaStep) -> None:
+        self.build.add(delta)
+
+    def finish(self, result: DeltaTrace) -> dict[str, Any]:
+        self.analysis.bind(result)
+        view = self.build.finish(result, self.code, self.step, self.limits)
+        return _context(view, result, self.code, self.analysis)
+
+
+def _context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analysis) -> dict[str, Any]:
     frame = frame_at(view)
     return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
             **diagnostics_context(result, code, frame.step, analysis)}
@@ -164,8 +189,10 @@ async def posted_form(request: Request) -> tuple[dict[str, str], str]:
 
 
 async def run_posted_code(request: Request, form: dict[str, str], code: str,
-                          work: Callable[[DeltaTrace], T]) -> T:
-    """Run posted code (or say why not), then ``work`` on the answer under the request's budget."""
+                          work: Callable[[DeltaTrace], T],
+                          streamed: Callable[[], Streamed[T]] | None = None) -> T:
+    """Run posted code (or say why not), then ``work`` on the answer under the request's budget.
+    ``streamed``: the same work, able to start on the steps while the run goes on."""
     settings = request.app.state.settings
     refusal = take_token(request)
     if refusal is not None:
@@ -177,7 +204,10 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     elif not code.strip():
         result = _rejected("rejected.no_code")
     else:
-        ran = await run_gated(request, code, work, lambda r, note: work(partial_result(r, note)))
+        partial = lambda r, note: work(partial_result(r, note))  # noqa: E731
+        streams = streamed is not None and getattr(request.app.state.runner, "streams", False)
+        ran = await (run_gated_streamed(request, code, streamed(), partial) if streams and streamed
+                     else run_gated(request, code, work, partial))
         if not isinstance(ran, Refusal):
             return ran
         result = ran.as_result()
@@ -229,10 +259,27 @@ async def run_fragment(request: Request) -> HTMLResponse:
     form, code = await posted_form(request)
     step = _parse_step(form.get("step"))
 
-    def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **run_context(result, code, step, run_limits(settings)))
+    limits = run_limits(settings)
 
-    return html_response(await run_posted_code(request, form, code, draw))
+    def draw(result: DeltaTrace) -> str:
+        return render("_run.html", **run_context(result, code, step, limits))
+
+    def streamed() -> Streamed[str]:
+        bounds = bounds_for(code, settings)
+        return Streamed(lambda: _Drawn(StreamedRunContext(code, step, limits, bounds)), draw)
+
+    return html_response(await run_posted_code(request, form, code, draw, streamed))
+
+
+class _Drawn:
+    """A ``StreamedRunContext`` whose finish is the ``_run.html`` fragment."""
+
+    def __init__(self, context: StreamedRunContext) -> None:
+        self.add = context.add
+        self._context = context
+
+    def finish(self, result: DeltaTrace) -> str:
+        return render("_run.html", **self._context.finish(result))
 
 
 MAX_SHOWN_ADDRESS = 200  # characters of a failing address quoted on the error page

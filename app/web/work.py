@@ -87,10 +87,13 @@ def _set_async_exc(ident: int, exc: type[BaseException]) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
 
 
-async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int = 1) -> T:
+async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int = 1,
+                   waiting: float = 0.0, timed: bool = True) -> T:
     """``fn(*args)`` in a worker thread under the request's budget (``runs`` runs' worth: a compare
-    draws two); raises ``BudgetExceeded``."""
-    seconds = float(request.app.state.settings.server_seconds) * runs
+    draws two); raises ``BudgetExceeded``. ``waiting``: seconds more, for work that starts before the
+    run it reads and waits for its steps (``app.web.streamed``); ``timed``: add the seconds to
+    ``Server-Timing``'s work (else the caller says what counts)."""
+    seconds = float(request.app.state.settings.server_seconds) * runs + waiting
     gone = threading.Event()
     budget = Budget(seconds, gone.is_set)
     watched = _Watched()
@@ -118,4 +121,5 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int
             gone.set()
             watched.stop()
             await asyncio.shield(asyncio.wait({task}))
-        request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - started
+        if timed:
+            request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - started
