@@ -10,7 +10,7 @@ templates the state of one step (the server renders the step shown first).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,6 @@ from app.render.steps import Driver, StepInput, ViewBuilder
 from app.render.tracks import Frame, Tracks
 from app.render.variables import VariablesBuilder, VariablesView
 from app.schema import DeltaStep, DeltaTrace
-from app.trace.replay import Changes, State
 
 
 class _Steps:
@@ -100,11 +99,9 @@ def build_explorer(
 
 class ExplorerBuild:
     """``build_explorer`` in two halves, for steps that arrive while the run goes on: ``add`` each
-    step as it comes (``check``: see ``app.render.steps.Driver``), then ``finish`` with the whole
-    trace, whose steps must be the ones added."""
+    step as it comes, then ``finish`` with the whole trace, whose steps must be the ones added."""
 
-    def __init__(self, also: Iterable[ViewBuilder] = (),
-                 check: Callable[[State, Changes], None] | None = None) -> None:
+    def __init__(self, also: Iterable[ViewBuilder] = ()) -> None:
         self.tracks = tracks = Tracks()
         self.steps = _Steps()
         self.variables = VariablesBuilder(tracks)
@@ -113,7 +110,7 @@ class ExplorerBuild:
         self.graph = GraphBuilder(tracks)
         self.passes = Passes()
         self.driver = Driver([self.steps, self.variables, self.memory, self.facts, self.graph,
-                              self.passes, *also], check)
+                              self.passes, *also])
 
     @property
     def count(self) -> int:

@@ -9,7 +9,7 @@ what you keep.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -108,13 +108,10 @@ class ViewBuilder(Protocol):
 
 class Driver:
     """Feeds steps to builders one at a time, as they come (``drive`` feeds a whole trace; the page
-    feeds a run's steps while the run goes on, ``app.web.streamed``). ``check(state, changes)``, if
-    given, sees each step first and raises to refuse it (before any builder has seen it)."""
+    feeds a run's steps while the run goes on, ``app.web.streamed``)."""
 
-    def __init__(self, builders: Iterable[ViewBuilder],
-                 check: Callable[[State, Changes], None] | None = None) -> None:
+    def __init__(self, builders: Iterable[ViewBuilder]) -> None:
         self.builders = list(builders)
-        self.check = check
         self.state = State()
         self.holding = Holding()
         self.users = StorageUsers()
@@ -124,8 +121,6 @@ class Driver:
     def add(self, delta: DeltaStep) -> None:
         state, changes = self.state, Changes(self.count, delta)
         apply(state, delta, changes)
-        if self.check is not None:
-            self.check(state, changes)
         held = self.holding.update(state, changes)
         self.users.update(state, changes)
         self.labels.update(state, changes, held)

@@ -141,15 +141,16 @@ def write_before(fd: int, data: bytes, deadline: float) -> None:
 ANSWER_KEYS = frozenset({"format", "ok", "truncated", "error"})
 
 
-def read_answer(fd: int, max_bytes: int, deadline: float,
-                on_steps: Callable[[bytes], None] | None = None) -> tuple[bytes, str | None]:
+def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[bytes], None] | None = None,
+                ) -> tuple[bytes, str | None, bytes | None]:
     """A run's answer: its frames read until EOF, joined into one frame holding the whole trace
-    document (what ``app.sandbox.runner.parse_result`` reads). ``on_steps`` gets each frame of steps
-    (a JSON array) as it arrives, for a reader that starts early; it may raise nothing.
+    document (what ``app.sandbox.runner.parse_result`` reads), and the envelope's own bytes.
+    ``on_steps`` gets each frame of steps (a JSON array) as it arrives, for a reader that starts early
+    (``app.sandbox.runner.AnswerReader``); it may raise nothing.
 
     Stops early with ``"deadline"`` or ``"too_big"`` (more than ``max_bytes`` in all), as
     ``read_to_eof``. A stream that is not frames of steps and then one envelope gives back the bytes
-    as read, which ``decode_frame`` rejects."""
+    as read, which ``decode_frame`` rejects, and no envelope."""
     raw: list[bytes] = []
     steps: list[bytes] = []
     total = 0
@@ -157,19 +158,19 @@ def read_answer(fd: int, max_bytes: int, deadline: float,
         try:
             header = _read_before(fd, HEADER.size, deadline)
         except Deadline:
-            return b"".join(raw), "deadline"
+            return b"".join(raw), "deadline", None
         except FrameError:  # EOF before an envelope (or inside a header)
-            return b"".join(raw), None
+            return b"".join(raw), None, None
         (length,) = HEADER.unpack(header)
         total += length
         if total > max_bytes:
-            return b"".join(raw), "too_big"
+            return b"".join(raw), "too_big", None
         try:
             body = _read_before(fd, length, deadline)
         except Deadline:
-            return b"".join(raw), "deadline"
+            return b"".join(raw), "deadline", None
         except FrameError:
-            return b"".join((*raw, header)), None
+            return b"".join((*raw, header)), None, None
         raw += (header, body)
         if body[:1] == b"[" and body[-1:] == b"]":
             inner = body[1:-1]
@@ -180,10 +181,10 @@ def read_answer(fd: int, max_bytes: int, deadline: float,
             continue
         rest, stopped = read_to_eof(fd, max_bytes - total, deadline)
         if stopped or rest or not _is_envelope(body):
-            return b"".join((*raw, rest)), stopped
+            return b"".join((*raw, rest)), stopped, None
         head = body.rstrip()[:-1] + b"," if len(json.loads(body)) else b"{"
         document = head + b'"steps":[' + b",".join(steps) + b"]}"
-        return encode_frame(document), None
+        return encode_frame(document), None, body
 
 
 def _is_envelope(body: bytes) -> bool:

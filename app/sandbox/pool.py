@@ -39,8 +39,8 @@ from app.run_errors import Param, english
 from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
-from app.sandbox.runner import bounds_for, failed, parse_result
-from app.schema import DeltaTrace
+from app.sandbox.runner import AnswerReader, bounds_for, failed, parse_result
+from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Bounds
 
 log = logging.getLogger(__name__)
@@ -252,11 +252,12 @@ class ForkServerPool:
 
     streams = True  # ``run`` takes ``on_steps`` (app.sandbox.runner.Runner)
 
-    async def run(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
-        """``on_steps``: see ``app.sandbox.frames.read_answer`` (called from a worker thread)."""
+    async def run(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None) -> DeltaTrace:
+        """``on_steps``: each frame's steps, validated and checked (``AnswerReader``), from a thread."""
         return await asyncio.to_thread(self.run_blocking, code, on_steps)
 
-    def run_blocking(self, code: str, on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace:
+    def run_blocking(self, code: str,
+                     on_steps: Callable[[list[DeltaStep]], None] | None = None) -> DeltaTrace:
         if not (self._server and self._server.alive):
             self.start()
         if not self.serving:
@@ -668,7 +669,7 @@ class ForkServerPool:
         return True
 
     def _execute(self, child: Child, job: dict, bounds: Bounds,
-                 on_steps: Callable[[bytes], None] | None = None) -> DeltaTrace | None:
+                 on_steps: Callable[[list[DeltaStep]], None] | None = None) -> DeltaTrace | None:
         """One run on ``child``; None when the child never got the job (the caller tries another)."""
         server = child.owner
         try:
@@ -689,13 +690,15 @@ class ForkServerPool:
             os.close(child.job_fd)
             child.job_fd = -1
             deadline = time.monotonic() + self.settings.wall_seconds + WALL_GRACE
-            data, stopped = frames.read_answer(child.result_fd, self.settings.max_result_bytes, deadline,
-                                               on_steps)
+            reader = AnswerReader(bounds, on_steps)  # reads the steps while the run goes on
+            data, stopped, envelope = frames.read_answer(child.result_fd, self.settings.max_result_bytes,
+                                                         deadline, reader.add)
             # Whatever happened, the child must not outlive the request (it may have closed its end
             # early and gone on running). Killing an exiting child is harmless.
             killed = True
             if not stopped:
-                answer = parse_result(data, self.settings.max_result_bytes, bounds)
+                answer = reader.result(envelope) if envelope is not None else \
+                    parse_result(data, self.settings.max_result_bytes, bounds)
                 if answer.error is None or answer.error.kind != "internal":
                     self._kill(child)
                     return answer  # a well-formed answer: the exit status adds nothing

@@ -11,21 +11,23 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Protocol
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from app.config import Settings
 from app.heap import collector_paused
 from app.run_errors import Param, english
 from app.sandbox.frames import FrameError, decode_frame
-from app.schema import DeltaTrace, RunError
-from app.trace.consistency import Bounds, Problem, problem
+from app.schema import DeltaStep, DeltaTrace, RunError
+from app.trace.consistency import Bounds, Inconsistent, Problem, problem, step_checker, whole_problem
+from app.trace.replay import Changes, State, apply
 
 
 class Runner(Protocol):
-    """Runs a snippet. A runner whose ``streams`` is true also takes ``on_steps`` in ``run``: each
-    frame of steps as it arrives (``app.sandbox.frames.read_answer``)."""
+    """Runs a snippet. A runner whose ``streams`` is true also takes ``on_steps`` in ``run``: the
+    steps of each frame as it arrives, validated and checked (``AnswerReader``)."""
 
     async def run(self, code: str) -> DeltaTrace: ...
 
@@ -51,6 +53,65 @@ def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> D
     except (ValidationError, ValueError, RecursionError):
         return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
     return trace if found is None else unusable(trace, found)
+
+
+STEPS = TypeAdapter(list[DeltaStep])
+
+
+class AnswerReader:
+    """``parse_result`` for an answer read frame by frame (``app.sandbox.frames.read_answer``): each
+    frame of steps is validated, and its steps checked, as it arrives, so that when the run ends only
+    the envelope is left to read. ``result`` gives what ``parse_result`` gives for the document the
+    frames make (the tests compare the two). ``on_steps`` gets each frame's steps once they passed,
+    in order, never one after a bad one: a reader that starts early (``app.web.streamed``)."""
+
+    def __init__(self, bounds: Bounds | None = None,
+                 on_steps: Callable[[list[DeltaStep]], None] | None = None) -> None:
+        self.bounds = bounds or Bounds()
+        self.on_steps = on_steps
+        self.steps: list[DeltaStep] = []
+        self.invalid = False  # a frame the schema refused: the whole answer is unusable
+        self.found: Problem | None = None  # the first step the checks refused
+        self._check = step_checker(self.bounds)
+        self._state = State()
+
+    def add(self, frame: bytes) -> None:
+        """One frame of steps (a JSON array)."""
+        if self.invalid:
+            return
+        try:
+            with collector_paused():  # a large trace is a heap of small models: see app/heap.py
+                steps = STEPS.validate_json(frame)
+        except (ValidationError, ValueError, RecursionError):
+            self.invalid = True
+            return
+        passed = steps
+        if self.found is None:
+            for index, delta in enumerate(steps):
+                changes = Changes(len(self.steps) + index, delta)
+                apply(self._state, delta, changes)
+                try:
+                    self._check(self._state, changes)
+                except Inconsistent as refused:
+                    self.found = refused.problem
+                    passed = steps[:index]
+                    break
+            if passed and self.on_steps is not None:
+                self.on_steps(passed)
+        self.steps += steps  # counted, and kept for the steps before a bad one
+
+    def result(self, envelope: bytes) -> DeltaTrace:
+        """The answer, once its envelope came (the last frame: a JSON object without steps)."""
+        try:
+            # DeltaTrace's own rules for the envelope's fields; the steps were validated as they came
+            head = DeltaTrace.model_validate_json(envelope.rstrip()[:-1] + b',"steps":[]}')
+        except (ValidationError, ValueError, RecursionError):
+            head = None
+        if head is None or self.invalid:
+            return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
+        trace = head.model_copy(update={"steps": self.steps})
+        found = whole_problem(trace, self.bounds) or self.found
+        return trace if found is None else unusable(trace, found)
 
 
 def unusable(trace: DeltaTrace, found: Problem) -> DeltaTrace:

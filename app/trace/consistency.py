@@ -77,11 +77,9 @@ class _Found(Exception):  # noqa: N818 - internal control flow, never leaves thi
 
 def problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | None:  # noqa: B008 - frozen
     """The first inconsistency of ``trace``, or None when every step agrees with itself."""
-    if trace.ok != (trace.error is None):
-        return Problem(None, "it says ok=" + str(trace.ok).lower() + " with" + ("" if trace.error else "out")
-                       + " an error")
-    if bounds.max_steps is not None and len(trace.steps) > bounds.max_steps:
-        return Problem(None, f"it has {len(trace.steps)} steps, more than the {bounds.max_steps} allowed")
+    found = whole_problem(trace, bounds)
+    if found is not None:
+        return found
     checker = _Checker(bounds)
     changes = None
     try:
@@ -92,9 +90,20 @@ def problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | None:  # 
     return None
 
 
+def whole_problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | None:  # noqa: B008 - frozen
+    """``problem``'s checks of the trace as a whole (before any step's)."""
+    if trace.ok != (trace.error is None):
+        return Problem(None, "it says ok=" + str(trace.ok).lower() + " with" + ("" if trace.error else "out")
+                       + " an error")
+    if bounds.max_steps is not None and len(trace.steps) > bounds.max_steps:
+        return Problem(None, f"it has {len(trace.steps)} steps, more than the {bounds.max_steps} allowed")
+    return None
+
+
 def step_checker(bounds: Bounds = Bounds()) -> Callable[[State, Changes], None]:  # noqa: B008 - frozen
-    """``problem``'s checks of each step, for steps replayed one by one as they come (the page feeds a
-    run's steps while it goes on, ``app.web.streamed``): raises ``Inconsistent`` at the first bad one."""
+    """``problem``'s checks of each step, for steps replayed one by one as they come (the server reads
+    a run's steps while it goes on, ``app.sandbox.runner.AnswerReader``): raises ``Inconsistent`` at
+    the first bad one. ``whole_problem`` is the rest of ``problem``."""
     checker = _Checker(bounds)
 
     def check(state: State, changes: Changes) -> None:

@@ -33,9 +33,7 @@ from app.render.compare import CompareView, code_pair, compare_view, heading, pa
 from app.render.explorer import ExplorerBuild, ExplorerView, phase_text, step_label
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
-from app.sandbox.runner import bounds_for
 from app.schema import DeltaStep, DeltaTrace, RunError
-from app.trace.consistency import Bounds, step_checker
 from app.web.gates import Refusal, finish, run_gated, run_gated_all, run_gated_streamed, take_token
 from app.web.permalink import PermalinkError, decode_code, decode_pair
 from app.web.streamed import Streamed
@@ -155,13 +153,13 @@ def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimi
 
 
 class StreamedRunContext:
-    """``run_context`` for steps fed as the run makes them (``app.web.streamed``): each step is checked
-    as the whole answer's are (``bounds``) before the views and the diagnostics take it."""
+    """``run_context`` for steps fed as the run makes them (``app.web.streamed``; the pool validated
+    and checked each one, ``app.sandbox.runner.AnswerReader``)."""
 
-    def __init__(self, code: str, step: int | None, limits: RunLimits, bounds: Bounds) -> None:
+    def __init__(self, code: str, step: int | None, limits: RunLimits) -> None:
         self.code, self.step, self.limits = code, step, limits
         self.analysis = Analysis(None, code)
-        self.build = ExplorerBuild([self.analysis], check=step_checker(bounds))
+        self.build = ExplorerBuild([self.analysis])
 
     def add(self, delta: DeltaStep) -> None:
         self.build.add(delta)
@@ -265,8 +263,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
         return render("_run.html", **run_context(result, code, step, limits))
 
     def streamed() -> Streamed[str]:
-        bounds = bounds_for(code, settings)
-        return Streamed(lambda: _Drawn(StreamedRunContext(code, step, limits, bounds)), draw)
+        return Streamed(lambda: _Drawn(StreamedRunContext(code, step, limits)), draw)
 
     return html_response(await run_posted_code(request, form, code, draw, streamed))
 

@@ -1,16 +1,15 @@
 """Server work that starts on a run's steps while the run goes on.
 
-The sandbox streams a run's steps as it makes them (``app.sandbox.child.ResultStream``). Drawn after
-the run, the page's work (the views, the diagnostics) adds its whole time to the run's; fed the steps
-as they come, it runs beside the run, on the other core, and only its finish (layout, templates) comes
+The sandbox streams a run's steps as it makes them (``app.sandbox.child.ResultStream``) and the pool
+validates and checks each frame as it arrives (``app.sandbox.runner.AnswerReader``). Drawn after the
+run, the page's work (the views, the diagnostics) adds its whole time to the run's; fed the steps as
+they pass, it runs beside the run, on the other core, and only its finish (layout, templates) comes
 after.
 
-What is fed early is speculative, and held to the same standard as the whole answer: each frame is
-validated by the schema and each step checked for consistency (``app.trace.consistency``) before any
-builder sees it. The whole answer the runner returns (``parse_result``: the arbiter) is used with the
-fed work only when its steps are exactly the ones fed; otherwise (the answer was cut, refused, or a
-frame did not validate) the fed work is dropped and the work is done again from the answer, as it is
-without streaming.
+What is fed early is speculative: the whole answer the runner returns is used with the fed work only
+when its steps are exactly the ones fed (the reader hands on no step after a bad one, so an answer cut
+at a bad step still is); otherwise (the run failed, or its answer did not validate) the fed work is
+dropped and the work is done again from the answer, as it is without streaming.
 """
 
 from __future__ import annotations
@@ -20,14 +19,11 @@ import queue
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
-from pydantic import TypeAdapter
-
 from app.budget import BudgetExceeded, current_budget
 from app.schema import DeltaStep, DeltaTrace
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-STEPS = TypeAdapter(list[DeltaStep])
 
 
 class Speculation(Protocol):
@@ -39,22 +35,22 @@ class Speculation(Protocol):
 
 
 class StepFeed:
-    """Frames of steps from the runner's thread (``put``, the runner's ``on_steps``) to the work's
-    thread, then the whole answer (``settle``). Unbounded: the run's result cap bounds it."""
+    """Steps from the runner's thread (``put``, the runner's ``on_steps``) to the work's thread, then
+    the whole answer (``settle``). Unbounded: the run's result cap bounds it."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[bytes | _Settled] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[DeltaStep] | _Settled] = queue.SimpleQueue()
         self.result: DeltaTrace | None = None
 
-    def put(self, frame: bytes) -> None:
-        self._queue.put(frame)
+    def put(self, steps: list[DeltaStep]) -> None:
+        self._queue.put(steps)
 
     def settle(self, result: DeltaTrace) -> None:
         """The run is over: ``result`` is its whole answer."""
         self._queue.put(_Settled(result))
 
-    def frames(self) -> Iterator[bytes]:
-        """Each frame as it comes, until the answer is settled (then in ``result``)."""
+    def frames(self) -> Iterator[list[DeltaStep]]:
+        """Each frame's steps as they come, until the answer is settled (then in ``result``)."""
         while True:
             item = self._queue.get()
             if isinstance(item, _Settled):
@@ -84,23 +80,28 @@ class Streamed(Generic[T]):
     def consume(self) -> T:
         speculation: Speculation | None = self._start()
         budget = current_budget()
-        for frame in self.feed.frames():
+        first = last = None
+        for steps in self.feed.frames():
             if speculation is None:
                 continue  # dropped: the frames still have to be taken until the answer comes
             try:
-                for delta in STEPS.validate_json(frame):
+                for delta in steps:
                     speculation.add(delta)
                     self.fed += 1
+                    if first is None:
+                        first = delta
+                    last = delta
                 budget.check()
             except BudgetExceeded:
                 raise
-            except Exception as error:  # noqa: BLE001 - a forged frame, or a step the checks refuse
-                log.info("streamed steps dropped after %d: %s", self.fed, str(error)[:300])
+            except Exception:  # a bug in a builder: the answer alone may still draw (or say why not)
+                log.exception("streamed steps dropped after %d", self.fed)
                 speculation = None
         result = self.feed.result
         if result is None:  # frames() returns only once the answer is settled
             raise RuntimeError("the run's answer never came")
-        if speculation is not None and self.fed and self.fed == len(result.steps):
+        if speculation is not None and self.fed and len(result.steps) == self.fed \
+                and result.steps[0] is first and result.steps[-1] is last:  # the very steps fed
             self.used = True
             return speculation.finish(result)
         return self._work(result)

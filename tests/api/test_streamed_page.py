@@ -1,17 +1,15 @@
 """The page drawn from steps fed while the run goes on (``app.web.streamed``) is the page drawn from
-the whole answer, and an answer that is not what was fed is drawn from the answer alone."""
+the whole answer, and an answer that is not made of the steps fed is drawn from the answer alone."""
 
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
 
-from app.config import Settings
 from app.render.notices import RunLimits
-from app.sandbox.runner import bounds_for, unusable
-from app.schema import DeltaTrace
+from app.sandbox.runner import unusable
+from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Problem
 from app.trace.delta import compress
 from app.web.pages import StreamedRunContext, _Drawn, render, run_context
@@ -27,23 +25,21 @@ def _draw(code: str):
 
 
 def _streamed(code: str) -> Streamed[str]:
-    bounds = bounds_for(code, Settings())
-    return Streamed(lambda: _Drawn(StreamedRunContext(code, None, LIMITS, bounds)), _draw(code))
+    return Streamed(lambda: _Drawn(StreamedRunContext(code, None, LIMITS)), _draw(code))
 
 
-def _frames(trace: DeltaTrace, sizes: tuple[int, ...] = (1, 3, 7)) -> list[bytes]:
-    """The steps in frames of varied sizes, as the child writes them (a JSON array each)."""
-    steps = [step.model_dump(mode="json") for step in trace.steps]
+def _frames(trace: DeltaTrace, sizes: tuple[int, ...] = (1, 3, 7)) -> list[list[DeltaStep]]:
+    """The trace's own steps in frames of varied sizes, as the pool hands them on."""
     frames, start = [], 0
     for size in itertools.cycle(sizes):
-        if start >= len(steps):
+        if start >= len(trace.steps):
             return frames
-        frames.append(json.dumps(steps[start:start + size]).encode())
+        frames.append(trace.steps[start:start + size])
         start += size
     return frames
 
 
-def _consume(streamed: Streamed[str], frames: list[bytes], result: DeltaTrace) -> str:
+def _consume(streamed: Streamed[str], frames: list[list[DeltaStep]], result: DeltaTrace) -> str:
     for frame in frames:
         streamed.feed.put(frame)
     streamed.feed.settle(result)
@@ -70,24 +66,27 @@ def test_an_answer_cut_after_the_steps_were_fed_is_drawn_from_the_answer() -> No
     assert page == _draw(code)(cut) and "forged step" in page
 
 
-@pytest.mark.parametrize("bad", [b"[{", b'[{"line": "one"}]', b'{"line": 1}'],
-                         ids=["json", "schema", "not a list"])
-def test_a_frame_that_does_not_validate_drops_what_was_fed(bad: bytes) -> None:
+def test_an_answer_not_made_of_the_steps_fed_is_drawn_from_the_answer() -> None:
+    """The pool read the answer again (after an unusable one): equal steps, not the ones fed."""
     code, trace = LOOP
-    frames = _frames(trace)
+    again = DeltaTrace.model_validate(trace.model_dump())
     streamed = _streamed(code)
-    page = _consume(streamed, [frames[0], bad, *frames[1:]], trace)
-    assert not streamed.used and streamed.fed == 1
-    assert page == _draw(code)(trace)
+    page = _consume(streamed, _frames(trace), again)
+    assert not streamed.used and page == _draw(code)(again)
 
 
-def test_a_step_the_checks_refuse_is_never_drawn() -> None:
-    """Fed steps are checked as the whole answer's are: one past the snippet's last line stops the
-    speculation before any builder sees it."""
+def test_a_builder_that_fails_drops_what_was_fed(monkeypatch: pytest.MonkeyPatch) -> None:
     code, trace = LOOP
-    steps = [step.model_dump(mode="json") for step in trace.steps]
-    steps[2]["line"] = code.count("\n") + 50
+    added = StreamedRunContext.add
+
+    def fails_at_the_third(self: StreamedRunContext, delta: DeltaStep) -> None:
+        if self.build.count == 2:
+            raise RuntimeError("a bug")
+        added(self, delta)
+
+    monkeypatch.setattr(StreamedRunContext, "add", fails_at_the_third)
     streamed = _streamed(code)
-    page = _consume(streamed, [json.dumps(steps).encode()], trace)
-    assert not streamed.used and streamed.fed == 2  # the two before it, then the speculation was dropped
+    page = _consume(streamed, _frames(trace), trace)
+    monkeypatch.undo()
+    assert not streamed.used and streamed.fed == 2
     assert page == _draw(code)(trace)

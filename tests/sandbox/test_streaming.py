@@ -1,9 +1,9 @@
-"""A run's steps reach the server while the run goes on (``app.sandbox.child.ResultStream``), through
-the real pool and its sandboxed children, and the answer put back together is the whole trace."""
+"""A run's steps reach the server while the run goes on (``app.sandbox.child.ResultStream``), read and
+checked as they come (``AnswerReader``), through the real pool and its sandboxed children: the
+answer is made of the very steps handed on."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 
@@ -29,21 +29,21 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServerPool]:
 
 def test_steps_arrive_before_the_run_ends(pool: ForkServerPool) -> None:
     arrivals: list[tuple[float, list]] = []
-    result = pool.run_blocking(LONG, lambda frame: arrivals.append((time.monotonic(), json.loads(frame))))
+    result = pool.run_blocking(LONG, lambda steps: arrivals.append((time.monotonic(), steps)))
     ended = time.monotonic()
     assert result.ok, result.error
     streamed = [step for _, steps in arrivals for step in steps]
     assert len(arrivals) >= 2, "a run this long is answered in several frames"
     assert arrivals[0][0] < ended
-    # Every step came through the stream, in order, as the answer has it.
-    assert [s["line"] for s in streamed] == [s.line for s in result.steps]
+    # Every step came through the stream, in order: the answer is made of them.
+    assert len(streamed) == len(result.steps)
+    assert all(a is b for a, b in zip(streamed, result.steps, strict=True))
     assert result.steps[-1].variables.keys() >= {"last"}
 
 
 def test_a_run_stopped_by_its_limit_keeps_the_steps_it_streamed(pool: ForkServerPool) -> None:
     arrivals: list[list] = []
-    result = pool.run_blocking("x = torch.ones(3)\nwhile True:\n    x = x + 1",
-                               lambda frame: arrivals.append(json.loads(frame)))
+    result = pool.run_blocking("x = torch.ones(3)\nwhile True:\n    x = x + 1", arrivals.append)
     assert result.truncated or result.error is not None
     streamed = [step for steps in arrivals for step in steps]
     assert streamed and len(streamed) == len(result.steps)

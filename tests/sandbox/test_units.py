@@ -112,7 +112,7 @@ def test_frames_against_a_deadline() -> None:
 
 
 def _answer_of(*payloads: bytes, trailing: bytes = b"", max_bytes: int = 1 << 20,
-               seen: list[bytes] | None = None) -> tuple[bytes, str | None]:
+               seen: list[bytes] | None = None) -> tuple[bytes, str | None, bytes | None]:
     """``frames.read_answer`` over a pipe that holds ``payloads`` as frames (then ``trailing``)."""
     read, write = os.pipe()
     os.set_blocking(read, False)
@@ -132,12 +132,12 @@ def test_an_answer_in_frames_reads_as_one_document() -> None:
     envelope = json.dumps({"format": "delta", "ok": True, "truncated": False, "error": None}).encode()
     first, second = json.dumps([STEP, STEP]).encode(), json.dumps([{**STEP, "line": 2}]).encode()
     seen: list[bytes] = []
-    data, stopped = _answer_of(first, b"[]", second, envelope, seen=seen)
-    assert stopped is None and seen == [first, second]  # each frame of steps, as it came
+    data, stopped, last = _answer_of(first, b"[]", second, envelope, seen=seen)
+    assert stopped is None and seen == [first, second] and last == envelope  # each frame, as it came
     document = json.loads(frames.decode_frame(data, 1 << 20))
     assert document == {"format": "delta", "ok": True, "truncated": False, "error": None,
                         "steps": [STEP, STEP, {**STEP, "line": 2}]}
-    alone, _ = _answer_of(b"{}")
+    alone, _, _ = _answer_of(b"{}")
     assert json.loads(frames.decode_frame(alone, 1 << 20)) == {"steps": []}
 
 
@@ -152,11 +152,11 @@ def test_an_answer_that_is_not_steps_then_one_envelope_is_unusable() -> None:
         ((steps, b"[1, 2"), b""),  # neither an array nor an object
         ((steps, envelope[:-1]), b""),
     ):
-        data, stopped = _answer_of(*payloads, trailing=trailing)
-        assert stopped is None
+        data, stopped, last = _answer_of(*payloads, trailing=trailing)
+        assert stopped is None and last is None
         result = classify(data, None, 0, 0.1, LIMITS)
         assert result.error is not None and result.error.kind == "internal", (payloads, trailing)
-    data, stopped = _answer_of(steps, steps, envelope, max_bytes=len(steps) + 4)
+    data, stopped, _ = _answer_of(steps, steps, envelope, max_bytes=len(steps) + 4)
     assert stopped == "too_big"
 
 
@@ -178,7 +178,7 @@ def test_the_result_stream_cuts_at_the_cap_and_says_where() -> None:
                 stream.flush(steps)
         stream.finish({"ok": True, "truncated": False, "error": None, "steps": steps})
         os.close(write)
-        data, stopped = frames.read_answer(read, 1 << 20, time.monotonic() + 5)
+        data, stopped, _ = frames.read_answer(read, 1 << 20, time.monotonic() + 5)
         os.close(read)
         answers.append(json.loads(frames.decode_frame(data, 1 << 20)))
     assert answers[0] == answers[1] == answers[2]
@@ -244,7 +244,7 @@ def test_a_memory_error_out_of_the_job_is_answered_as_the_memory_limit() -> None
         os._exit(99)  # not reached
     os.close(write_fd)
     try:
-        data, stopped = frames.read_answer(read_fd, 1 << 20, time.monotonic() + 30)
+        data, stopped, _ = frames.read_answer(read_fd, 1 << 20, time.monotonic() + 30)
     finally:
         os.close(read_fd)
     _, status = os.waitpid(pid, 0)
