@@ -19,6 +19,7 @@ from app.i18n import gettext as _
 from app.i18n import say
 from app.render import build_explorer, client_payload, frame_at
 from app.render.compare import CompareView, heading, shown
+from app.render.explorer import ExplorerBuild, ExplorerView
 from app.render.notices import RunLimits
 from app.schema import DeltaTrace
 from app.web.embed_params import (
@@ -40,6 +41,7 @@ from app.web.pages import (
     run_limits,
     run_posted_code,
 )
+from app.web.streamed import Streamed
 
 router = APIRouter()
 
@@ -50,8 +52,24 @@ def embed_run_context(
     result: DeltaTrace, code: str, step: int | None, which: str, limits: RunLimits
 ) -> dict[str, Any]:
     """What ``_embed_run.html`` needs (pure)."""
-    view = build_explorer(result, code, step, limits)
+    return _context(build_explorer(result, code, step, limits), which)
+
+
+def _context(view: ExplorerView, which: str) -> dict[str, Any]:
     return {"view": view, "frame": frame_at(view), "payload": client_payload(view), "which": which}
+
+
+class _EmbedDrawn:
+    """The embed's fragment from steps fed as the run makes them (``app.web.streamed``)."""
+
+    def __init__(self, code: str, step: int | None, which: str, limits: RunLimits) -> None:
+        self.build = ExplorerBuild()
+        self.add = self.build.add
+        self._args = code, step, which, limits
+
+    def finish(self, result: DeltaTrace) -> str:
+        code, step, which, limits = self._args
+        return render("_embed_run.html", **_context(self.build.finish(result, code, step, limits), which))
 
 
 def _error_page(request: Request, error: ParamError, theme: str = "light") -> Response:
@@ -96,10 +114,15 @@ async def embed_run(request: Request) -> Response:
         return Response(f"view must be one of {', '.join(VIEWS)}", status_code=400, media_type="text/plain")
     step = _parse_step(form.get("step"))
 
-    def draw(result: DeltaTrace) -> str:
-        return render("_embed_run.html", **embed_run_context(result, code, step, which, run_limits(settings)))
+    limits = run_limits(settings)
 
-    return html_response(await run_posted_code(request, form, code, draw))
+    def draw(result: DeltaTrace) -> str:
+        return render("_embed_run.html", **embed_run_context(result, code, step, which, limits))
+
+    def streamed() -> Streamed[str]:
+        return Streamed(lambda: _EmbedDrawn(code, step, which, limits), draw)
+
+    return html_response(await run_posted_code(request, form, code, draw, streamed))
 
 
 async def _compare(request: Request, params: EmbedParams, pair: tuple[Example, Example]) -> Response:

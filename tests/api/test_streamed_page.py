@@ -12,6 +12,7 @@ from app.sandbox.runner import unusable
 from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Problem
 from app.trace.delta import compress
+from app.web.embed import _EmbedDrawn, embed_run_context
 from app.web.pages import StreamedRunContext, _Drawn, render, run_context
 from app.web.streamed import Streamed
 from tests import golden
@@ -90,3 +91,14 @@ def test_a_builder_that_fails_drops_what_was_fed(monkeypatch: pytest.MonkeyPatch
     monkeypatch.undo()
     assert not streamed.used and streamed.fed == 2
     assert page == _draw(code)(trace)
+
+
+@pytest.mark.parametrize("which", ["both", "memory", "graph"])
+def test_the_embed_fed_step_by_step_is_the_embed_of_the_whole_answer(which: str) -> None:
+    for code, trace in TRACES[::10]:
+        def draw(result: DeltaTrace, code: str = code) -> str:
+            return render("_embed_run.html", **embed_run_context(result, code, 1, which, LIMITS))
+
+        streamed = Streamed(lambda code=code: _EmbedDrawn(code, 1, which, LIMITS), draw)
+        page = _consume(streamed, _frames(trace), trace)
+        assert streamed.used == bool(trace.steps) and page == draw(trace)
