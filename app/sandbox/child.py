@@ -11,6 +11,7 @@ steps in frames as the run makes them, then the envelope.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import os
 import random
@@ -18,6 +19,7 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -232,8 +234,8 @@ class ResultStream:
 
     The steps are encoded one by one against the cap, so a huge trace costs time proportional to the
     cap, not to its size: the steps past it are dropped and the envelope says so. Each frame is
-    written whole with the stop signals held back, so no stop lands inside one (``_answer_now``
-    writes its own envelope after the frames, never into the middle of one).
+    written whole, and counted as written, with the stop signals held back: a stop lands between two
+    frames, never inside one (``_answer_now`` writes the rest and its envelope after them).
     """
 
     FLUSH_SECONDS = 0.05
@@ -257,17 +259,21 @@ class ResultStream:
         self._flushed_at = time.monotonic()
         if self.cut is not None or self.sent >= len(steps):
             return
+        # The state moves only once the frame is written: a stop that lands while the steps are being
+        # encoded (``_answer_now``, from a signal handler) finds it as it was, and writes them itself.
         parts: list[bytes] = []
+        size, cut = self.size, None
         for index in range(self.sent, len(steps)):
             encoded = _encode(steps[index])
-            if self.size + len(encoded) + 1 > self.budget:
-                self.cut = index
+            if size + len(encoded) + 1 > self.budget:
+                cut = index
                 break
             parts.append(encoded)
-            self.size += len(encoded) + 1
-        self.sent = len(steps)
-        if parts:
-            self._write(b"[" + b",".join(parts) + b"]")
+            size += len(encoded) + 1
+        with self._stops_held():
+            if parts:
+                write_all(self.fd, encode_frame(b"[" + b",".join(parts) + b"]"))
+            self.size, self.cut, self.sent = size, cut, len(steps)
 
     def finish(self, result: dict) -> None:
         """The steps not written yet, then the envelope."""
@@ -280,12 +286,16 @@ class ResultStream:
                 error = error_dict("output", "ResultTooLarge", "output.trace_cut",
                                    {"mib": self.max_bytes // (1024 * 1024), "steps": self.cut})
         ok = bool(result.get("ok")) and error is None
-        self._write(_encode({"format": "delta", "ok": ok, "truncated": truncated, "error": error}))
+        with self._stops_held():
+            write_all(self.fd, encode_frame(_encode({"format": "delta", "ok": ok, "truncated": truncated,
+                                                     "error": error})))
 
-    def _write(self, payload: bytes) -> None:
+    @contextlib.contextmanager
+    def _stops_held(self) -> Iterator[None]:
+        """No stop signal is handled in the block (one that comes waits until it ends)."""
         held = signal.pthread_sigmask(signal.SIG_BLOCK, self.STOP_SIGNALS)
         try:
-            write_all(self.fd, encode_frame(payload))
+            yield
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 

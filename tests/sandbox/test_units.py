@@ -187,6 +187,40 @@ def test_the_result_stream_cuts_at_the_cap_and_says_where() -> None:
     assert answer["error"]["code"] == "output.trace_cut" and answer["error"]["params"]["steps"] == 9
 
 
+def test_a_stop_inside_a_flush_loses_and_repeats_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop that lands while a frame's steps are encoded (the snippet's own alarm): the answer the
+    child writes next (``_answer_now``) still has every step once, and counts none of them twice
+    against the cap (here: room for exactly the eight steps)."""
+    from app.sandbox import child
+
+    class Stop(BaseException):
+        pass
+
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    steps = [{"line": n, "stdout": ""} for n in range(1, 9)]
+    stream = child.ResultStream(write, 8192 + sum(len(child._encode(step)) + 1 for step in steps))
+    stream.flush(steps[:3])
+    encode, calls = child._encode, []
+
+    def stopped_at_the_second(value: object) -> bytes:
+        calls.append(value)
+        if len(calls) == 2:
+            raise Stop
+        return encode(value)
+
+    monkeypatch.setattr(child, "_encode", stopped_at_the_second)
+    with pytest.raises(Stop):
+        stream.flush(steps[:6])
+    monkeypatch.setattr(child, "_encode", encode)
+    stream.finish({"ok": False, "truncated": True, "error": None, "steps": steps})
+    os.close(write)
+    data, stopped, _ = frames.read_answer(read, 1 << 20, time.monotonic() + 5)
+    os.close(read)
+    answer = json.loads(frames.decode_frame(data, 1 << 20))
+    assert [step["line"] for step in answer["steps"]] == list(range(1, 9)) and answer["error"] is None
+
+
 def test_deny_rules_cover_the_issue() -> None:
     rules = deny_rules(own_pid=1234)
     by_name: dict[str, set[int]] = {}
