@@ -180,17 +180,18 @@ def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[by
                     on_steps(body)
             continue
         rest, stopped = read_to_eof(fd, max_bytes - total, deadline)
-        if stopped or rest or not _is_envelope(body):
+        envelope = _envelope(body)
+        if stopped or rest or envelope is None:
             return b"".join((*raw, rest)), stopped, None
-        head = body.rstrip()[:-1] + b"," if len(json.loads(body)) else b"{"
+        head = body.rstrip()[:-1] + b"," if envelope else b"{"
         document = head + b'"steps":[' + b",".join(steps) + b"]}"
         return encode_frame(document), None, body
 
 
-def _is_envelope(body: bytes) -> bool:
-    """A JSON object of the envelope's keys only (so the steps spliced in are the only ones)."""
+def _envelope(body: bytes) -> dict | None:
+    """The envelope: a JSON object of its keys only (so the steps spliced in are the only ones)."""
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):
-        return False
-    return isinstance(value, dict) and value.keys() <= ANSWER_KEYS
+        return None
+    return value if isinstance(value, dict) and value.keys() <= ANSWER_KEYS else None

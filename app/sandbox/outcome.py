@@ -33,10 +33,12 @@ def classify(
     limits: Limits,
     killed_by_server: bool = False,
     bounds: Bounds | None = None,
+    answer: DeltaTrace | None = None,
 ) -> DeltaTrace:
     """``stopped``: why the server killed the child ("deadline", "too_big") or None;
     ``killed_by_server``: the server sent SIGKILL itself (after an unusable answer); ``bounds``: what
-    the answer must stay within (``app.trace.consistency``)."""
+    the answer must stay within (``app.trace.consistency``); ``answer``: ``data`` already read (as
+    ``parse_result`` reads it), not read again."""
     if stopped == "deadline":
         return failed("timeout", "timeout.wall", {"seconds": limits.wall_seconds}, "Timeout")
     if stopped == "too_big":
@@ -51,7 +53,7 @@ def classify(
         return _signalled(os.WTERMSIG(status), cpu, limits)
     code = os.WEXITSTATUS(status)
     if code == 0:
-        return parse_result(data, limits.max_result_bytes, bounds)
+        return answer if answer is not None else parse_result(data, limits.max_result_bytes, bounds)
     if code in (EXIT_SETUP_FAILED, EXIT_FORK_SERVER_GONE, EXIT_JOB_FAILED):
         return failed("internal", "internal.process_failed", {"status": code})
     return failed("runtime", "runtime.process_exit", {"status": code}, "ProcessExit")

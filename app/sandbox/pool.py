@@ -696,6 +696,7 @@ class ForkServerPool:
             # Whatever happened, the child must not outlive the request (it may have closed its end
             # early and gone on running). Killing an exiting child is harmless.
             killed = True
+            answer = None
             if not stopped:
                 answer = reader.result(envelope) if envelope is not None else \
                     parse_result(data, self.settings.max_result_bytes, bounds)
@@ -712,7 +713,7 @@ class ForkServerPool:
                 return failed("internal", "internal.unfinished")
             status = child.record.status
             return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed,
-                            bounds=bounds)
+                            bounds=bounds, answer=answer)
         finally:
             child.close()
             if server is not None:

@@ -17,6 +17,22 @@ from app.trace.delta import expand
 from tests.engine.test_engine_golden import canonical, normalised
 from tests.engine.torch_oracle import run_plain
 
+
+def _training_loop(optimizer: str, zero_grad: str = "", keep_losses: bool = True) -> str:
+    """A small MLP trained for three epochs with ``torch.optim.<optimizer>``, keeping its losses or not."""
+    keep = ("losses = []\n", "    losses.append(loss)\n") if keep_losses else ("", "")
+    return f"""
+model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+opt = torch.optim.{optimizer}
+x, y = torch.randn(5, 2), torch.randn(5, 1)
+{keep[0]}for epoch in range(3):
+    opt.zero_grad({zero_grad})
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+{keep[1]}"""
+
+
 SCENARIOS = {
     "inplace through a view": """
 x = torch.arange(6.).reshape(2, 3)
@@ -97,42 +113,12 @@ for step in range(3):
     loss.backward()
     opt.step()
 """,
-    "adam keeping losses": """
-model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
-opt = torch.optim.Adam(model.parameters(), lr=0.01)
-x, y = torch.randn(5, 2), torch.randn(5, 1)
-losses = []
-for epoch in range(3):
-    opt.zero_grad()
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    losses.append(loss)
-""",
+    "adam keeping losses": _training_loop("Adam(model.parameters(), lr=0.01)"),
     # Gradients freed and made again inside each pass, at addresses the allocator hands on: two
     # storages at one address must stay two (both read ways once disagreed on these, ~1 run in 5).
-    "rmsprop keeping its gradient buffers": """
-model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
-opt = torch.optim.RMSprop(model.parameters(), lr=0.01)
-x, y = torch.randn(5, 2), torch.randn(5, 1)
-for epoch in range(3):
-    opt.zero_grad(set_to_none=False)
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-""",
-    "adamw with amsgrad keeping losses": """
-model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
-opt = torch.optim.AdamW(model.parameters(), lr=0.01, amsgrad=True)
-x, y = torch.randn(5, 2), torch.randn(5, 1)
-losses = []
-for epoch in range(3):
-    opt.zero_grad()
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    losses.append(loss)
-""",
+    "rmsprop keeping its gradient buffers": _training_loop("RMSprop(model.parameters(), lr=0.01)",
+                                                           "set_to_none=False", keep_losses=False),
+    "adamw with amsgrad keeping losses": _training_loop("AdamW(model.parameters(), lr=0.01, amsgrad=True)"),
     "a graph dropped and rebuilt in one line": """
 w = torch.ones(2, requires_grad=True)
 def f(w):
