@@ -230,7 +230,7 @@ class ResultStream:
     """The answer on the result descriptor, as frames: the steps while the run makes them (a JSON
     array of the steps made since the last frame, at most every ``FLUSH_SECONDS``), then the envelope
     (a JSON object: format, ok, truncated, error). The server can start on the first steps while the
-    run goes on (``app.sandbox.frames.read_answer`` puts the whole document back together).
+    run goes on (``app.sandbox.frames.read_answer``, ``app.sandbox.runner.AnswerReader``).
 
     The steps are encoded one by one against the cap, so a huge trace costs time proportional to the
     cap, not to its size: the steps past it are dropped and the envelope says so. Each frame is

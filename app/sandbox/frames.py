@@ -2,7 +2,7 @@
 
 A run's answer is a stream of them (``app.sandbox.child.ResultStream``): frames of steps (JSON
 arrays) as the run makes them, then the envelope (a JSON object without steps), then EOF.
-``read_answer`` puts them back together as the one document of a ``DeltaTrace``, in one frame.
+``read_answer`` reads them (``app.sandbox.runner.AnswerReader`` makes the trace).
 """
 
 from __future__ import annotations
@@ -143,16 +143,14 @@ ANSWER_KEYS = frozenset({"format", "ok", "truncated", "error"})
 
 def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[bytes], None] | None = None,
                 ) -> tuple[bytes, str | None, bytes | None]:
-    """A run's answer: its frames read until EOF, joined into one frame holding the whole trace
-    document (what ``app.sandbox.runner.parse_result`` reads), and the envelope's own bytes.
-    ``on_steps`` gets each frame of steps (a JSON array) as it arrives, for a reader that starts early
-    (``app.sandbox.runner.AnswerReader``); it may raise nothing.
+    """A run's answer, its frames read until EOF: each frame of steps (a JSON array) handed to
+    ``on_steps`` as it arrives (``app.sandbox.runner.AnswerReader``, which must raise nothing), then
+    the envelope's bytes, returned last (and no other bytes: the reader has the steps).
 
     Stops early with ``"deadline"`` or ``"too_big"`` (more than ``max_bytes`` in all), as
     ``read_to_eof``. A stream that is not frames of steps and then one envelope gives back the bytes
     as read, which ``decode_frame`` rejects, and no envelope."""
     raw: list[bytes] = []
-    steps: list[bytes] = []
     total = 0
     while True:
         try:
@@ -173,25 +171,19 @@ def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[by
             return b"".join((*raw, header)), None, None
         raw += (header, body)
         if body[:1] == b"[" and body[-1:] == b"]":
-            inner = body[1:-1]
-            if inner.strip():
-                steps.append(inner)
-                if on_steps is not None:
-                    on_steps(body)
+            if on_steps is not None and body[1:-1].strip():
+                on_steps(body)
             continue
         rest, stopped = read_to_eof(fd, max_bytes - total, deadline)
-        envelope = _envelope(body)
-        if stopped or rest or envelope is None:
+        if stopped or rest or not _is_envelope(body):
             return b"".join((*raw, rest)), stopped, None
-        head = body.rstrip()[:-1] + b"," if envelope else b"{"
-        document = head + b'"steps":[' + b",".join(steps) + b"]}"
-        return encode_frame(document), None, body
+        return b"", None, body
 
 
-def _envelope(body: bytes) -> dict | None:
-    """The envelope: a JSON object of its keys only (so the steps spliced in are the only ones)."""
+def _is_envelope(body: bytes) -> bool:
+    """A JSON object of the envelope's keys only (so the steps the reader adds are the only ones)."""
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) and value.keys() <= ANSWER_KEYS else None
+        return False
+    return isinstance(value, dict) and value.keys() <= ANSWER_KEYS
