@@ -14,7 +14,7 @@ import contextlib
 import ctypes
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _lock = threading.Lock()
@@ -24,18 +24,33 @@ _users = [0, False]  # works running now; whether the collector was on before th
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the collector for the block; nested and concurrent blocks share one pause."""
+    release = pause_collector()
+    try:
+        yield
+    finally:
+        release()
+
+
+def pause_collector() -> Callable[[], None]:
+    """``collector_paused`` for a pause that does not end in the block that starts it (it ends after
+    the response is sent, ``app.web.after``): returns its end, which does nothing when called again."""
     with _lock:
         if _users[0] == 0:
             _users[1] = gc.isenabled()
             gc.disable()
         _users[0] += 1
-    try:
-        yield
-    finally:
+    ended = [False]
+
+    def release() -> None:
         with _lock:
+            if ended[0]:
+                return
+            ended[0] = True
             _users[0] -= 1
             if _users[0] == 0 and _users[1]:
                 gc.enable()
+
+    return release
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter

@@ -14,12 +14,14 @@ from app.diagnostics.index import Index
 from app.diagnostics.memory import Accounting, account, as_accounts
 from app.diagnostics.rules import RULE_IDS, RULES
 from app.diagnostics.source import SourceFacts
-from app.schema import DeltaResponse, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult
+from app.schema import DeltaResponse, DeltaStep, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult
 from app.trace.delta import expand
+from app.trace.holding import HeldReplay
 from app.trace.replay import State
 
 log = logging.getLogger(__name__)
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+Found = tuple[list[Diagnostic], list[MemoryChange]]  # what ``analysis`` gives: diagnostics, accounting
 
 
 def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
@@ -27,7 +29,7 @@ def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
     return _findings(Context.build(trace, code))
 
 
-def analysis(trace: DeltaTrace, code: str) -> tuple[list[Diagnostic], list[MemoryChange]]:
+def analysis(trace: DeltaTrace, code: str) -> Found:
     """``diagnose`` and ``account`` from one replay of the trace: the diagnostics index runs the
     Holding the accounting reads."""
     accounting = Accounting()
@@ -47,6 +49,7 @@ class Analysis:
         self.accounting = Accounting()
         self.index = Index(self.trace, accounting=self.accounting, fed=True)
         self._state: State | None = None
+        self._replay: HeldReplay | None = None
 
     def bind(self, trace: DeltaTrace) -> None:
         """The whole trace whose steps were fed one by one as the run made them (``app.web.streamed``)."""
@@ -56,7 +59,16 @@ class Analysis:
         self.index.add_step(step)
         self._state = step.state
 
-    def result(self) -> tuple[list[Diagnostic], list[MemoryChange]]:
+    def add(self, delta: DeltaStep) -> None:
+        """The next step, replayed here: for a caller that builds no views (``POST /api/run`` fed the
+        steps while the run goes on). Feed a whole run either this way or by ``add_step``."""
+        if self._replay is None:
+            self._replay = HeldReplay()
+        changes, held = self._replay.add(delta)
+        self.index.add(self._replay.state, changes, self._replay.holding, held)
+        self._state = self._replay.state
+
+    def result(self) -> Found:
         self.index.finish(self._state if self._state is not None else State())
         found = _findings(Context(self.trace, self.index, SourceFacts(self.code)))
         return found, self.accounting.changes
@@ -66,30 +78,37 @@ def _findings(context: Context) -> list[Diagnostic]:
     """A rule that crashes is skipped and logged: one bug in a rule must not cost the user the trace."""
     found: list[Diagnostic] = []
     budget = current_budget()
-    for rule in RULES:
-        budget.check()
-        try:
-            found.extend(rule(context))
-        except BudgetExceeded:
-            raise  # the request's time is up: not a bug in the rule
-        except Exception:  # noqa: BLE001 - see docstring
-            log.exception("diagnostic rule %s failed", rule.__name__)
+    try:
+        for rule in RULES:
+            budget.check()
+            try:
+                found.extend(rule(context))
+            except BudgetExceeded:
+                raise  # the request's time is up: not a bug in the rule
+            except Exception:  # noqa: BLE001 - see docstring
+                log.exception("diagnostic rule %s failed", rule.__name__)
+    finally:
+        # What the rules shared is theirs alone, and an entry may hold the context (a cycle that
+        # would leave the whole index to the cyclic collector): the analysis is freed by refcount.
+        context.memo.clear()
     return sorted(found, key=lambda d: (d.step if d.step is not None else -1, SEVERITY_ORDER[d.severity]))
 
 
-def analyze(trace: DeltaTrace, code: str) -> DeltaResponse:
-    """``POST /api/run`` with ``"format": "delta"``: the trace plus diagnostics and memory accounting."""
+def analyze(trace: DeltaTrace, code: str, found: Found | None = None) -> DeltaResponse:
+    """``POST /api/run`` with ``"format": "delta"``: the trace plus diagnostics and memory accounting
+    (``found``: its ``analysis``, when already made)."""
     fields = {name: getattr(trace, name) for name in DeltaTrace.model_fields}
-    diagnostics, memory = analysis(trace, code)
+    diagnostics, memory = found or analysis(trace, code)
     return DeltaResponse(**fields, diagnostics=diagnostics, memory=memory)
 
 
-def analyze_v1(trace: DeltaTrace, code: str) -> RunResponse:
+def analyze_v1(trace: DeltaTrace, code: str, found: Found | None = None) -> RunResponse:
     """The v1 answer: the same analysis, with every step whole (``expand``)."""
-    diagnostics, memory = analysis(trace, code)
+    diagnostics, memory = found or analysis(trace, code)
     v1 = expand(trace)
     fields = {name: getattr(v1, name) for name in RunResult.model_fields}
     return RunResponse.model_construct(**fields, diagnostics=diagnostics, memory=as_accounts(memory))
 
 
-__all__ = ["RULE_IDS", "Analysis", "account", "analysis", "analyze", "analyze_v1", "as_accounts", "diagnose"]
+__all__ = ["RULE_IDS", "Analysis", "Found", "account", "analysis", "analyze", "analyze_v1", "as_accounts",
+           "diagnose"]

@@ -26,8 +26,8 @@ from typing import Any
 from app.budget import current_budget
 from app.diagnostics.memory import Accounting
 from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
-from app.trace.holding import Holding, HoldingChanges
-from app.trace.replay import Changes, State, Timeline, replay
+from app.trace.holding import HeldReplay, Holding, HoldingChanges
+from app.trace.replay import Changes, State, Timeline
 
 MODIFIED_MARK = "modified by an inplace operation"
 
@@ -270,11 +270,11 @@ class Index:
 
     # ---- the one pass ----------------------------------------------------------------------------
     def _build(self) -> None:
-        holding = Holding()
-        state = State()
-        for state, changes in replay(self.trace):  # noqa: B007 - the last state is kept below
-            self.add(state, changes, holding, holding.update(state, changes))
-        self.finish(state)
+        replay = HeldReplay()
+        for delta in self.trace.steps:
+            changes, held = replay.add(delta)
+            self.add(replay.state, changes, replay.holding, held)
+        self.finish(replay.state)
 
     def add(self, state: State, changes: Changes, holding: Holding, held: HoldingChanges) -> None:
         """One replayed step, after ``holding.update(state, changes)`` gave ``held``."""

@@ -15,8 +15,8 @@ from typing import Protocol
 
 from app.render.names import label
 from app.schema import DeltaStep, DeltaTrace
-from app.trace.holding import Holding, HoldingChanges, chains_reach
-from app.trace.replay import Changes, State, apply
+from app.trace.holding import HeldReplay, Holding, HoldingChanges, chains_reach
+from app.trace.replay import Changes, State
 
 
 class StorageUsers:
@@ -112,22 +112,23 @@ class Driver:
 
     def __init__(self, builders: Iterable[ViewBuilder]) -> None:
         self.builders = list(builders)
-        self.state = State()
-        self.holding = Holding()
+        self.replay = HeldReplay()
+        self.state, self.holding = self.replay.state, self.replay.holding
         self.users = StorageUsers()
         self.labels = Labels()
-        self.count = 0
+
+    @property
+    def count(self) -> int:
+        return self.replay.count
 
     def add(self, delta: DeltaStep) -> None:
-        state, changes = self.state, Changes(self.count, delta)
-        apply(state, delta, changes)
-        held = self.holding.update(state, changes)
+        changes, held = self.replay.add(delta)
+        state = self.state
         self.users.update(state, changes)
         self.labels.update(state, changes, held)
         step = StepInput(changes.index, state, changes, self.holding, held, self.users, self.labels)
         for builder in self.builders:
             builder.add_step(step)
-        self.count += 1
 
 
 def drive(trace: DeltaTrace, builders: Iterable[ViewBuilder]) -> int:

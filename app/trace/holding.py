@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.schema import NodeFact, Step, TensorFact
-from app.trace.replay import Changes, State
+from app.schema import DeltaStep, NodeFact, Step, TensorFact
+from app.trace.replay import Changes, State, apply
 
 ACCUMULATE_GRAD = "AccumulateGrad"
 
@@ -268,6 +268,24 @@ class Holding:
         else:
             self.named_on.pop(sid, None)
         self._touched.add(sid)
+
+
+class HeldReplay:
+    """A delta trace replayed one step at a time with its ``Holding`` kept up to date: where every
+    reader of a trace (the diagnostics index, the views' ``Driver``) starts each step from."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.holding = Holding()
+        self.count = 0
+
+    def add(self, delta: DeltaStep) -> tuple[Changes, HoldingChanges]:
+        """Move past the next step: what it changed, and what that changed about holding."""
+        changes = Changes(self.count, delta)
+        apply(self.state, delta, changes)
+        held = self.holding.update(self.state, changes)
+        self.count += 1
+        return changes, held
 
 
 def chains_reach(start: Iterable[str | None], state: State, changes: Changes) -> set[str]:

@@ -7,14 +7,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from app.diagnostics import analyze, analyze_v1
+from app.diagnostics import Analysis, Found, analyze, analyze_v1
 from app.i18n import gettext as _
 from app.i18n import say
 from app.render.fmt import nbytes
 from app.run_errors import Message, english
 from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse
 from app.trace.delta import expand, expanded_size
-from app.web.gates import Refusal, run_gated, take_token
+from app.web.gates import Refusal, run_gated, run_gated_streamed, take_token
+from app.web.streamed import Streamed
 
 router = APIRouter()
 # The body is read by the route itself (after the rate-limit token), so the schema is declared here.
@@ -40,15 +41,30 @@ def _too_large_for_v1(size: int, limit: int) -> Answer:
     return 413, _as_format(DeltaTrace(ok=False, steps=[], error=error), "v1")
 
 
-def _answer(trace: DeltaTrace, code: str, form: str, limit: int) -> Answer:
-    """Diagnostics and memory accounting are the server's own reading of the validated trace; v1 is
-    ``expand`` of it, refused (never cut) when it would not fit the response cap."""
+def _answer(trace: DeltaTrace, code: str, form: str, limit: int, found: Found | None = None) -> Answer:
+    """Diagnostics and memory accounting are the server's own reading of the validated trace
+    (``found``: made already, from the steps as they came); v1 is ``expand`` of it, refused (never
+    cut) when it would not fit the response cap."""
     if form == "delta":
-        return 200, analyze(trace, code).model_dump_json()
+        return 200, analyze(trace, code, found).model_dump_json()
     size = expanded_size(trace)
     if size > limit:
         return _too_large_for_v1(size, limit)
-    return 200, analyze_v1(trace, code).model_dump_json()
+    return 200, analyze_v1(trace, code, found).model_dump_json()
+
+
+class _Analysed:
+    """``_answer``'s analysis made from the steps while the run goes on (``app.web.streamed``), so
+    only the rules and the JSON are left when it ends."""
+
+    def __init__(self, code: str, form: str, limit: int) -> None:
+        self.code, self.form, self.limit = code, form, limit
+        self.analysis = Analysis(None, code)
+        self.add = self.analysis.add
+
+    def finish(self, trace: DeltaTrace) -> Answer:
+        self.analysis.bind(trace)
+        return _answer(trace, self.code, self.form, self.limit, self.analysis.result())
 
 
 def _partial(trace: DeltaTrace, form: str, limit: int, note: Message) -> Answer:
@@ -86,8 +102,13 @@ async def run_snippet(request: Request) -> Response:
                              message=english("rejected.too_long_api", params))
             return _json(_as_format(DeltaTrace(ok=False, steps=[], error=error), form), 413)
         # Worked out (and serialised) in the worker thread, under the request's budget.
-        answer = await run_gated(request, code, lambda trace: _answer(trace, code, form, limit),
-                                 lambda trace, note: _partial(trace, form, limit, note))
+        work = lambda trace: _answer(trace, code, form, limit)  # noqa: E731
+        partial = lambda trace, note: _partial(trace, form, limit, note)  # noqa: E731
+        if getattr(request.app.state.runner, "streams", False):
+            streamed = Streamed(lambda: _Analysed(code, form, limit), work)
+            answer = await run_gated_streamed(request, code, streamed, partial)
+        else:
+            answer = await run_gated(request, code, work, partial)
         if not isinstance(answer, Refusal):
             return _json(answer[1], answer[0])
         refusal = answer

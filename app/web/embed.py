@@ -33,6 +33,7 @@ from app.web.embed_params import (
 )
 from app.web.gates import Refusal
 from app.web.pages import (
+    Drawn,
     _parse_step,
     html_response,
     posted_form,
@@ -59,17 +60,11 @@ def _context(view: ExplorerView, which: str) -> dict[str, Any]:
     return {"view": view, "frame": frame_at(view), "payload": client_payload(view), "which": which}
 
 
-class _EmbedDrawn:
+def _embed_drawn(code: str, step: int | None, which: str, limits: RunLimits) -> Drawn:
     """The embed's fragment from steps fed as the run makes them (``app.web.streamed``)."""
-
-    def __init__(self, code: str, step: int | None, which: str, limits: RunLimits) -> None:
-        self.build = ExplorerBuild()
-        self.add = self.build.add
-        self._args = code, step, which, limits
-
-    def finish(self, result: DeltaTrace) -> str:
-        code, step, which, limits = self._args
-        return render("_embed_run.html", **_context(self.build.finish(result, code, step, limits), which))
+    build = ExplorerBuild()
+    return Drawn("_embed_run.html", build.add,
+                 lambda result: _context(build.finish(result, code, step, limits), which))
 
 
 def _error_page(request: Request, error: ParamError, theme: str = "light") -> Response:
@@ -120,7 +115,7 @@ async def embed_run(request: Request) -> Response:
         return render("_embed_run.html", **embed_run_context(result, code, step, which, limits))
 
     def streamed() -> Streamed[str]:
-        return Streamed(lambda: _EmbedDrawn(code, step, which, limits), draw)
+        return Streamed(lambda: _embed_drawn(code, step, which, limits), draw)
 
     return html_response(await run_posted_code(request, form, code, draw, streamed))
 

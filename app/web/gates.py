@@ -14,7 +14,7 @@ import ctypes
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from math import ceil
 from typing import TypeVar
@@ -23,9 +23,11 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
 from app.budget import BudgetExceeded
+from app.heap import pause_collector
 from app.i18n import N_, gettext, say
 from app.run_errors import Message, Param
 from app.schema import DeltaTrace, RunError
+from app.web.after import after_response
 from app.web.limits import SANDBOX_KEY, WORK_KEY
 from app.web.streamed import Streamed
 from app.web.work import budgeted
@@ -110,16 +112,14 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
     async with _slot(request, len(codes)) as refusal:
         if refusal is not None:
             return refusal
-        runner = request.app.state.runner
-        started = time.monotonic()
-        results = tuple([await runner.run(code) for code in codes])
-        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
-        answer = await finish(request, work, partial, results, runs=len(codes))
-        large = _large(results)
-        del results  # the answer is made: the traces go now, so the collection below does not walk them
-        if large:
-            await run_in_threadpool(_trim)
-        return answer
+        with _swept(request) as sweep:
+            runner = request.app.state.runner
+            started = time.monotonic()
+            results = tuple([await runner.run(code) for code in codes])
+            request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
+            sweep.large = _large(results)
+            sweep.held.append(results)
+            return await finish(request, work, partial, results, runs=len(codes))
 
 
 async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
@@ -131,34 +131,33 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
     async with _slot(request, 1) as refusal:
         if refusal is not None:
             return refusal
-        state = request.app.state
-        started = time.monotonic()
-        waiting = float(state.settings.wall_seconds) + RUN_GRACE_SECONDS
-        work = asyncio.ensure_future(budgeted(request, streamed.consume, waiting=waiting, timed=False))
-        try:
-            result = await state.runner.run(code, streamed.feed.put)
-        except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
-            streamed.feed.settle(_NO_ANSWER)
-            work.cancel()
-            with contextlib.suppress(BaseException):
-                await work
-            raise
-        streamed.feed.settle(result)
-        ran = time.monotonic()
-        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
-        try:
-            answer = await work
-        except BudgetExceeded as error:
-            answer = await run_in_threadpool(partial, result, budget_note(error))
-        except Exception:  # noqa: BLE001 - as in ``finish``
-            log.exception("server work failed on a validated sandbox answer")
-            answer = await run_in_threadpool(partial, result, UNUSABLE)
-        request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
-        large = _large((result,))
-        del result
-        if large:
-            await run_in_threadpool(_trim)
-        return answer
+        with _swept(request) as sweep:
+            state = request.app.state
+            started = time.monotonic()
+            waiting = float(state.settings.wall_seconds) + RUN_GRACE_SECONDS
+            work = asyncio.ensure_future(budgeted(request, streamed.consume, waiting=waiting, timed=False))
+            try:
+                result = await state.runner.run(code, streamed.feed.put)
+            except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
+                streamed.feed.settle(_NO_ANSWER)
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+                raise
+            streamed.feed.settle(result)
+            ran = time.monotonic()
+            request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
+            try:
+                answer = await work
+            except BudgetExceeded as error:
+                answer = await run_in_threadpool(partial, result, budget_note(error))
+            except Exception:  # noqa: BLE001 - as in ``finish``
+                log.exception("server work failed on a validated sandbox answer")
+                answer = await run_in_threadpool(partial, result, UNUSABLE)
+            request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
+            sweep.large = _large((result,))
+            sweep.held += (result, streamed)
+            return answer
 
 
 RUN_GRACE_SECONDS = 5.0  # the sandbox's own grace past the wall limit, and the answer's reading
@@ -188,6 +187,36 @@ async def _slot(request: Request, runs: int) -> AsyncIterator[Refusal | None]:
         state.admission.release()
 
 
+@dataclass
+class _Sweep:
+    """What a request leaves for after its response."""
+
+    large: bool = False  # it read a large trace: collect its garbage and trim the heap
+    # What it made that is freed then: a large trace's models and views take ~0.1 s to free.
+    held: list[object] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def _swept(request: Request) -> Iterator[_Sweep]:
+    """The cyclic collector paused from the run's start until the request's response is sent
+    (``app.web.after``), and a large trace's garbage collected then, off the client's wait."""
+    release = pause_collector()
+    sweep = _Sweep()
+
+    def end() -> None:
+        try:
+            sweep.held.clear()
+            if sweep.large:
+                _trim()
+        finally:
+            release()
+
+    try:
+        yield sweep
+    finally:
+        after_response(request.scope, end)
+
+
 def _large(results: tuple[DeltaTrace, ...]) -> bool:
     return sum(len(step.tensors) + 1 for result in results for step in result.steps) > TRIM_AFTER_FACTS
 
@@ -198,11 +227,10 @@ TRIM_AFTER_FACTS = 500  # steps + tensors: a trace of megabytes
 def _trim() -> None:
     """Hand the memory a large trace used (its models, its JSON) back to the system: without it glibc
     keeps the high-water mark of every concurrent large answer (measured by ``python -m app.bench
-    soak``: +260 MB after a flood). The answer's own garbage is all young (the work ran with the
+    soak``: +260 MB after a flood). The answer's own garbage is all young (the request ran with the
     collector paused, ``app.heap``), so only the young generation is collected: a full collection
     here walked the whole server heap (Adam x100: ~26 ms with the traces already dropped, ~65 ms
-    before, on the request's path) and found nothing the young one had not (the view model is freed
-    by reference counting, ``app.web.pages.render``)."""
+    before) and found nothing the young one had not. It runs after the response is sent."""
     gc.collect(0)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)

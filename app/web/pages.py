@@ -263,20 +263,31 @@ async def run_fragment(request: Request) -> HTMLResponse:
         return render("_run.html", **run_context(result, code, step, limits))
 
     def streamed() -> Streamed[str]:
-        return Streamed(lambda: _Drawn(StreamedRunContext(code, step, limits)), draw)
+        return Streamed(lambda: Drawn.run(code, step, limits), draw)
 
     return html_response(await run_posted_code(request, form, code, draw, streamed))
 
 
-class _Drawn:
-    """A ``StreamedRunContext`` whose finish is the ``_run.html`` fragment."""
+class Drawn:
+    """Steps fed as the run makes them (``add``), then ``template`` drawn from ``context(result)``: the
+    page's and the embed's fragments (``app.web.streamed``). The context is kept with the drawing:
+    a large run's views are ~0.25 s to free, which is done after the response is sent
+    (``gates.run_gated_streamed`` holds the spent speculation until then)."""
 
-    def __init__(self, context: StreamedRunContext) -> None:
-        self.add = context.add
-        self._context = context
+    def __init__(self, template: str, add: Callable[[DeltaStep], None],
+                 context: Callable[[DeltaTrace], dict[str, Any]]) -> None:
+        self.template, self.add, self._context = template, add, context
+        self.drawn: dict[str, Any] | None = None
 
     def finish(self, result: DeltaTrace) -> str:
-        return render("_run.html", **self._context.finish(result))
+        self.drawn = self._context(result)
+        return render(self.template, **self.drawn)
+
+    @classmethod
+    def run(cls, code: str, step: int | None, limits: RunLimits) -> Drawn:
+        """The playground's ``_run.html``."""
+        context = StreamedRunContext(code, step, limits)
+        return cls("_run.html", context.add, context.finish)
 
 
 MAX_SHOWN_ADDRESS = 200  # characters of a failing address quoted on the error page

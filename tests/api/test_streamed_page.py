@@ -12,8 +12,8 @@ from app.sandbox.runner import unusable
 from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Problem
 from app.trace.delta import compress
-from app.web.embed import _EmbedDrawn, embed_run_context
-from app.web.pages import StreamedRunContext, _Drawn, render, run_context
+from app.web.embed import _embed_drawn, embed_run_context
+from app.web.pages import Drawn, StreamedRunContext, render, run_context
 from app.web.streamed import Streamed
 from tests import golden
 
@@ -26,7 +26,7 @@ def _draw(code: str):
 
 
 def _streamed(code: str) -> Streamed[str]:
-    return Streamed(lambda: _Drawn(StreamedRunContext(code, None, LIMITS)), _draw(code))
+    return Streamed(lambda: Drawn.run(code, None, LIMITS), _draw(code))
 
 
 def _frames(trace: DeltaTrace, sizes: tuple[int, ...] = (1, 3, 7)) -> list[list[DeltaStep]]:
@@ -99,6 +99,6 @@ def test_the_embed_fed_step_by_step_is_the_embed_of_the_whole_answer(which: str)
         def draw(result: DeltaTrace, code: str = code) -> str:
             return render("_embed_run.html", **embed_run_context(result, code, 1, which, LIMITS))
 
-        streamed = Streamed(lambda code=code: _EmbedDrawn(code, 1, which, LIMITS), draw)
+        streamed = Streamed(lambda code=code: _embed_drawn(code, 1, which, LIMITS), draw)
         page = _consume(streamed, _frames(trace), trace)
         assert streamed.used == bool(trace.steps) and page == draw(trace)

@@ -1,0 +1,38 @@
+"""``POST /api/run``'s analysis made from the steps fed while the run goes on (``app.web.api._Analysed``)
+is the analysis of the whole answer, in both formats."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.schema import DeltaTrace
+from app.trace.delta import compress
+from app.web.api import _Analysed, _answer
+from app.web.streamed import Streamed
+from tests import golden
+from tests.api.test_streamed_page import _frames
+
+TRACES = [(g.source, DeltaTrace.model_validate(compress(g.result))) for g in golden.load()]
+LIMIT = 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize("form", ["delta", "v1"])
+@pytest.mark.parametrize(("code", "trace"), TRACES, ids=[f"golden{i}" for i in range(len(TRACES))])
+def test_the_answer_fed_step_by_step_is_the_answer_of_the_whole_trace(code: str, trace: DeltaTrace,
+                                                                       form: str) -> None:
+    streamed = Streamed(lambda: _Analysed(code, form, LIMIT), lambda t: _answer(t, code, form, LIMIT))
+    for frame in _frames(trace):
+        streamed.feed.put(frame)
+    streamed.feed.settle(trace)
+    answer = streamed.consume()
+    assert streamed.used == bool(trace.steps)
+    assert answer == _answer(trace, code, form, LIMIT)
+
+
+def test_a_v1_answer_over_the_cap_is_refused_from_the_fed_steps_too() -> None:
+    code, trace = max(TRACES, key=lambda t: len(t[1].steps))
+    streamed = Streamed(lambda: _Analysed(code, "v1", 1000), lambda t: _answer(t, code, "v1", 1000))
+    streamed.feed.put(list(trace.steps))
+    streamed.feed.settle(trace)
+    status, body = streamed.consume()
+    assert streamed.used and status == 413 and '"format": "delta"' in body.replace('\\"', '"')
