@@ -53,6 +53,18 @@ def pause_collector() -> Callable[[], None]:
     return release
 
 
+def collect_due() -> int:
+    """A collection of the youngest generation, or of the oldest one whose turn has come by the
+    collector's own counts and thresholds (each collection of a generation counts one for the next):
+    what the collector would have run had it not been paused. Returns the generation collected."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    generation = 0
+    while generation < 2 and counts[generation + 1] >= thresholds[generation + 1]:
+        generation += 1
+    gc.collect(generation)
+    return generation
+
+
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 

@@ -23,11 +23,11 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 
 from app.budget import BudgetExceeded
-from app.heap import pause_collector
+from app.heap import collect_due, pause_collector
 from app.i18n import N_, gettext, say
 from app.run_errors import Message, Param
 from app.schema import DeltaTrace, RunError
-from app.web.after import after_response
+from app.web.after import after_answer
 from app.web.limits import SANDBOX_KEY, WORK_KEY
 from app.web.streamed import Streamed
 from app.web.work import budgeted
@@ -167,7 +167,8 @@ _NO_ANSWER = DeltaTrace(ok=False, steps=[])  # a run that never answered (its re
 @contextlib.asynccontextmanager
 async def _slot(request: Request, runs: int) -> AsyncIterator[Refusal | None]:
     """The gates before a request's runs: the client's rate (``runs`` tokens), an admission slot
-    (held until the block ends) and a sandbox that is ready. Yields the refusal, or None."""
+    (held until what the request made is freed, once its answer is made) and a sandbox that is
+    ready. Yields the refusal, or None."""
     refusal = take_token(request, runs)
     if refusal is not None:
         yield refusal
@@ -184,29 +185,34 @@ async def _slot(request: Request, runs: int) -> AsyncIterator[Refusal | None]:
         else:
             yield None
     finally:
-        state.admission.release()
+        # Given back once what the request made is freed (``_swept``, beside the sending of its
+        # answer): the slots bound how many traces are alive at once, and so the server's memory.
+        after_answer(request.scope, state.admission.release)
 
 
 @dataclass
 class _Sweep:
-    """What a request leaves for after its response."""
+    """What a request leaves for once its answer is made (``app.web.after``)."""
 
     large: bool = False  # it read a large trace: collect its garbage and trim the heap
-    # What it made that is freed then: a large trace's models and views take ~0.1 s to free.
+    # What it made, freed then: a large trace's models and a page's views take ~0.1–0.3 s to free.
     held: list[object] = field(default_factory=list)
 
 
 @contextlib.contextmanager
 def _swept(request: Request) -> Iterator[_Sweep]:
-    """The cyclic collector paused from the run's start until the request's response is sent
-    (``app.web.after``), and a large trace's garbage collected then, off the client's wait."""
+    """The cyclic collector paused from the run's start until the request's answer is made, and what
+    the request made freed and collected then, beside the sending (``app.web.after``): off the
+    client's wait."""
     release = pause_collector()
     sweep = _Sweep()
 
     def end() -> None:
         try:
             sweep.held.clear()
-            if sweep.large:
+            # (a pause other requests keep holding: under a flood of small runs it may never end, so
+            # a young generation grown past a backlog is collected here too)
+            if sweep.large or gc.get_count()[0] > YOUNG_BACKLOG:
                 _trim()
         finally:
             release()
@@ -214,7 +220,7 @@ def _swept(request: Request) -> Iterator[_Sweep]:
     try:
         yield sweep
     finally:
-        after_response(request.scope, end)
+        after_answer(request.scope, end)
 
 
 def _large(results: tuple[DeltaTrace, ...]) -> bool:
@@ -222,16 +228,18 @@ def _large(results: tuple[DeltaTrace, ...]) -> bool:
 
 
 TRIM_AFTER_FACTS = 500  # steps + tensors: a trace of megabytes
+YOUNG_BACKLOG = 50_000  # young objects a paused collector may leave uncollected (~15 ms to collect)
 
 
 def _trim() -> None:
     """Hand the memory a large trace used (its models, its JSON) back to the system: without it glibc
     keeps the high-water mark of every concurrent large answer (measured by ``python -m app.bench
     soak``: +260 MB after a flood). The answer's own garbage is all young (the request ran with the
-    collector paused, ``app.heap``), so only the young generation is collected: a full collection
-    here walked the whole server heap (Adam x100: ~26 ms with the traces already dropped, ~65 ms
-    before) and found nothing the young one had not. It runs after the response is sent."""
-    gc.collect(0)
+    collector paused, ``app.heap``), so the young generation is collected (a full collection walks
+    the whole server heap: Adam x100, ~26 ms with the traces already dropped), and an older one when
+    its turn has come as the collector itself counts turns: while requests overlap the pause may
+    not end, and garbage that got old meanwhile would otherwise stay. It runs once the answer is made."""
+    collect_due()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
 

@@ -18,7 +18,7 @@ from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
 from app.shortlinks import open_store
 from app.web import api, embed, links, locale, pages, render_svg
-from app.web.after import AfterResponse
+from app.web.after import AfterAnswer
 from app.web.framing import FramingPolicy
 from app.web.limits import RequestLimits
 from app.web.locale import LocaleMiddleware
@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     # Bodies are bounded (size, arrival time) before any route reads them; inside the framing policy,
     # so a 413 carries the same headers as every answer.
     app.add_middleware(RequestLimits, max_body_bytes=settings.body_limit, body_seconds=settings.body_seconds)
-    app.add_middleware(AfterResponse)  # a request's garbage collected once its answer is out
+    app.add_middleware(AfterAnswer)  # what a request made is freed beside the sending of its answer
     app.add_middleware(FramingPolicy)  # only /embed may be framed by other sites
     # A 500-step trace is megabytes of JSON or markup and about 5 % of that gzipped; bodies over
     # 128 KiB are compressed in a worker thread, off the event loop.
