@@ -32,8 +32,9 @@ def collector_paused() -> Iterator[None]:
 
 
 def pause_collector() -> Callable[[], None]:
-    """``collector_paused`` for a pause that does not end in the block that starts it (it ends after
-    the response is sent, ``app.web.after``): returns its end, which does nothing when called again."""
+    """``collector_paused`` for a pause that does not end in the block that starts it (a request's
+    ends once its answer is made, ``app.web.gates``): returns its end, which does nothing when called
+    again."""
     with _lock:
         if _users[0] == 0:
             _users[1] = gc.isenabled()
