@@ -271,7 +271,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
 class Drawn:
     """Steps fed as the run makes them (``add``), then ``template`` drawn from ``context(result)``: the
     page's and the embed's fragments (``app.web.streamed``). The context is kept with the drawing:
-    a large run's views are ~0.25 s to free, which is done after the response is sent
+    a large run's views are ~0.25 s to free, which is done beside the sending of the answer
     (``gates.run_gated_streamed`` holds the spent speculation until then)."""
 
     def __init__(self, template: str, add: Callable[[DeltaStep], None],

@@ -77,7 +77,7 @@ class Streamed(Generic[T]):
         self.fed = 0  # steps the speculation took (for tests and the log)
         self.used = False  # whether the answer came from the speculation
         # The speculation once its answer is made: kept, so that it is freed where the caller says
-        # (a page's views are half a million objects, ~0.1 s to free: after the response is sent).
+        # (a page's views are half a million objects, ~0.1–0.3 s to free: beside the answer's sending).
         self.spent: Speculation | None = None
 
     def consume(self) -> T:
