@@ -14,7 +14,7 @@ import ctypes
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from math import ceil
 from typing import TypeVar
@@ -109,17 +109,16 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
     """Several runs counted as that many (a compare is two): one rate token per run, one admission
     slot held while they run in turn (two slots taken one after the other could deadlock against
     another compare), and the server work on all the answers under that many runs' budget."""
-    async with _slot(request, len(codes)) as refusal:
+    async with _slot(request, len(codes)) as (refusal, sweep):
         if refusal is not None:
             return refusal
-        with _swept(request) as sweep:
-            runner = request.app.state.runner
-            started = time.monotonic()
-            results = tuple([await runner.run(code) for code in codes])
-            request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
-            sweep.large = _large(results)
-            sweep.held.append(results)
-            return await finish(request, work, partial, results, runs=len(codes))
+        runner = request.app.state.runner
+        started = time.monotonic()
+        results = tuple([await runner.run(code) for code in codes])
+        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
+        sweep.large = _large(results)
+        sweep.held.append(results)
+        return await finish(request, work, partial, results, runs=len(codes))
 
 
 async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
@@ -128,66 +127,39 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
     them (``app.web.streamed``), so most of it is done when the run ends. Its budget runs from its
     start, so it holds the run's wall time (and grace) more than a run's budget; ``Server-Timing``'s
     work is what it took after the run."""
-    async with _slot(request, 1) as refusal:
+    async with _slot(request, 1) as (refusal, sweep):
         if refusal is not None:
             return refusal
-        with _swept(request) as sweep:
-            state = request.app.state
-            started = time.monotonic()
-            waiting = float(state.settings.wall_seconds) + RUN_GRACE_SECONDS
-            work = asyncio.ensure_future(budgeted(request, streamed.consume, waiting=waiting, timed=False))
-            try:
-                result = await state.runner.run(code, streamed.feed.put)
-            except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
-                streamed.feed.settle(_NO_ANSWER)
-                work.cancel()
-                with contextlib.suppress(BaseException):
-                    await work
-                raise
-            streamed.feed.settle(result)
-            ran = time.monotonic()
-            request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
-            try:
-                answer = await work
-            except BudgetExceeded as error:
-                answer = await run_in_threadpool(partial, result, budget_note(error))
-            except Exception:  # noqa: BLE001 - as in ``finish``
-                log.exception("server work failed on a validated sandbox answer")
-                answer = await run_in_threadpool(partial, result, UNUSABLE)
-            request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
-            sweep.large = _large((result,))
-            sweep.held += (result, streamed)
-            return answer
+        state = request.app.state
+        started = time.monotonic()
+        waiting = float(state.settings.wall_seconds) + RUN_GRACE_SECONDS
+        work = asyncio.ensure_future(budgeted(request, streamed.consume, waiting=waiting, timed=False))
+        try:
+            result = await state.runner.run(code, streamed.feed.put)
+        except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
+            streamed.feed.settle(_NO_ANSWER)
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+            raise
+        streamed.feed.settle(result)
+        ran = time.monotonic()
+        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
+        try:
+            answer = await work
+        except BudgetExceeded as error:
+            answer = await run_in_threadpool(partial, result, budget_note(error))
+        except Exception:  # noqa: BLE001 - as in ``finish``
+            log.exception("server work failed on a validated sandbox answer")
+            answer = await run_in_threadpool(partial, result, UNUSABLE)
+        request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
+        sweep.large = _large((result,))
+        sweep.held += (result, streamed)
+        return answer
 
 
 RUN_GRACE_SECONDS = 5.0  # the sandbox's own grace past the wall limit, and the answer's reading
 _NO_ANSWER = DeltaTrace(ok=False, steps=[])  # a run that never answered (its request was cancelled)
-
-
-@contextlib.asynccontextmanager
-async def _slot(request: Request, runs: int) -> AsyncIterator[Refusal | None]:
-    """The gates before a request's runs: the client's rate (``runs`` tokens), an admission slot
-    (held until what the request made is freed, once its answer is made) and a sandbox that is
-    ready. Yields the refusal, or None."""
-    refusal = take_token(request, runs)
-    if refusal is not None:
-        yield refusal
-        return
-    state = request.app.state
-    if not await state.admission.acquire():
-        yield Refusal(503, 1, N_("Busy"), "internal.busy")
-        return
-    try:
-        runner = state.runner
-        if hasattr(runner, "ready") and not await runner.ready():
-            code, params = runner.unavailable()
-            yield Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable")
-        else:
-            yield None
-    finally:
-        # Given back once what the request made is freed (``_swept``, beside the sending of its
-        # answer): the slots bound how many traces are alive at once, and so the server's memory.
-        after_answer(request.scope, state.admission.release)
 
 
 @dataclass
@@ -198,27 +170,48 @@ class _Sweep:
     # What it made, freed then: a large trace's models and a page's views take ~0.1–0.3 s to free.
     held: list[object] = field(default_factory=list)
 
+    def run(self) -> None:
+        self.held.clear()
+        # (a pause other requests keep holding: under a flood of small runs it may never end, so a
+        # young generation grown past a backlog is collected here too)
+        if self.large or gc.get_count()[0] > YOUNG_BACKLOG:
+            _trim()
 
-@contextlib.contextmanager
-def _swept(request: Request) -> Iterator[_Sweep]:
-    """The cyclic collector paused from the run's start until the request's answer is made, and what
-    the request made freed and collected then, beside the sending (``app.web.after``): off the
-    client's wait."""
-    release = pause_collector()
+
+@contextlib.asynccontextmanager
+async def _slot(request: Request, runs: int) -> AsyncIterator[tuple[Refusal | None, _Sweep]]:
+    """The gates before a request's runs: the client's rate (``runs`` tokens), an admission slot and
+    a sandbox that is ready. Yields the refusal or None, and the request's ``_Sweep``.
+
+    From the slot's start until the answer is made the cyclic collector is paused; then, beside the
+    sending (``app.web.after``, off the client's wait), what the request made is freed and collected,
+    the pause ends, and only then the slot is given back: the slots bound how many traces are alive
+    at once, and so the server's memory."""
     sweep = _Sweep()
+    refusal = take_token(request, runs)
+    if refusal is not None:
+        yield refusal, sweep
+        return
+    state = request.app.state
+    if not await state.admission.acquire():
+        yield Refusal(503, 1, N_("Busy"), "internal.busy"), sweep
+        return
+    release_pause = pause_collector()
 
     def end() -> None:
         try:
-            sweep.held.clear()
-            # (a pause other requests keep holding: under a flood of small runs it may never end, so
-            # a young generation grown past a backlog is collected here too)
-            if sweep.large or gc.get_count()[0] > YOUNG_BACKLOG:
-                _trim()
+            sweep.run()
         finally:
-            release()
+            release_pause()
+            state.admission.release()
 
     try:
-        yield sweep
+        runner = state.runner
+        if hasattr(runner, "ready") and not await runner.ready():
+            code, params = runner.unavailable()
+            yield Refusal(503, 30, N_("Not available"), code, params, "SandboxUnavailable"), sweep
+        else:
+            yield None, sweep
     finally:
         after_answer(request.scope, end)
 
