@@ -16,7 +16,6 @@ from app.diagnostics.rules import RULE_IDS, RULES
 from app.diagnostics.source import SourceFacts
 from app.schema import DeltaResponse, DeltaStep, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult
 from app.trace.delta import expand
-from app.trace.holding import HeldReplay
 from app.trace.replay import State
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,6 @@ class Analysis:
         self.accounting = Accounting()
         self.index = Index(self.trace, accounting=self.accounting, fed=True)
         self._state: State | None = None
-        self._replay: HeldReplay | None = None
 
     def bind(self, trace: DeltaTrace) -> None:
         """The whole trace whose steps were fed one by one as the run made them (``app.web.streamed``)."""
@@ -60,13 +58,10 @@ class Analysis:
         self._state = step.state
 
     def add(self, delta: DeltaStep) -> None:
-        """The next step, replayed here: for a caller that builds no views (``POST /api/run`` fed the
-        steps while the run goes on). Feed a whole run either this way or by ``add_step``."""
-        if self._replay is None:
-            self._replay = HeldReplay()
-        changes, held = self._replay.add(delta)
-        self.index.add(self._replay.state, changes, self._replay.holding, held)
-        self._state = self._replay.state
+        """The next step, replayed by the index: for a caller that builds no views (``POST /api/run``
+        fed the steps while the run goes on). Feed a whole run either this way or by ``add_step``."""
+        self.index.feed(delta)
+        self._state = self.index.replayed.state
 
     def result(self) -> Found:
         self.index.finish(self._state if self._state is not None else State())

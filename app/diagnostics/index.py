@@ -25,7 +25,7 @@ from typing import Any
 
 from app.budget import current_budget
 from app.diagnostics.memory import Accounting
-from app.schema import DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.schema import DeltaStep, DeltaTrace, NodeFact, StorageFact, TensorFact
 from app.trace.holding import HeldReplay, Holding, HoldingChanges
 from app.trace.replay import Changes, State, Timeline
 
@@ -259,6 +259,7 @@ class Index:
         self._seen_on: dict[tuple[str, str], tuple[int, float]] = {}
         self._flagged: set[tuple[str, str]] = set()
         self._budget = current_budget()
+        self.replayed = HeldReplay()  # the index's own replay (``feed``)
         if not fed:
             self._build()
 
@@ -270,11 +271,15 @@ class Index:
 
     # ---- the one pass ----------------------------------------------------------------------------
     def _build(self) -> None:
-        replay = HeldReplay()
         for delta in self.trace.steps:
-            changes, held = replay.add(delta)
-            self.add(replay.state, changes, replay.holding, held)
-        self.finish(replay.state)
+            self.feed(delta)
+        self.finish(self.replayed.state)
+
+    def feed(self, delta: DeltaStep) -> None:
+        """The next step, replayed by the index itself (``replayed``): when no view builder's replay
+        hands it to ``add``. Feed a whole trace either this way or by ``add``."""
+        changes, held = self.replayed.add(delta)
+        self.add(self.replayed.state, changes, self.replayed.holding, held)
 
     def add(self, state: State, changes: Changes, holding: Holding, held: HoldingChanges) -> None:
         """One replayed step, after ``holding.update(state, changes)`` gave ``held``."""
