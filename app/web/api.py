@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -41,16 +43,22 @@ def _too_large_for_v1(size: int, limit: int) -> Answer:
     return 413, _as_format(DeltaTrace(ok=False, steps=[], error=error), "v1")
 
 
-def _answer(trace: DeltaTrace, code: str, form: str, limit: int, found: Found | None = None) -> Answer:
+def _nothing_found() -> Found | None:
+    return None
+
+
+def _answer(trace: DeltaTrace, code: str, form: str, limit: int,
+            found: Callable[[], Found | None] = _nothing_found) -> Answer:
     """Diagnostics and memory accounting are the server's own reading of the validated trace
-    (``found``: made already, from the steps as they came); v1 is ``expand`` of it, refused (never
-    cut) when it would not fit the response cap."""
+    (``found()``: from the steps as they came, when they were fed); v1 is ``expand`` of it, refused
+    (never cut) when it would not fit the response cap, before any rule runs for an answer that is
+    not sent."""
     if form == "delta":
-        return 200, analyze(trace, code, found).model_dump_json()
+        return 200, analyze(trace, code, found()).model_dump_json()
     size = expanded_size(trace)
     if size > limit:
         return _too_large_for_v1(size, limit)
-    return 200, analyze_v1(trace, code, found).model_dump_json()
+    return 200, analyze_v1(trace, code, found()).model_dump_json()
 
 
 class _Analysed:
@@ -64,7 +72,7 @@ class _Analysed:
 
     def finish(self, trace: DeltaTrace) -> Answer:
         self.analysis.bind(trace)
-        return _answer(trace, self.code, self.form, self.limit, self.analysis.result())
+        return _answer(trace, self.code, self.form, self.limit, self.analysis.result)
 
 
 def _partial(trace: DeltaTrace, form: str, limit: int, note: Message) -> Answer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from app import diagnostics
 from app.schema import DeltaTrace
 from app.trace.delta import compress
 from app.web.api import _Analysed, _answer
@@ -29,10 +30,13 @@ def test_the_answer_fed_step_by_step_is_the_answer_of_the_whole_trace(code: str,
     assert answer == _answer(trace, code, form, LIMIT)
 
 
-def test_a_v1_answer_over_the_cap_is_refused_from_the_fed_steps_too() -> None:
+def test_a_v1_answer_over_the_cap_is_refused_from_the_fed_steps_too(monkeypatch: pytest.MonkeyPatch) -> None:
     code, trace = max(TRACES, key=lambda t: len(t[1].steps))
     streamed = Streamed(lambda: _Analysed(code, "v1", 1000), lambda t: _answer(t, code, "v1", 1000))
     streamed.feed.put(list(trace.steps))
     streamed.feed.settle(trace)
+    ruled: list[int] = []
+    monkeypatch.setattr(diagnostics, "_findings", lambda context: ruled.append(1) or [])
     status, body = streamed.consume()
     assert streamed.used and status == 413 and '"format": "delta"' in body.replace('\\"', '"')
+    assert not ruled  # refused before any rule ran for an answer that is not sent
