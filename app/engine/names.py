@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from app.engine.ids import ObjectIds
+from app.engine.pointers import POINTER, list_pointers
 from app.engine.tracer import SNIPPET_FILENAME
 
 MAX_CONTAINER_ITEMS = 10_000  # items read per container (its fingerprint costs this much per step)
@@ -226,9 +227,19 @@ def _dict_members(name: str, value: dict, start: int = 0, seen: dict[str, int] |
     return found
 
 
-def _grew(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
+Identities = tuple[int, ...] | bytes  # ids, or a list's item addresses (app.engine.pointers)
+
+
+def _grew(before: Identities, now: Identities) -> bool:
     """A sequence's fingerprint that only had items added at its end."""
+    if type(before) is not type(now):
+        return False
     return len(now) > len(before) and now[: len(before)] == before
+
+
+def item_count(identities: Identities) -> int:
+    """How many items a fingerprint of ``_ids`` or ``list_pointers`` stands for."""
+    return len(identities) // POINTER if type(identities) is bytes else len(identities)
 
 
 def _ids(values: Iterable[Any]) -> tuple[int, ...]:
@@ -236,7 +247,10 @@ def _ids(values: Iterable[Any]) -> tuple[int, ...]:
 
 
 def fingerprint(value: Any, kind: str) -> Any:
-    """What the names under ``value`` depend on, one level down, by object identity (cheap: C loops)."""
+    """What the names under ``value`` depend on, one level down, by object identity (cheap: C loops;
+    a list's, one copy of its item addresses)."""
+    if kind == "sequence" and list_pointers is not None and isinstance(value, list):
+        return list_pointers(value, MAX_CONTAINER_ITEMS)
     if kind in ("sequence", "namedtuple"):
         return _ids(_iterate(value, _SEQUENCES))
     if kind == "set":
@@ -527,7 +541,7 @@ class NameWalker:
             self.capped["depth"] = MAX_CONTAINER_DEPTH
             return []
         print_ = fingerprint(value, kind)
-        if kind in ("sequence", "set", "dict") and len(print_[0] if kind == "dict" else print_) >= \
+        if kind in ("sequence", "set", "dict") and item_count(print_[0] if kind == "dict" else print_) >= \
                 MAX_CONTAINER_ITEMS:
             self.capped["items"] = MAX_CONTAINER_ITEMS
         key = (id(value), name, path)
@@ -549,7 +563,7 @@ class NameWalker:
             # (counted in place: if the new members hold a container, the whole read below starts over)
             key_texts = entry.key_texts
             if kind == "sequence" and _grew(entry.fingerprint, print_):
-                found = members(name, value, kind, len(entry.fingerprint))
+                found = members(name, value, kind, item_count(entry.fingerprint))
             elif kind == "dict" and key_texts is not None and _grew(entry.fingerprint[0], print_[0]) \
                     and _grew(entry.fingerprint[1], print_[1]):
                 found = _dict_members(name, value, len(entry.fingerprint[0]), key_texts)
