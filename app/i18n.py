@@ -43,6 +43,7 @@ TAGS = {"en": "en", "zh_CN": "zh-CN"}
 NAMES = {"en": "English", "zh_CN": "简体中文"}  # each in its own language, for the switch
 COOKIE = "lang"
 COOKIE_MAX_AGE = 365 * 24 * 3600
+MAX_TAG = 35  # longest language tag read (BCP 47 tags in use are far shorter)
 JS_PREFIX = "static/"  # catalog entries found in these files are the strings the JS asks for
 
 
@@ -58,7 +59,7 @@ def parse_tag(raw: str | None) -> str | None:
 
     Any Chinese tag gets Simplified Chinese, the only Chinese there is (a reader of Traditional reads
     it more easily than English)."""
-    if not raw or len(raw) > 35:
+    if not raw or len(raw) > MAX_TAG:
         return None
     tag = raw.strip().replace("-", "_")
     try:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
-from app.i18n import N_
+from app.i18n import MAX_TAG, N_
 from app.i18n import gettext as _
 from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
 from app.web.pages import error_page
@@ -146,7 +146,7 @@ async def follow_link(link_id: str, request: Request) -> Response:
     if step.isdecimal() and len(step) <= MAX_STEP_DIGITS and int(step) >= 1:
         url += f"&step={int(step)}"
     if "lang" in request.query_params:  # /s/<id>?lang=zh-CN opens the playground in that language
-        url += "&" + urlencode({"lang": request.query_params["lang"][:35]})
+        url += "&" + urlencode({"lang": request.query_params["lang"][:MAX_TAG]})
     return RedirectResponse(url, status_code=303)
 
 

@@ -3,6 +3,7 @@
 One ASGI middleware, outermost, so every answer (pages, fragments, the SVG, the JSON of the API and
 the 413/408 of ``app.web.limits``) is made under the request's locale: ``lang=`` in the URL, else
 the ``lang`` cookie the switch sets, else ``Accept-Language``, else English (``app.i18n.negotiate``).
+It also leaves the request no other cookie than that one (``_only_our_cookie``).
 The JSON API keeps its English ``RunError.message`` whatever the locale: translations come from
 ``code`` + ``params`` where a trace is drawn.
 
@@ -14,7 +15,6 @@ and the step on screen come back too (and unrun edits are in the browser's draft
 
 from __future__ import annotations
 
-from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from fastapi import APIRouter, Request
@@ -35,15 +35,36 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def _cookie(scope: Scope) -> str | None:
+    """The ``lang`` cookie's value, read in one pass over the header (``None``: none, or not a tag).
+
+    The switch writes the value itself (``en``, ``zh-CN``): a value in quotes is taken as it is
+    inside them, with no unquoting, and one longer than a language tag is no choice at all."""
     raw = _header(scope, b"cookie")
     if not raw:
         return None
-    try:
-        jar = SimpleCookie(raw)
-    except Exception:  # noqa: BLE001 - a malformed cookie header is no choice at all
-        return None
-    morsel = jar.get(i18n.COOKIE)
-    return morsel.value if morsel is not None else None
+    for part in raw.split(";"):
+        name, equals, value = part.partition("=")
+        if equals and name.strip() == i18n.COOKIE:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            return value if len(value) <= i18n.MAX_TAG else None
+    return None
+
+
+def _only_our_cookie(scope: Scope, lang: str | None) -> None:
+    """The request's ``Cookie`` header, from here in, is ``lang=<tag>`` or nothing: the only cookie
+    this server reads. FastAPI parses the whole header on every route (Starlette's
+    ``request.cookies``), unquoting each value with ``http.cookies``, which on Python < 3.11.10 is
+    quadratic in backslashes (CVE-2024-7592): one header of 15,000 of them held the event loop for
+    a second per request. Cookies set by other software on the same host are of no use here."""
+    headers = scope.get("headers", ())
+    if not any(key == b"cookie" for key, _ in headers):
+        return
+    kept = [(key, value) for key, value in headers if key != b"cookie"]
+    if lang is not None and lang.replace("-", "").replace("_", "").isalnum():
+        kept.append((b"cookie", f"{i18n.COOKIE}={lang}".encode("latin-1")))
+    scope["headers"] = kept
 
 
 def _query_lang(scope: Scope) -> str | None:
@@ -56,10 +77,6 @@ def _query_lang(scope: Scope) -> str | None:
     return None
 
 
-def request_locale(scope: Scope) -> str:
-    return i18n.negotiate(_query_lang(scope), _cookie(scope), _header(scope, b"accept-language"))
-
-
 class LocaleMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -68,8 +85,10 @@ class LocaleMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cookie = _cookie(scope)
+        _only_our_cookie(scope, cookie)
         try:
-            locale = request_locale(scope)
+            locale = i18n.negotiate(_query_lang(scope), cookie, _header(scope, b"accept-language"))
         except ValueError:  # too many query fields: the route itself answers that
             locale = i18n.DEFAULT
         scope[SCOPE_KEY] = locale
