@@ -67,14 +67,18 @@ class Refusal:
         return DeltaTrace(ok=False, steps=[], error=error)
 
 
+def client_key(request: Request) -> str:
+    """Who a request counts against, for the rate limit and the short-link quota alike: the peer
+    address (behind a proxy, uvicorn's --proxy-headers rewrites it)."""
+    return request.client.host if request.client else "unknown"
+
+
 def take_token(request: Request, cost: int = 1) -> Refusal | None:
     """The client's rate-limit tokens (``cost``: one per run the request makes), taken once per
     request: routes that read a body take them first, so a client over its rate never makes the
     server read (or parse) what it sends."""
     if RATE_KEY not in request.scope:
-        # The client is the peer address (behind a proxy, uvicorn's --proxy-headers rewrites it).
-        client = request.client.host if request.client else "unknown"
-        request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client, cost)
+        request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client_key(request), cost)
     wait = request.scope[RATE_KEY]
     if wait > 0:
         return Refusal(429, ceil(wait), N_("Slow down"), "internal.rate", {"seconds": ceil(wait)})

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from app.i18n import MAX_TAG, N_
 from app.i18n import gettext as _
 from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
+from app.web.gates import client_key
 from app.web.pages import error_page
 from app.web.permalink import encode_code
 
@@ -94,7 +95,7 @@ async def create_link(request: Request) -> JSONResponse:
         return _problem(415, _("Send the snippet as JSON (Content-Type: application/json)."))
     # Storing is cheap but not free (disk): a share spends the same per-client budget as a run.
     limiter = getattr(request.app.state, "rate_limiter", None)
-    wait = limiter.take(request.client.host if request.client else "unknown") if limiter else 0
+    wait = limiter.take(client_key(request)) if limiter else 0
     if wait > 0:
         seconds = math.ceil(wait)
         detail = _("Too many requests; please wait {seconds} s.").format(seconds=seconds)
