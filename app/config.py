@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     rate_per_minute: float = 120.0
     rate_burst: int = 120
 
+    # Replicas (docs/self-host.md): where the per-client rate is counted (app/web/rate.py) —
+    # memory:// (this process) or redis://host:port/db (shared, so a client has one budget whichever
+    # replica it reaches); the proxies whose X-Forwarded-For is believed (addresses or networks,
+    # comma-separated; app/web/clients.py).
+    rate_storage: str = "memory://"
+    trusted_proxies: str = ""
+
     # The server's own work per request (validation, diagnostics, layout, rendering): a time budget,
     # cancelled when the client leaves; past it the answer is a partial view (app/budget.py). Wall
     # time: the largest legitimate trace (1000 steps) takes about 2 s of CPU to draw, and a busy 2-core

@@ -102,4 +102,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout_keep_alive": settings.keep_alive_seconds,
         "h11_max_incomplete_event_size": settings.max_header_bytes,
         "backlog": settings.backlog,
+        # X-Forwarded-For is read by app.web.clients alone, from EXPLORER_TRUSTED_PROXIES only
+        # (uvicorn's default believes it from 127.0.0.1).
+        "proxy_headers": False,
     }

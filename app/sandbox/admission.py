@@ -1,4 +1,5 @@
-"""Backpressure in front of the sandbox: a bounded number of runs, a bounded queue, a per-client rate.
+"""Backpressure in front of the sandbox: a bounded number of runs and a bounded queue (the per-client
+rate is ``app.web.rate``).
 
 Loop-agnostic on purpose (a lock and futures woken with ``call_soon_threadsafe``): test clients run
 each request in a loop of their own, and the pool itself lives in threads.
@@ -8,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import math
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(eq=False)
@@ -81,47 +80,3 @@ class Admission:
 def _wake(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    stamp: float = field(default_factory=time.monotonic)
-
-
-class RateLimiter:
-    """A token bucket per client: ``burst`` runs at once, refilled at ``per_minute``."""
-
-    MAX_CLIENTS = 10_000
-
-    def __init__(self, per_minute: float, burst: int) -> None:
-        self.rate = per_minute / 60.0
-        self.burst = max(1, burst)
-        self._lock = threading.Lock()
-        self._buckets: dict[str, _Bucket] = {}
-
-    def take(self, client: str, cost: int = 1) -> float:
-        """0 when the client may run now (``cost`` runs at once: a compare is two), else the seconds
-        until it may. A cost above the burst costs the whole burst: it could never be paid otherwise."""
-        cost = max(1, min(cost, self.burst))
-        now = time.monotonic()
-        with self._lock:
-            bucket = self._buckets.get(client)
-            if bucket is None:
-                if len(self._buckets) >= self.MAX_CLIENTS:
-                    self._prune(now)
-                bucket = self._buckets[client] = _Bucket(float(self.burst), now)
-            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
-            bucket.stamp = now
-            if bucket.tokens >= cost:
-                bucket.tokens -= cost
-                return 0.0
-            return (cost - bucket.tokens) / self.rate if self.rate > 0 else math.inf
-
-    def _prune(self, now: float) -> None:
-        # Forget clients whose bucket has refilled: they are indistinguishable from new ones.
-        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.stamp) * self.rate >= self.burst]
-        for key in full:
-            del self._buckets[key]
-        if len(self._buckets) >= self.MAX_CLIENTS:
-            self._buckets.clear()

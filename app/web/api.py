@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
@@ -96,7 +97,7 @@ async def run_snippet(request: Request) -> Response:
     """Run a snippet and return its line-by-line trace: v1 (every step whole) by default, the delta
     format (each step only what its line changed) for ``"format": "delta"``."""
     settings = request.app.state.settings
-    refusal = take_token(request)  # before the body is read
+    refusal = await take_token(request)  # before the body is read
     form = "v1"
     if refusal is None:
         try:
@@ -127,8 +128,10 @@ async def run_snippet(request: Request) -> Response:
 @router.get("/healthz")
 async def healthz(request: Request) -> JSONResponse:
     """200 when the server can run snippets; the sandbox layers in force either way."""
-    runner = request.app.state.runner
-    if hasattr(runner, "health"):
-        health = runner.health()
-        return JSONResponse(health, status_code=200 if health["ok"] else 503)
-    return JSONResponse({"ok": True, "runner": type(runner).__name__})
+    state = request.app.state
+    runner = state.runner
+    health = runner.health() if hasattr(runner, "health") else {"ok": True, "runner": type(runner).__name__}
+    # The shared parts never decide "ok": a replica that lost Redis still serves (app.web.rate), and
+    # a load balancer that took every replica out over it would turn a Redis outage into a site one.
+    health["rate"] = await run_in_threadpool(state.rate_limiter.health)
+    return JSONResponse(health, status_code=200 if health["ok"] else 503)

@@ -28,6 +28,7 @@ from app.i18n import N_, gettext, say
 from app.run_errors import Message, Param
 from app.schema import DeltaTrace, RunError
 from app.web.after import after_answer
+from app.web.clients import client_key
 from app.web.limits import SANDBOX_KEY, WORK_KEY
 from app.web.streamed import Streamed
 from app.web.work import budgeted
@@ -67,18 +68,12 @@ class Refusal:
         return DeltaTrace(ok=False, steps=[], error=error)
 
 
-def client_key(request: Request) -> str:
-    """Who a request counts against, for the rate limit and the short-link quota alike: the peer
-    address (behind a proxy, uvicorn's --proxy-headers rewrites it)."""
-    return request.client.host if request.client else "unknown"
-
-
-def take_token(request: Request, cost: int = 1) -> Refusal | None:
+async def take_token(request: Request, cost: int = 1) -> Refusal | None:
     """The client's rate-limit tokens (``cost``: one per run the request makes), taken once per
     request: routes that read a body take them first, so a client over its rate never makes the
-    server read (or parse) what it sends."""
+    server read (or parse) what it sends. The client is ``app.web.clients.client_key``'s."""
     if RATE_KEY not in request.scope:
-        request.scope[RATE_KEY] = request.app.state.rate_limiter.take(client_key(request), cost)
+        request.scope[RATE_KEY] = await request.app.state.rate_limiter.atake(client_key(request), cost)
     wait = request.scope[RATE_KEY]
     if wait > 0:
         return Refusal(429, ceil(wait), N_("Slow down"), "internal.rate", {"seconds": ceil(wait)})
@@ -192,7 +187,7 @@ async def _slot(request: Request, runs: int) -> AsyncIterator[tuple[Refusal | No
     the pause ends, and only then the slot is given back: the slots bound how many traces are alive
     at once, and so the server's memory."""
     sweep = _Sweep()
-    refusal = take_token(request, runs)
+    refusal = await take_token(request, runs)
     if refusal is not None:
         yield refusal, sweep
         return

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -17,7 +16,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from app.i18n import MAX_TAG, N_
 from app.i18n import gettext as _
 from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
-from app.web.gates import client_key
+from app.web.gates import take_token
 from app.web.pages import error_page
 from app.web.permalink import encode_code
 
@@ -94,10 +93,9 @@ async def create_link(request: Request) -> JSONResponse:
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         return _problem(415, _("Send the snippet as JSON (Content-Type: application/json)."))
     # Storing is cheap but not free (disk): a share spends the same per-client budget as a run.
-    limiter = getattr(request.app.state, "rate_limiter", None)
-    wait = limiter.take(client_key(request)) if limiter else 0
-    if wait > 0:
-        seconds = math.ceil(wait)
+    refused = await take_token(request)
+    if refused is not None:
+        seconds = refused.retry_after
         detail = _("Too many requests; please wait {seconds} s.").format(seconds=seconds)
         return JSONResponse({"detail": detail}, status_code=429,
                             headers={"Retry-After": str(seconds)})

@@ -13,15 +13,17 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
 from app.heap import limit_malloc_arenas
-from app.sandbox.admission import Admission, RateLimiter
+from app.sandbox.admission import Admission
 from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
 from app.shortlinks import open_store
 from app.web import api, embed, links, locale, pages, render_svg
 from app.web.after import AfterAnswer
+from app.web.clients import trusted_networks
 from app.web.framing import FramingPolicy
 from app.web.limits import RequestLimits
 from app.web.locale import LocaleMiddleware
+from app.web.rate import RateLimiter
 
 
 @asynccontextmanager
@@ -42,7 +44,8 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.state.settings = settings
     app.state.runner = runner or default_runner(settings)
     app.state.admission = Admission(settings.max_running, settings.max_queued, settings.queue_wait_seconds)
-    app.state.rate_limiter = RateLimiter(settings.rate_per_minute, settings.rate_burst)
+    trusted_networks(settings.trusted_proxies)  # a bad EXPLORER_TRUSTED_PROXIES stops the start
+    app.state.rate_limiter = RateLimiter(settings.rate_per_minute, settings.rate_burst, settings.rate_storage)
     app.state.links = open_store(settings)
     app.include_router(api.router)
     app.include_router(links.router)

@@ -179,7 +179,7 @@ def _context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analys
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
     """The posted form and its ``code`` (shared by the page and the embed). A client over its rate
     gets an empty form: its body is never read (``run_posted_code`` answers the 429 message)."""
-    if take_token(request) is not None:
+    if await take_token(request) is not None:
         return {}, ""
     # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
     form = await _form(request, 3 * request.app.state.settings.max_code_bytes + 1024)
@@ -192,7 +192,7 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     """Run posted code (or say why not), then ``work`` on the answer under the request's budget.
     ``streamed``: the same work, able to start on the steps while the run goes on."""
     settings = request.app.state.settings
-    refusal = take_token(request)
+    refusal = await take_token(request)
     if refusal is not None:
         result = refusal.as_result()
     elif "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
