@@ -8,32 +8,30 @@ only ever reach the page as escaped text or inside ``<script type="application/j
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from jinja2.runtime import Context
-from jinja2.utils import htmlsafe_json_dumps
-from markupsafe import Markup
 
 from app import i18n
 from app.diagnostics import Analysis
 from app.diagnostics.trace import fmt_bytes
-from app.diagnostics.view import diagnostics_context
 from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import gettext as _
-from app.render import build_explorer, client_payload, frame_at
-from app.render.compare import CompareView, code_pair, compare_view, heading, partner, shown, twin_pair
-from app.render.explorer import ExplorerBuild, ExplorerView, phase_text, step_label
+from app.render.compare import CompareView, code_pair, compare_view, heading, shown, twin_pair
+from app.render.explorer import ExplorerBuild
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaStep, DeltaTrace, RunError
+
+# The templates' environment lives beside the standalone page's renderer (no FastAPI there); its names
+# are still importable from here.
+from app.templating import GRAPH_VENDOR, fragment_context, render, run_context
+from app.templating import templates as templates
+from app.templating import tojson as tojson
 from app.web.gates import Refusal, finish, run_gated, run_gated_all, run_gated_streamed, take_token
 from app.web.permalink import PermalinkError, decode_code, decode_pair
 from app.web.streamed import Streamed
@@ -42,9 +40,6 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 HTMX = ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
-# d3-zoom (the graph viewer's gestures) and its d3 dependencies, in the order they must load.
-GRAPH_VENDOR = ("d3-dispatch", "d3-selection", "d3-timer", "d3-color", "d3-interpolate", "d3-ease",
-                "d3-transition", "d3-drag", "d3-zoom")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; base-uri 'self'; form-action 'self'; object-src 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -53,81 +48,6 @@ SECURITY_HEADERS = {
 
 
 router = APIRouter()
-_RENDERING: ContextVar[list[Context] | None] = ContextVar("rendering", default=None)
-
-
-class _Context(Context):
-    """A template context that ``render`` can find again once the template is written.
-
-    A template that defines a macro (``_memory.html``, ``_diagnostics.html``) makes a reference cycle:
-    its context holds the macro, whose function's closure holds the context, whose parent holds
-    everything the template was given. The whole view model then outlives the render until the cyclic
-    collector finds it: on Adam x100, 100,000 objects that the next young collection scanned before
-    freeing (~30 ms of the request). ``render`` empties each context's own variables instead, so the
-    view is freed by reference counting the moment the page is written."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        made = _RENDERING.get()
-        if made is not None:
-            made.append(self)
-
-
-templates = Environment(
-    loader=FileSystemLoader(ROOT / "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    extensions=["jinja2.ext.i18n"],
-)
-templates.context_class = _Context
-
-
-_HTML_UNSAFE = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"), (b"'", b"\\u0027"))
-
-
-def tojson(value: Any, indent: int | None = None) -> Markup:
-    """Jinja's ``tojson`` (JSON safe in a ``<script>`` and in a single-quoted attribute: ``<``, ``>``,
-    ``&`` and ``'`` escaped), written by orjson and escaped as bytes: ~7x faster than ``json.dumps`` on
-    a page's step data (Adam x100: 2.5 MB, 30 ms -> 4 ms), and compact. The same value once parsed:
-    keys sorted as before, text as UTF-8 rather than ``\\u`` escapes (no UTF-8 sequence holds an
-    ASCII byte). What orjson refuses (a lone surrogate a snippet printed, an integer past 64 bits)
-    goes to jinja's own, as before."""
-    if indent is None:
-        try:
-            raw = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-        except TypeError:  # orjson.JSONEncodeError
-            pass
-        else:
-            for unsafe, escaped in _HTML_UNSAFE:
-                raw = raw.replace(unsafe, escaped)
-            return Markup(raw.decode())
-    return htmlsafe_json_dumps(value, sort_keys=True, indent=indent)
-
-
-templates.filters["tojson"] = tojson
-# One environment for every language: each gettext call asks the request's locale (app.i18n).
-templates.install_gettext_translations(i18n.CurrentTranslations(), newstyle=True)  # type: ignore[attr-defined]
-templates.globals["step_label"] = step_label
-templates.globals["phase_text"] = phase_text
-templates.globals["graph_vendor"] = GRAPH_VENDOR
-templates.globals["lang_tag"] = i18n.current_tag
-templates.globals["lang_switch"] = i18n.switch_links
-templates.globals["js_catalog"] = i18n.js_catalog
-templates.globals["number"] = i18n.number
-templates.globals["error_text"] = i18n.error_text
-
-
-def render(name: str, **context: Any) -> str:
-    made: list[Context] = []
-    token = _RENDERING.set(made)
-    try:
-        return templates.get_template(name).render(**context)
-    finally:
-        _RENDERING.reset(token)
-        for ctx in made:  # the template is written: no macro of it is called again (see _Context)
-            ctx.vars.clear()
 
 
 def html_response(body: str, status: int = 200) -> Response:
@@ -145,13 +65,6 @@ def run_limits(settings: Any) -> RunLimits:
                      settings.max_result_bytes, settings.max_stdout_bytes, settings.memory_mib)
 
 
-def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimits) -> dict[str, Any]:
-    """Everything ``_run.html`` needs (pure: the embed mode and tests call it too)."""
-    analysis = Analysis(result, code)  # fed by the views' replay: the trace is replayed once
-    view = build_explorer(result, code, step, limits, also=[analysis])
-    return _context(view, result, code, analysis)
-
-
 class StreamedRunContext:
     """``run_context`` for steps fed as the run makes them (``app.web.streamed``; the pool validated
     and checked each one, ``app.sandbox.runner.AnswerReader``)."""
@@ -167,13 +80,7 @@ class StreamedRunContext:
     def finish(self, result: DeltaTrace) -> dict[str, Any]:
         self.analysis.bind(result)
         view = self.build.finish(result, self.code, self.step, self.limits)
-        return _context(view, result, self.code, self.analysis)
-
-
-def _context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analysis) -> dict[str, Any]:
-    frame = frame_at(view)
-    return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
-            **diagnostics_context(result, code, frame.step, analysis)}
+        return fragment_context(view, result, self.code, self.analysis)
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
