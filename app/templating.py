@@ -120,4 +120,4 @@ def fragment_context(view: ExplorerView, result: DeltaTrace, code: str, analysis
     """``_run.html``'s context from a built view and the analysis its replay fed."""
     frame = frame_at(view)
     return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
-            **diagnostics_context(result, code, frame.step, analysis)}
+            **diagnostics_context(result, code, frame.step, analysis, view.gpu)}

@@ -82,9 +82,14 @@
       var p = section.points[step];
       if (p) {
         var parts = { step: step + 1, variables: fmt(p[0]), graph: fmt(p[1]), shared: fmt(p[2]) };
-        readout.textContent = p[2]
+        var text = p[2]
           ? t("step {step}: {variables} through variables · {graph} held only by the graph · {shared} shared", parts)
           : t("step {step}: {variables} through variables · {graph} held only by the graph", parts);
+        // the GPU model's figures (app/trace/gpu.py), and what a real device said when it ran on one
+        if (p.length > 5) text += " · " + t("on a GPU (model): {allocated} allocated, {reserved} reserved",
+                                            { allocated: fmt(p[4]), reserved: fmt(p[5]) });
+        if (p.length > 6) text += " · " + t("measured: {allocated} allocated", { allocated: fmt(p[6]) });
+        readout.textContent = text;
       }
     });
     scope.querySelectorAll(".diag[data-goto]").forEach(function (item) {

@@ -247,7 +247,7 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
             role=role, badge=_badge(role, gallery), example=example, view=view, frame=frame,
             payload=client_payload(view),
             diagnostics=[diagnostic_view(d) for d in diagnostics],
-            timeline=timeline_view(memory, frame.step, peak=peak),
+            timeline=timeline_view(memory, frame.step, peak=peak, gpu=view.gpu),
             changed=_changed(aligned[role]),
         ))
     return CompareView(bug=sides[0], fix=sides[1], to_fix=tuple(to_fix), to_bug=tuple(to_bug), peak=peak)

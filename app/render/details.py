@@ -30,6 +30,7 @@ from app.render.names import (
 from app.render.steps import StepInput
 from app.render.tracks import Run, change, close_runs
 from app.schema import TensorFact
+from app.trace.gpu import GpuMemory
 from app.trace.holding import Holding, node_holds
 from app.trace.replay import State
 
@@ -60,17 +61,17 @@ def values_text(fact: TensorFact) -> str | None:
 
 def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
                  values: str | None = None, held: str | None = None,
-                 born_version: int | None = None) -> list[tuple[str, str]]:
+                 born_version: int | None = None, gpu_block: int | None = None) -> list[tuple[str, str]]:
     """The rows of one live tensor now. The first row is what the views call it (the panel's title).
     ``values`` and ``held`` (its "held by" row): when the caller has them already; ``born_version``:
-    its version counter at the step it appeared."""
+    its version counter at the step it appeared; ``gpu_block``: its storage's block in the GPU model."""
     fact = state.tensors[tid]
     if held is None:
         holders = holders_of(holding, tid)
         held = holders_text(holders) if holders else None
     values = values if values is not None else values_text(fact)
     return [*head_rows(holding, tid, fact, held, label(holding, tid)), *layout_rows(fact),
-            storage_row(state, fact), *flag_rows(fact), *link_rows(state, holding, fact),
+            *storage_rows(state, fact, gpu_block), *flag_rows(fact), *link_rows(state, holding, fact),
             *tail_rows(fact, born, born_version, values)]
 
 
@@ -101,9 +102,15 @@ def layout_rows(fact: TensorFact) -> list[tuple[str, str]]:
     ]
 
 
-def storage_row(state: State, fact: TensorFact) -> tuple[str, str]:
+def storage_rows(state: State, fact: TensorFact, gpu_block: int | None) -> list[tuple[str, str]]:
+    """Its storage's size, and the block the storage would take on a GPU (``app.trace.gpu``: the
+    caching allocator's model), when it takes one."""
     storage = state.storages.get(fact.storage) if fact.storage else None
-    return (_("storage"), fmt.nbytes(storage.nbytes) if storage else _("none"))
+    rows = [(_("storage"), fmt.nbytes(storage.nbytes) if storage else _("none"))]
+    if storage is not None and gpu_block is not None:
+        rows.append((_("on a GPU"), _("a {block} block (a model of the CUDA caching allocator)").format(
+            block=fmt.nbytes(gpu_block))))
+    return rows
 
 
 def flag_rows(fact: TensorFact) -> list[tuple[str, str]]:
@@ -189,7 +196,8 @@ class Facts:
 
 
 class FactsBuilder:
-    def __init__(self) -> None:
+    def __init__(self, gpu: GpuMemory | None = None) -> None:
+        self.gpu = gpu  # fed each step before this builder: the storages' blocks after it
         self.pairs: dict[tuple[str, str], int] = {}
         self.entries: dict[tuple[int, ...], int] = {}
         self.details: dict[str, list[Run]] = {}
@@ -264,7 +272,8 @@ class FactsBuilder:
                 same_flags = (last.requires_grad, last.is_leaf) == (fact.requires_grad, fact.is_leaf)
                 flags = own[2] if same_flags else None
         layout = layout if layout is not None else entry(layout_rows(fact))
-        storage = entry([storage_row(state, fact)])
+        gpu_block = self.gpu.block_size(fact.storage) if self.gpu is not None and fact.storage else None
+        storage = entry(storage_rows(state, fact, gpu_block))
         flags = flags if flags is not None else entry(flag_rows(fact))
         links = entry(link_rows(state, holding, fact))
         if fresh:

@@ -27,6 +27,7 @@ from app.render.steps import Driver, StepInput, ViewBuilder
 from app.render.tracks import Frame, Tracks
 from app.render.variables import VariablesBuilder, VariablesView
 from app.schema import DeltaStep, DeltaTrace
+from app.trace.gpu import GpuMemory, GpuPoint
 
 
 class _Steps:
@@ -68,6 +69,7 @@ class ExplorerView:
     facts: Facts
     passes: tuple[Pass, ...] = ()  # the backward passes' node steps (app/render/backward.py)
     backward: frozenset[int] = frozenset()  # steps inside a line's backward pass: the line has not finished
+    gpu: tuple[GpuPoint, ...] = ()  # per step, what a CUDA device would report (app/trace/gpu.py, a model)
 
     @property
     def step_count(self) -> int:
@@ -106,10 +108,11 @@ class ExplorerBuild:
         self.steps = _Steps()
         self.variables = VariablesBuilder(tracks)
         self.memory = MemoryBuilder(tracks)
-        self.facts = FactsBuilder()
+        self.gpu = GpuMemory()  # before the facts: a storage's row says its block on a GPU
+        self.facts = FactsBuilder(self.gpu)
         self.graph = GraphBuilder(tracks)
         self.passes = Passes()
-        self.driver = Driver([self.steps, self.variables, self.memory, self.facts, self.graph,
+        self.driver = Driver([self.steps, self.variables, self.memory, self.gpu, self.facts, self.graph,
                               self.passes, *also])
 
     @property
@@ -135,7 +138,7 @@ class ExplorerBuild:
             memory=views[1], graph=views[3],
             variables=views[0], tracks=self.tracks, stdout="".join(steps.parts),
             stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
-            passes=tuple(self.passes.finish(count)),
+            passes=tuple(self.passes.finish(count)), gpu=tuple(self.gpu.points),
         )
 
 

@@ -21,7 +21,8 @@ def test_every_entry_is_the_tensors_rows_made_whole(golden, monkeypatch) -> None
     def both(self, tid, fact, step):  # noqa: ANN001, ANN202
         entry = rows(self, tid, fact, step)
         whole = details.tensor_facts(step.state, step.holding, tid, self.born.get(tid), None,
-                                     self._held(tid, step.holding), self.born_version.get(tid))
+                                     self._held(tid, step.holding), self.born_version.get(tid),
+                                     self.gpu.block_size(fact.storage) if fact.storage else None)
         pairs = list(self.pairs)
         assert [pairs[i] for i in entry] == whole
         checked.append(tid)
