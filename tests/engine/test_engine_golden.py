@@ -8,6 +8,10 @@ is first reached from the names (variables in name order, then grad_fn / grad / 
 variable / saved), and both traces must read the same after renaming — same objects, same facts,
 same structure, only the labels may differ.
 
+Float values are the ones the CPU's kernels computed, and another CPU's kernels may differ in the
+last bits (``tests/golden/compare.py``: the skeleton of every step compared exactly, its floats with
+the tolerance ``torch.testing.assert_close`` gives their dtype).
+
 Memory torch never initialised (``torch.empty``, ``resize_``, the bytes of a storage no tensor covers) holds
 whatever was there before, so those values are masked on both sides; everything else must match.
 """
@@ -17,14 +21,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
 
 import pytest
+import torch
 
 from app.engine import EngineLimits, trace_delta
 from app.schema import DeltaTrace, RunResult
 from app.trace.delta import expand
 from tests.golden import Golden, load
+from tests.golden.compare import assert_same_step
 
 ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
             "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
@@ -130,4 +137,12 @@ def test_the_engine_gives_the_golden_v1_trace(golden: Golden, full: bool) -> Non
     assert {k: v for k, v in got.items() if k != "steps"} == {k: v for k, v in want.items() if k != "steps"}
     assert len(got["steps"]) == len(want["steps"])
     for index, (a, b) in enumerate(zip(got["steps"], want["steps"], strict=True)):
-        assert a == b, f"step {index} (line {b['line']}) differs"
+        assert_same_step(a, b, f"step {index} (line {b['line']})")
+
+
+def test_the_float_kernels_asked_for_are_the_ones_that_run() -> None:
+    """scripts/test runs this file again under other kernels: that pass must really use them."""
+    asked = os.environ.get("ATEN_CPU_CAPABILITY")
+    if not asked:
+        pytest.skip("the kernels torch picked for this CPU")
+    assert torch.backends.cpu.get_cpu_capability() == asked.upper()
