@@ -712,8 +712,8 @@ class ForkServerPool:
                 self._kill(child)
                 return failed("internal", "internal.unfinished")
             status = child.record.status
-            return classify(data, stopped, status, child.record.cpu, self.limits, killed_by_server=killed,
-                            bounds=bounds, answer=answer)
+            return reader.kept(classify(data, stopped, status, child.record.cpu, self.limits,
+                                        killed_by_server=killed, bounds=bounds, answer=answer))
         finally:
             child.close()
             if server is not None:

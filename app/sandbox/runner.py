@@ -114,6 +114,27 @@ class AnswerReader:
         return trace if found is None else unusable(trace, found)
 
 
+    def kept(self, failure: DeltaTrace) -> DeltaTrace:
+        """A run the server ended itself (its deadline, its size cap, a signal: ``outcome.classify``)
+        keeps the steps that reached the server before, as a run its own limit stopped does: they
+        were validated and checked as they came, and the reader handed them on. A failure of ours
+        (``internal``), an answer with steps of its own or a frame the schema refused keeps its verdict."""
+        error = failure.error
+        if failure.steps or self.invalid or error is None or error.kind == "internal":
+            return failure
+        passed = self.steps[: self.found.step or 0] if self.found is not None else self.steps
+        passed = passed[: self.bounds.max_steps] if self.bounds.max_steps is not None else passed
+        if not passed:
+            return failure
+        if error.code in STEPS_SHOWN:
+            error = failed(error.kind, STEPS_SHOWN[error.code], dict(error.params), error.type).error
+        return DeltaTrace(ok=False, truncated=True, error=error, steps=passed)
+
+
+# A limit's message, and the same message when the steps up to the stop are shown.
+STEPS_SHOWN = {"timeout.wall": "timeout.wall_shown", "timeout.cpu": "timeout.cpu_shown"}
+
+
 def unusable(trace: DeltaTrace, found: Problem) -> DeltaTrace:
     """An inconsistent trace: the steps before the first bad one (each checked, so as safe to show as
     any trace) and an error that says what was wrong. The answer's own error is not repeated: it came

@@ -13,7 +13,7 @@ import pytest
 
 from app.config import Settings
 from app.sandbox.frames import ANSWER_KEYS, encode_frame
-from app.sandbox.runner import AnswerReader, bounds_for, parse_result
+from app.sandbox.runner import AnswerReader, bounds_for, failed, parse_result
 from app.schema import DeltaStep
 from app.trace.consistency import Bounds
 from app.trace.delta import compress
@@ -103,3 +103,36 @@ def test_a_step_the_schema_refuses_refuses_the_answer_in_any_frame(bad: object) 
 def test_an_envelope_the_schema_refuses_refuses_the_answer() -> None:
     data = {"format": "delta", "ok": "maybe", "truncated": False, "error": None, "steps": [{"line": 1}]}
     _same(data, Bounds(lines=1))
+
+
+def _streamed(steps: list, sizes: int = 2) -> AnswerReader:
+    reader = AnswerReader(Bounds(lines=1, max_steps=10))
+    for start in range(0, len(steps), sizes):
+        reader.add(json.dumps(steps[start:start + sizes]).encode())
+    return reader
+
+
+def test_a_run_the_server_stopped_keeps_the_steps_that_reached_it() -> None:
+    """The server's own deadline (or a signal) ended the child before its envelope: the steps read so
+    far are the run up to there, as the child's own stop would have answered."""
+    reader = _streamed([{"line": 1}] * 5)
+    kept = reader.kept(failed("timeout", "timeout.wall", {"seconds": 5.0}, "Timeout"))
+    assert len(kept.steps) == 5 and kept.truncated and not kept.ok
+    assert kept.error.code == "timeout.wall_shown" and kept.error.params == {"seconds": 5.0}
+    memory = reader.kept(failed("memory", "memory.killed", {"mib": 512}))
+    assert len(memory.steps) == 5 and memory.error.code == "memory.killed"
+
+
+def test_what_the_checks_refused_is_not_kept() -> None:
+    good, bad = {"line": 1}, {"line": 1, "dropped": {"tensors": ["t9"]}}  # drops what never existed
+    reader = _streamed([good, good, good, bad, good])
+    kept = reader.kept(failed("timeout", "timeout.wall", {"seconds": 5.0}, "Timeout"))
+    assert len(kept.steps) == 3
+    invalid = _streamed([good, good, {"line": "one"}, good])
+    refused = failed("timeout", "timeout.wall", {"seconds": 5.0}, "Timeout")
+    assert invalid.kept(refused) is refused  # a frame the schema refused: the answer is unusable
+    ours = failed("internal", "internal.unusable", error_type="UnusableAnswer")
+    assert _streamed([good]).kept(ours) is ours
+    assert _streamed([]).kept(refused) is refused
+    # never more steps than an honest run may have
+    assert len(_streamed([good] * 12).kept(refused).steps) == 10
