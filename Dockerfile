@@ -45,9 +45,10 @@ RUN pip install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torc
 # pre-forked children of a fork server that died.
 RUN pip install --quiet dumb-init==1.2.5.post1
 COPY pyproject.toml /tmp/pyproject.toml
-# The dependencies listed in pyproject.toml, without installing the project itself: the app runs from
-# /app as a source tree (templates/, static/ and node_modules/ sit beside the app package).
-RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+# The dependencies listed in pyproject.toml (the library's and the server extra's), without installing
+# the project itself: the app runs from /app as a source tree (templates/, static/ and node_modules/
+# sit beside the app package).
+RUN python -c 'import tomllib; p = tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["server"]))' \
       > /tmp/requirements.txt \
  && pip install --quiet -r /tmp/requirements.txt \
  && python -c 'import torch, fastapi, uvicorn, psycopg, psycopg_pool'

@@ -1,4 +1,5 @@
-"""Command line: ``python -m app serve [--host H] [--port P]`` and ``python -m app trace FILE``."""
+"""Command line: ``python -m app serve [--host H] [--port P]``, ``python -m app trace FILE`` and
+``python -m app render FILE -o OUT`` (.html, .svg or .txt)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,22 @@ def main(argv: list[str] | None = None) -> int:
     trace.add_argument("file", help="a Python file, or - for standard input")
     trace.add_argument("--format", choices=("v1", "delta"), default="v1",
                        help="v1: every step whole (default); delta: each step only what it changed")
+    render = commands.add_parser(
+        "render", help="run a snippet here and write its views: a standalone page, a picture or text",
+        description="Run FILE in this process (no sandbox: your code on your machine, under the server's "
+                    "step, output, size and time limits) and write what the playground shows of it.")
+    render.add_argument("file", help="a Python file, or - for standard input")
+    render.add_argument("-o", "--output", required=True,
+                        help="where to write: .html (a standalone page that works offline), .svg (the "
+                             "picture of one step, as /render.svg draws it) or .txt (a text view per step); "
+                             "- prints the text view")
+    render.add_argument("--step", type=int, default=None,
+                        help="the step an .svg draws (1, 2, …; default: the last)")
+    render.add_argument("--lang", default="en", help="the language of the views: en (default) or zh-CN")
     args = parser.parse_args(argv)
+
+    if args.command == "render":
+        return _render(args.file, args.output, args.step, args.lang)
 
     if args.command == "serve":
         import uvicorn
@@ -48,6 +64,29 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(result, sys.stdout, allow_nan=False)
     sys.stdout.write("\n")
     return 0 if result["ok"] else 1
+
+
+def _render(file: str, output: str, step: int | None, lang: str) -> int:
+    from pathlib import Path
+
+    from app.local import run_here
+    from app.report import Report
+
+    kind = "txt" if output == "-" else Path(output).suffix.lstrip(".").lower()
+    if kind not in ("html", "svg", "txt"):
+        print(f"python -m app render: cannot tell the format of {output!r}: name it .html, .svg or .txt",
+              file=sys.stderr)
+        return 2
+    source = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    ran = run_here(source)
+    report = Report(ran.trace, source, ran.limits, "stdin" if file == "-" else Path(file).name, ran.measured,
+                    lang)
+    text = report.svg(None if step is None else step - 1) if kind == "svg" else report.as_format(kind)
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+    return 0 if ran.trace.ok else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ same templates through ``render``. User strings only ever reach the HTML as esca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,15 @@ from app.render.notices import RunLimits
 from app.schema import DeltaTrace
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def asset_dir(name: str) -> Path:
+    """``templates``, ``static`` or ``node_modules``: the source tree's, else the copy a wheel carries
+    (``app/_assets/``, setup.py) when the library was installed from one."""
+    packaged = Path(__file__).resolve().parent / "_assets" / name
+    return packaged if packaged.is_dir() else ROOT / name
+
+
 # d3-zoom (the graph viewer's gestures) and its d3 dependencies, in the order they must load.
 GRAPH_VENDOR = ("d3-dispatch", "d3-selection", "d3-timer", "d3-color", "d3-interpolate", "d3-ease",
                 "d3-transition", "d3-drag", "d3-zoom")
@@ -53,7 +63,7 @@ class _Context(Context):
 
 
 templates = Environment(
-    loader=FileSystemLoader(ROOT / "templates"),
+    loader=FileSystemLoader(asset_dir("templates")),
     autoescape=select_autoescape(default=True, default_for_string=True),
     undefined=StrictUndefined,
     trim_blocks=True,
@@ -116,8 +126,10 @@ def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimi
     return fragment_context(view, result, code, analysis)
 
 
-def fragment_context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analysis) -> dict[str, Any]:
-    """``_run.html``'s context from a built view and the analysis its replay fed."""
+def fragment_context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analysis,
+                     measured: Sequence[int] | None = None) -> dict[str, Any]:
+    """``_run.html``'s context from a built view and the analysis its replay fed (``measured``: the
+    real CUDA device's figures, ``app.diagnostics.view.timeline_view``)."""
     frame = frame_at(view)
     return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
-            **diagnostics_context(result, code, frame.step, analysis, view.gpu)}
+            **diagnostics_context(result, code, frame.step, analysis, view.gpu, measured)}

@@ -48,6 +48,7 @@ class Analysis:
         self.accounting = Accounting()
         self.index = Index(self.trace, accounting=self.accounting, fed=True)
         self._state: State | None = None
+        self._result: Found | None = None
 
     def bind(self, trace: DeltaTrace) -> None:
         """The whole trace whose steps were fed one by one as the run made them (``app.web.streamed``)."""
@@ -64,9 +65,12 @@ class Analysis:
         self._state = self.index.replayed.state
 
     def result(self) -> Found:
-        self.index.finish(self._state if self._state is not None else State())
-        found = _findings(Context(self.trace, self.index, SourceFacts(self.code)))
-        return found, self.accounting.changes
+        """The findings and the accounting, made once (asked again: the same)."""
+        if self._result is None:
+            self.index.finish(self._state if self._state is not None else State())
+            found = _findings(Context(self.trace, self.index, SourceFacts(self.code)))
+            self._result = found, self.accounting.changes
+        return self._result
 
 
 def _findings(context: Context) -> list[Diagnostic]:

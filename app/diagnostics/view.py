@@ -90,9 +90,12 @@ def diagnostic_view(d: Diagnostic) -> DiagnosticView:
 
 
 def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int = 0,
-                  peak: int | None = None, gpu: Sequence[GpuPoint] = ()) -> TimelineView:
+                  peak: int | None = None, gpu: Sequence[GpuPoint] = (),
+                  measured: Sequence[int] | None = None) -> TimelineView:
     """``peak``: the bytes at the chart's top, when charts side by side share one scale (else its own).
-    ``gpu``: the GPU model's figures of each step, drawn as two lines on their own scale."""
+    ``gpu``: the GPU model's figures of each step, drawn as two lines on their own scale; ``measured``:
+    ``torch.cuda.memory_allocated()`` after each step, when the code ran on a CUDA device (the library
+    entry), said beside the model's in the readout."""
     count = len(memory)
     per_bar = max(1, ceil(count / MAX_BARS))
     own_peak = max((m.total_bytes for m in memory), default=0)
@@ -122,6 +125,9 @@ def timeline_view(memory: list[MemoryChange] | list[MemoryAccount], current: int
         lines = _gpu_lines(gpu, per_bar)
         for point, model in zip(points, gpu, strict=True):
             point += (model.allocated, model.reserved)
+        if measured is not None and len(measured) == count:
+            for point, real in zip(points, measured, strict=True):
+                point.append(real)
     return TimelineView(
         steps=count, width=max(len(bars), 1) * BAR_WIDTH, height=CHART_HEIGHT, bar_width=BAR_WIDTH,
         bars=bars, peak=fmt_bytes(own_peak),
@@ -149,12 +155,13 @@ def _gpu_lines(gpu: Sequence[GpuPoint], per_bar: int) -> GpuLines:
 
 
 def diagnostics_context(result: DeltaTrace, code: str, current: int = 0,
-                        fed: Analysis | None = None, gpu: Sequence[GpuPoint] = ()) -> dict[str, Any]:
+                        fed: Analysis | None = None, gpu: Sequence[GpuPoint] = (),
+                        measured: Sequence[int] | None = None) -> dict[str, Any]:
     """What the two partials need, computed from the validated trace (never taken from the worker).
     ``fed``: the analysis the page's own replay fed already (``build_explorer(..., also=[fed])``);
-    ``gpu``: the GPU model its replay fed (``ExplorerView.gpu``)."""
+    ``gpu``: the GPU model its replay fed (``ExplorerView.gpu``); ``measured``: see ``timeline_view``."""
     diagnostics, memory = fed.result() if fed is not None else analysis(result, code)
     return {
         "diagnostics": [diagnostic_view(d) for d in diagnostics],
-        "timeline": timeline_view(memory, current, gpu=gpu),
+        "timeline": timeline_view(memory, current, gpu=gpu, measured=measured),
     }

@@ -84,10 +84,13 @@ def _error(kind: str, error: BaseException, line: int | None, message: str | Non
 def trace_delta(
     source: str, limits: EngineLimits | None = None, builtins_namespace: Any = builtins,
     after_step: Callable[[list[dict[str, Any]]], None] | None = None,
+    namespace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``source`` and return the trace in the delta format (shaped like ``app.schema.DeltaTrace``):
     each step holds what its line changed. ``after_step(steps)`` is called after each step is added
-    (the sandbox child writes them out as the run goes on); a step is never changed once added."""
+    (the sandbox child writes them out as the run goes on); a step is never changed once added.
+    ``namespace``: the caller's dict to run in (a notebook cell's variables, ``autograd_explorer``):
+    the prelude fills only the names it lacks, and it is left as the run leaves it, not emptied."""
     limits = limits or EngineLimits()
     try:
         code = compile(source, SNIPPET_FILENAME, "exec")
@@ -109,7 +112,11 @@ def trace_delta(
     lines = source.split("\n")
     steps: list[dict[str, Any]] = []
     LIVE["steps"] = steps
-    scope: dict[str, Any] = {"namespace": prelude(builtins_namespace), "printed": 0, "walked_at": None}
+    start = prelude(builtins_namespace)
+    if namespace is not None:
+        namespace.update({name: value for name, value in start.items() if name not in namespace})
+    scope: dict[str, Any] = {"namespace": start if namespace is None else namespace, "printed": 0,
+                             "walked_at": None}
 
     def on_step(line: int, frame: FrameType) -> None:
         # Reading a frame's locals first lets go of what the frame no longer holds (``del t`` in a
@@ -247,7 +254,7 @@ def trace_delta(
     finally:
         # Free the snippet's objects while its output is still captured: a __del__ that prints must
         # not write into the real stdout (the worker's result channel).
-        _release(scope)
+        _release(scope, keep=namespace is not None)
         sys.stdout, sys.stderr = saved_streams
         if not already_frozen:
             gc.unfreeze()
@@ -305,8 +312,10 @@ def trace_snippet(
     return expand(delta).model_dump()
 
 
-def _release(scope: dict[str, Any]) -> None:
+def _release(scope: dict[str, Any], keep: bool = False) -> None:
     namespace = scope.pop("namespace")
+    if keep:  # the caller's: its variables outlive the run (the caller lets go of them)
+        return
     # Clearing also breaks the cycle through functions' __globals__. A snippet's __del__ may raise
     # anything here; the run is over, so it is ignored.
     with contextlib.suppress(BaseException):

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 def test_dockerfile_torch_pin_matches_pyproject() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     pinned = re.search(r"^ARG TORCH_VERSION=(\S+)$", dockerfile, re.M)
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = _image_dependencies()
     assert pinned is not None
     assert f"torch=={pinned.group(1)}" in deps
     assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim-bookworm$", dockerfile, re.M)
@@ -54,10 +54,15 @@ def test_image_has_cpu_torch_libseccomp_and_the_front_end(image: Image) -> None:
     assert done.stdout.strip() == "10001"
 
 
+def _image_dependencies() -> list[str]:
+    """What the image installs (Dockerfile): the library's dependencies and the server extra's."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project["dependencies"] + project["optional-dependencies"]["server"]
+
+
 def _declared_closure() -> set[str]:
     """Distributions the image installs: pyproject's dependencies and everything they require."""
-    wanted = [Requirement(dep) for dep in
-              tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    wanted = [Requirement(dep) for dep in _image_dependencies()]
     seen: set[str] = set()
     while wanted:
         requirement = wanted.pop()
