@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from app.diagnostics import Analysis
 from app.diagnostics.trace import fmt_bytes
 from app.i18n import gettext as _
+from app.i18n import ngettext, number
 from app.render.names import fold_names, is_accumulate, label
 from app.render.notices import RunLimits, cut_notice, error_view
 from app.render.steps import Driver, StepInput
@@ -213,7 +214,7 @@ def summary(result: DeltaTrace, memory: Sequence[MemoryChange], gpu: Sequence[Gp
     ended = _("finished") if result.ok else (_("stopped by an error") if result.error else _("cut short"))
     notice = cut_notice(result, limits)
     head = "Autograd Explorer" + (f" · {title}" if title else "") + " · " + \
-        _("{n} steps").format(n=steps) + f" · {ended}"
+        ngettext("{n} step", "{n} steps", steps).format(n=number(steps)) + f" · {ended}"
     lines = [head]
     if notice is not None:
         lines.append(notice.text)
