@@ -3,15 +3,54 @@
 from __future__ import annotations
 
 # A loop that appends a 16-element loss tensor, graph and all, to a list: the leak the explorer exists
-# to show (issue 9), at ``n`` = 100 and 1,000 iterations.
-LEAK = """\
+# to show (issue 9), at ``n`` = 100 and 1,000 iterations. ``{op}``: ``sin``, which saves its input.
+LEAK_OF = """\
 w = torch.randn(16, requires_grad=True)
 x = torch.randn(16)
 losses = []
 for i in range({n}):
-    loss = (w * x * i).sin()
+    loss = (w * x * i).{op}()
     losses.append(loss)
 """
+LEAK = LEAK_OF.replace("{op}", "sin")
+
+# Ops that save their own output for backward, as most networks' activations do (issue 24 §6): torch
+# hands that saved tensor out as a fresh object at every access. ``{x}`` is the op's input.
+SAVES_OUTPUT = {
+    "relu": "{x}.relu()",
+    "nn.ReLU": "nn.ReLU()({x})",
+    "sigmoid": "torch.sigmoid({x})",
+    "tanh": "{x}.tanh()",
+    "exp": "{x}.exp()",
+    "softmax": "F.softmax({x}, dim=0)",
+    "log_softmax": "{x}.log_softmax(0)",
+    "sqrt": "({x} * {x} + 1).sqrt()",
+    "reciprocal": "({x} * {x} + 1).reciprocal()",
+    "tanh, then saved by mul as its input": "({x}.tanh() * a)",  # a network's activation, then Linear
+}
+
+# Where a loop keeps what it made: (before the loop, in the loop).
+KEPT_IN = {
+    "list": ("kept = []", "kept.append(out)"),
+    "dict": ("kept = {}", "kept[i] = out"),
+    "attribute": ("class History:\n    pass\nhistory = History()\nhistory.kept = []",
+                  "history.kept.append(out)"),
+}
+
+
+def kept_graphs(op: str, n: int, keep: str = "list", loop: str = "for", backward: bool = False) -> str:
+    """A loop that keeps ``n`` graphs of ``SAVES_OUTPUT[op]`` (each one's output reduced to a scalar,
+    its backward run first when ``backward``) in a ``KEPT_IN[keep]``, written as a ``for`` or a
+    ``while`` loop."""
+    before, keeping = KEPT_IN[keep]
+    body = [f"out = {SAVES_OUTPUT[op].format(x='(a * i)')}.mean()"]
+    if backward:
+        body.append("out.backward(retain_graph=True)")
+    body.append(keeping)
+    head = f"a = torch.randn(16, requires_grad=True)\n{before}\n"
+    if loop == "for":
+        return head + f"for i in range({n}):\n" + "".join(f"    {line}\n" for line in body)
+    return head + f"i = 0\nwhile i < {n}:\n" + "".join(f"    {line}\n" for line in [*body, "i += 1"])
 
 # A 100-epoch Adam loop on a small MLP that appends its loss tensor (issue 9).
 ADAM = """\

@@ -139,8 +139,11 @@ class SnapshotTaker:
         self._dirty: set[str] = set()
         self._dirty_storages: set[str] = set()
         self._whole_read = False
-        # Nodes that gave a saved copy an id of its own at the last step: read them once more, since
-        # the whole snapshot may then meet the copy's original first and match it (see _excluded).
+        # Saved copies given an id of its own at the last step: if the object still lives, its node is
+        # read once more, since the whole snapshot may then meet it known (a saved input's wrapper,
+        # kept while torch holds it) and match it (see _excluded). A saved output's wrapper is made
+        # afresh at each access and dies with the step: re-reading its node would key it again, and
+        # at every step, for every live graph (a kept ReLU/tanh loop's quadratic).
         self._recheck: set[str] = set()
         # What a backward step adds to the names as roots (the node that ran, its gradients), and
         # what the previous step added: without their names, are they still reached?
@@ -267,7 +270,10 @@ class SnapshotTaker:
                         self.volatile.add(sid)
             self._mark_backward(touches.backward_nodes, touches.backward_leaves)
         storages |= self.volatile
-        dirty |= {nid for nid in self._recheck if nid in self.nodes}
+        for tid in self._recheck:
+            owner = self.keyed_owner.get(tid)
+            if owner in self.nodes and self.tensor_ids.object(tid) is not None:
+                dirty.add(owner)
         for sid in storages:
             dirty.update(self.on_storage.get(sid, ()))
             dirty.update(self.saving.get(sid, ()))  # what it saved may now be "modified in place"
@@ -465,20 +471,36 @@ class SnapshotTaker:
         if tid in reader.keyed_ids:
             return True
         owner = self.keyed_owner.get(tid)
-        return owner is not None and owner not in reader.nodes
+        return owner is not None and not self._found_known(tid, owner, reader)
+
+    @staticmethod
+    def _found_known(tid: str, owner: str, reader: Reader) -> bool:
+        """Did ``owner``, read at this step, find its saved copy ``tid`` as a known object? (A saved
+        output is a fresh object again: its slot waits to be matched, or keyed anew.)"""
+        fact = reader.nodes.get(owner)
+        kinds = reader.saved_kinds.get(owner)
+        return bool(fact) and kinds is not None and any(
+            kind == "direct" and fact["saved"].get(name) == tid for name, kind in kinds.items())
 
     def _rematch_needed(self, plan: _Plan) -> set[str]:
         """Nodes not read at this step whose twin matches the step changed: a twin left R, or a
-        tensor appeared on the storage of a saved copy that had no twin."""
+        tensor appeared on the storage of a saved copy that had no twin — a new one, or a saved copy
+        that had an id of its own and whose node, read again, now finds it known (``_excluded``)."""
         reader = plan.reader
         needed: set[str] = set()
         for tid in plan.removed:
             needed |= self.matched_by.get(tid, set())
-        for tid, fact in reader.tensors.items():
-            if fact and tid not in self.tensors and fact["storage"] is not None:
-                for nid in self.saving.get(fact["storage"], ()):
-                    if "keyed" in self.saved_kinds.get(nid, {}).values():
-                        needed.add(nid)
+        eligible = [tid for tid, fact in reader.tensors.items() if fact and tid not in self.tensors]
+        for nid in reader.nodes:
+            for name, kind in self.saved_kinds.get(nid, {}).items():
+                tid = self.nodes.get(nid, {}).get("saved", {}).get(name) if kind == "keyed" else None
+                if tid is not None and tid in self.tensors and self._found_known(tid, nid, reader):
+                    eligible.append(tid)
+        for tid in eligible:
+            storage = (reader.tensors.get(tid) or self.tensors[tid])["storage"]
+            for nid in self.saving.get(storage, ()) if storage is not None else ():
+                if "keyed" in self.saved_kinds.get(nid, {}).values():
+                    needed.add(nid)
         return {nid for nid in needed if nid not in reader.nodes and nid not in plan.removed}
 
     def _removals(self, plan: _Plan) -> set[str]:
@@ -588,7 +610,7 @@ class SnapshotTaker:
         for sid in set(reader.storages) | moved:
             self._refresh_storage(sid, reader, delta)
         self._refresh_variables(touched_names, delta)
-        self._recheck = {self.keyed_owner[t] for t in reader.keyed_ids if t in self.keyed_owner}
+        self._recheck = set(reader.keyed_ids)
         return _clean(delta)
 
     def _rekey_edges(self, reader: Reader, plan: _Plan) -> None:
@@ -798,7 +820,7 @@ class SnapshotTaker:
         self.node_keys = {nid: reader.node_keys.get(nid, self.node_keys.get(nid)) for nid in self.nodes}
         self.saved_kinds = {nid: reader.saved_kinds.get(nid, {}) for nid in self.nodes}
         self._rebuild()
-        self._recheck = {self.keyed_owner[t] for t in reader.keyed_ids if t in self.keyed_owner}
+        self._recheck = set(reader.keyed_ids)
         return _clean(delta)
 
     def _rebuild(self) -> None:

@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from app.bench.snippets import KEPT_IN, SAVES_OUTPUT, kept_graphs
 from app.engine import EngineLimits, trace_delta
 from app.schema import DeltaTrace
 from app.trace.delta import expand
@@ -279,6 +280,16 @@ y = grow(x, 3)
 }
 
 
+# Kept graphs of ops that save their own output (a fresh object at every access, matched to its twin
+# or given an id of its own), with and without a backward pass, in each container and loop form.
+_KEPT = [(op, backward) for op in SAVES_OUTPUT for backward in (False, True)]
+for _index, (_op, _backward) in enumerate(_KEPT):
+    _keep = list(KEPT_IN)[_index % len(KEPT_IN)]
+    _loop = ("for", "while")[_index // 2 % 2]
+    SCENARIOS[f"kept {_op} graphs ({_keep}, {_loop} loop{', backward' if _backward else ''})"] = \
+        kept_graphs(_op, 3, _keep, _loop, _backward)
+
+
 def _both(source: str) -> tuple[dict, dict]:
     """The same run read both ways (memory torch never initialised masked, as in the golden test)."""
     def read(full: bool) -> dict:
@@ -336,6 +347,8 @@ OPS = [
     "{b}.sum().backward() if {b}.requires_grad and {b}.grad_fn is not None else None",
     "{a} = {b}.sigmoid()",
     "{a} = {b}.exp()",
+    "{a} = {b}.tanh() * {c}",  # a saved output, saved again as mul's input
+    "{a} = F.softmax({b}, dim=0)",
     "{b}.requires_grad_() if {b}.is_leaf and not {b}.requires_grad else None",
     "{b}.grad = None",
 ]
