@@ -134,4 +134,6 @@ async def healthz(request: Request) -> JSONResponse:
     # The shared parts never decide "ok": a replica that lost Redis still serves (app.web.rate), and
     # a load balancer that took every replica out over it would turn a Redis outage into a site one.
     health["rate"] = await run_in_threadpool(state.rate_limiter.health)
+    # How busy this replica is: runs holding a slot and requests waiting for one (app.sandbox.admission).
+    health["admission"] = {"running": state.admission.running, "queued": state.admission.queued}
     return JSONResponse(health, status_code=200 if health["ok"] else 503)

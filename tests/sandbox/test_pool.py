@@ -123,23 +123,35 @@ def test_limits_come_from_the_environment(tight_server: Server) -> None:
     assert_benign(tight_server)
 
 
+def _admission_reaches(server: Server, running: int, queued: int, timeout: float = 60) -> None:
+    """Wait until the server says it holds ``running`` runs and ``queued`` waiters (a loaded machine
+    may take long to get a request there: no fixed sleep is long enough)."""
+    deadline = time.monotonic() + timeout
+    while (admission := server.health().json()["admission"]) != {"running": running, "queued": queued}:
+        assert time.monotonic() < deadline, admission
+        time.sleep(0.05)
+
+
 def test_beyond_the_queue_answers_503_at_once(tight_server: Server) -> None:
     """One run at once and one waiting: a third request is refused immediately, not piled up."""
     url = f"http://127.0.0.1:{tight_server.port}/api/run"
     results: dict[str, httpx.Response] = {}
+    finished: list[str] = []
 
     def post(name: str) -> None:
-        results[name] = httpx.post(url, json={"code": SPIN}, timeout=30)
+        results[name] = httpx.post(url, json={"code": SPIN}, timeout=60)
+        finished.append(name)
 
     first = threading.Thread(target=post, args=("running",))
     first.start()
-    time.sleep(0.3)
+    _admission_reaches(tight_server, running=1, queued=0)
     second = threading.Thread(target=post, args=("queued",))
     second.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    refused = httpx.post(url, json={"code": "x = 1"}, timeout=30)
-    assert time.monotonic() - started < 3.0  # refused at once, not after the 10 s queue wait
+    _admission_reaches(tight_server, running=1, queued=1)
+    refused = httpx.post(url, json={"code": "x = 1"}, timeout=60)
+    # refused at once, not after a wait in the queue: the one queued before it is still waiting or
+    # running its 2 s (a third that waited would be answered after it)
+    assert "queued" not in finished
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
     assert "busy" in refused.json()["error"]["message"]
     first.join()
