@@ -47,3 +47,18 @@ def test_a_run_stopped_by_its_limit_keeps_the_steps_it_streamed(pool: ForkServer
     assert result.truncated or result.error is not None
     streamed = [step for steps in arrivals for step in steps]
     assert streamed and len(streamed) == len(result.steps)
+
+
+def test_a_run_the_server_must_end_keeps_the_steps_it_streamed(pool: ForkServerPool) -> None:
+    """A snippet stuck in one long native call cannot hear its own alarm, so the child never answers:
+    the server's deadline (or the kernel's CPU kill) ends it. The steps that reached the server
+    before are the run up to there, and are kept (``AnswerReader.kept``)."""
+    arrivals: list[list] = []
+    code = ("for i in range(3000):\n    x = i\n"  # steps for well over a flush interval first
+            "a = torch.randn(2000, 2000)\nb = torch.linalg.matrix_power(a, 2 ** 30)\n")  # ~1 TFLOP, one call
+    result = pool.run_blocking(code, arrivals.append)
+    streamed = [step for steps in arrivals for step in steps]
+    assert result.error is not None and result.error.kind == "timeout", result.error
+    assert result.error.code in ("timeout.wall_shown", "timeout.cpu_shown"), result.error
+    assert result.truncated and streamed and len(streamed) == len(result.steps)
+    assert all(a is b for a, b in zip(streamed, result.steps, strict=True))
