@@ -17,7 +17,7 @@ from app.sandbox.admission import Admission
 from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
 from app.shortlinks import open_store
-from app.web import api, embed, links, locale, pages, render_svg
+from app.web import api, download, embed, links, locale, pages, render_svg
 from app.web.after import AfterAnswer
 from app.web.clients import trusted_networks
 from app.web.framing import FramingPolicy
@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.include_router(links.router)
     app.include_router(embed.router)
     app.include_router(render_svg.router)
+    app.include_router(download.router)
     app.include_router(locale.router)
     app.include_router(pages.router)  # before /static: it serves /static/vendor/htmx.min.js
     app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")

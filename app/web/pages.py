@@ -33,7 +33,7 @@ from app.templating import GRAPH_VENDOR, fragment_context, render, run_context
 from app.templating import templates as templates
 from app.templating import tojson as tojson
 from app.web.gates import Refusal, finish, run_gated, run_gated_all, run_gated_streamed, take_token
-from app.web.permalink import PermalinkError, decode_code, decode_pair
+from app.web.permalink import PermalinkError, decode_code, decode_pair, encode_code
 from app.web.streamed import Streamed
 
 T = TypeVar("T")
@@ -80,7 +80,8 @@ class StreamedRunContext:
     def finish(self, result: DeltaTrace) -> dict[str, Any]:
         self.analysis.bind(result)
         view = self.build.finish(result, self.code, self.step, self.limits)
-        return fragment_context(view, result, self.code, self.analysis)
+        context = fragment_context(view, result, self.code, self.analysis)
+        return {**context, "download": download_href(self.code)}
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
@@ -117,6 +118,11 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
             return ran
         result = ran.as_result()
     return await finish(request, work, lambda r, note: work(partial_result(r, note)), result)
+
+
+def download_href(code: str) -> str:
+    """The Download button's link for a run of ``code`` (``app.web.download``)."""
+    return "/download.html?" + urlencode({"code": encode_code(code)})
 
 
 def partial_result(result: DeltaTrace, note: Message) -> DeltaTrace:
@@ -167,7 +173,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
     limits = run_limits(settings)
 
     def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **run_context(result, code, step, limits))
+        return render("_run.html", **run_context(result, code, step, limits), download=download_href(code))
 
     def streamed() -> Streamed[str]:
         return Streamed(lambda: Drawn.run(code, step, limits), draw)
