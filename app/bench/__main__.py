@@ -12,7 +12,8 @@ import sys
 from app.bench import Row, render
 
 # Order is the order they run in.
-BENCHMARKS = ["engine", "http", "stepping", "analysis", "graph", "soak", "scale", "compare", "embed_scroll"]
+BENCHMARKS = ["engine", "http", "stepping", "analysis", "graph", "soak", "scale", "compare", "embed_scroll",
+              "library"]
 
 
 def _load(name: str):  # noqa: ANN202 - a module
