@@ -133,11 +133,16 @@ def _graph_of(trace) -> tuple[list[tuple[str, float, float]], list[tuple[str, st
 def _dot(boxes, edges):  # noqa: ANN001, ANN202
     from app.render import layout as engine
 
-    cap, engine.DOT_MAX = engine.DOT_MAX, 10**9  # dot itself on every component, however large
+    # dot itself on every component, however large (none of the server's bounds or fuel ceilings)
+    lifted = {"DOT_MAX": 10**9, "MAX_EDGES": 10**9, "MAX_CROSSED": 10**9, "MAX_RANK": 10**9,
+              "CALL_FUEL": 10**15}
+    saved = {name: getattr(engine, name) for name in lifted}
+    vars(engine).update(lifted)
     try:
-        placed = engine.lay_out([engine.Box(k, w, h, 0, 0) for k, w, h in boxes], edges)
+        placed = engine.lay_out([engine.Box(k, w, h, 0, 0) for k, w, h in boxes], edges,
+                                engine.LayoutCache(fuel_left=10**15))
     finally:
-        engine.DOT_MAX = cap
+        vars(engine).update(saved)
     return placed.centres, placed.routes
 
 
