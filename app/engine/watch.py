@@ -3,9 +3,11 @@
 Tensors change in three ways, and each is seen here:
 
 * a torch function or method that writes its arguments (``add_``, ``x[0] = 1``, ``x.grad = g``,
-  ``x.data = y``, ``requires_grad_()``, ``out=``, ``inplace=True``): a ``TorchFunctionMode`` sees every
-  such call from Python, with its arguments — of a built-in one, only those its ATen schema says it
-  writes (``self``, ``out=``), where it says so. Calls that only read are let through untouched.
+  ``x.data = y``, ``requires_grad_()``, ``out=``, ``bn(x)``'s running statistics): a
+  ``TorchFunctionMode`` sees every such call from Python, with its arguments, and
+  ``app.engine.writes`` says which of them it writes — by the op's schema, the writes schemas leave
+  out, and the versions that moved across a call whose insides run unseen. Calls that only read are
+  let through untouched.
 * ``backward()`` / ``torch.autograd.grad``: the engine writes ``.grad`` and frees saved tensors in C++;
   the call of ``torch.autograd.graph._engine_run_backward`` is seen by the tracer, and everything
   reachable from its roots is marked.
@@ -18,27 +20,16 @@ that may make them asks for a whole snapshot (``Touches.whole``).
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
-import types
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from app.engine.ids import tensor_pointer
+from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of, tensors_in, versions_of
 
-IN_PLACE_DUNDERS = frozenset({
-    "__setitem__", "__delitem__", "__set__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
-    "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__",
-    "__irshift__", "__imatmul__",
-})
-# Methods that change what the trace shows of a tensor without an underscore in their name.
-MUTATING_NAMES = frozenset({"retain_grad", "register_hook", "register_post_accumulate_grad_hook"})
-# Calls that hand the tensor's memory to code that may write it without telling torch.
-EXPOSING_NAMES = frozenset({"untyped_storage", "storage", "numpy", "__dlpack__", "__array__",
-                            "__array_wrap__", "_typed_storage"})
 # Snippet source that may change tensors in ways no torch function call shows.
 # (``.metadata``: a node's metadata dict written, which nothing else sees; app.engine.hooks)
 WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b")
@@ -63,51 +54,12 @@ def call_as_caller(caller: Any, func: Any, args: Any, kwargs: Any) -> Any:
     return slot["__r"]
 
 
-def _kind(func: Any) -> int:
-    """0: only reads; 1: may write its tensor arguments; 2: exposes their memory."""
-    name = getattr(func, "__name__", "")
-    if name in EXPOSING_NAMES:
-        return 2
-    if name in IN_PLACE_DUNDERS or name in MUTATING_NAMES:
-        return 1
-    if name.endswith("_") and not name.endswith("__"):
-        return 1
-    return 0
-
-
-_BUILT_IN = (types.BuiltinFunctionType, types.MethodDescriptorType)
-
-
-@functools.cache  # torch's functions live as long as the process; their schemas never change
-def _writes_first_only(func: Any) -> bool:
-    """True when a built-in torch function or Tensor method writes none of its tensor arguments but
-    its first (``self``) and its ``out=``, by the alias annotations of its ATen schemas
-    (``Tensor(a!)``): ``p.addcdiv_(exp_avg, denom)`` only reads ``exp_avg`` and ``denom``. False
-    where that cannot be known (Python functions, dunders, an op that writes more, no schema)."""
-    name = getattr(func, "__name__", "")
-    if not isinstance(func, _BUILT_IN) or name.startswith("__"):
-        return False
-    written: set[Any] = set()
-    try:  # (asked inside the snippet's own torch call: whatever torch raises here, mark all)
-        packet = getattr(torch.ops.aten, name, None)
-        if not isinstance(packet, torch._ops.OpOverloadPacket):
-            return False
-        for overload in packet.overloads():
-            for index, argument in enumerate(getattr(packet, overload)._schema.arguments):
-                alias = argument.alias_info
-                if alias is not None and alias.is_write:
-                    written.add("out" if argument.kwarg_only and argument.name == "out" else index)
-    except Exception:  # noqa: BLE001
-        return False
-    return bool(written) and written <= {0, "out"}
-
-
 class Touches(TorchFunctionMode):
     """The tensors (and storages) a line's torch calls may have written, by address."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._kinds: dict[Any, int] = {}
+        self._plans: dict[Any, WritePlan] = {}
         self.tensors: set[int] = set()  # addresses of tensor objects
         self.storages: set[int] = set()  # where storages' bytes start (app.engine.ids.tensor_pointer)
         self.exposed: set[int] = set()  # storages whose memory was handed out
@@ -118,18 +70,32 @@ class Touches(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        kind = self._kinds.get(func)
-        if kind is None:
-            kind = self._kinds[func] = _kind(func)
-        if kind or "out" in kwargs or kwargs.get("inplace"):
-            # what it only reads is not marked (nor the storages under it)
-            if kind == 1 and _writes_first_only(func):
-                self._note(args[:1], 1)
-                self._note((kwargs.get("out"),), 1)
-            else:
-                self._note(args, 2 if kind == 2 else 1)
-                self._note(tuple(kwargs.values()), 1)
-        return call_as_caller(sys._getframe(1), func, args, kwargs)
+        plan = self._plans.get(func)
+        if plan is None:
+            plan = self._plans[func] = plan_of(func)
+        if plan.kind == READS:
+            if kwargs:  # ``out=``
+                self._note(tuple(plan.written(args, kwargs)), WRITES)
+            return call_as_caller(sys._getframe(1), func, args, kwargs)
+        if plan.kind == EXPOSES:
+            self._note(args, EXPOSES)
+            self._note(tuple(kwargs.values()), WRITES)
+            return call_as_caller(sys._getframe(1), func, args, kwargs)
+        # what it only reads is not marked (nor the storages under it)
+        self._note(tuple(plan.written(args, kwargs)), WRITES)
+        if not plan.versions:
+            return call_as_caller(sys._getframe(1), func, args, kwargs)
+        tensors = tensors_in(args)
+        if kwargs:
+            tensors += tensors_in(kwargs.values())
+        before = versions_of(tensors)
+        try:
+            return call_as_caller(sys._getframe(1), func, args, kwargs)
+        finally:
+            # what its insides wrote in place moved its version
+            written = moved(tensors, before)
+            if written:
+                self._note(written, WRITES)
 
     def watch_again(self) -> bool:
         """Push this mode again if torch popped it (it does while one of its calls runs — and the
@@ -149,7 +115,7 @@ class Touches(TorchFunctionMode):
                 pointer = tensor_pointer(value)  # never a storage object: see tensor_pointer
                 if pointer:
                     self.storages.add(pointer)
-                    if kind == 2:
+                    if kind == EXPOSES:
                         self.exposed.add(pointer)
             elif isinstance(value, list | tuple):
                 self._note(value, kind)
