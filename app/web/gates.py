@@ -20,7 +20,6 @@ from math import ceil
 from typing import TypeVar
 
 from fastapi import Request
-from fastapi.concurrency import run_in_threadpool
 
 from app.budget import BudgetExceeded
 from app.heap import collect_due, pause_collector
@@ -31,7 +30,7 @@ from app.web.after import after_answer
 from app.web.clients import client_key
 from app.web.limits import SANDBOX_KEY, WORK_KEY
 from app.web.streamed import Streamed
-from app.web.work import budgeted
+from app.web.work import budgeted, in_thread
 
 T = TypeVar("T")
 R = TypeVar("R")  # what the work reads: one run's answer, or a tuple of them
@@ -92,7 +91,7 @@ async def finish(request: Request, work: Callable[[R], T], partial: Callable[[R,
     except Exception:  # noqa: BLE001 - a schema-valid answer whose parts disagree (a forged trace)
         log.exception("server work failed on a validated sandbox answer")  # forged, or a bug: the log
         note = UNUSABLE
-    return await run_in_threadpool(partial, result, note)
+    return await in_thread(partial, result, note)
 
 
 async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T],
@@ -147,10 +146,10 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         try:
             answer = await work
         except BudgetExceeded as error:
-            answer = await run_in_threadpool(partial, result, budget_note(error))
+            answer = await in_thread(partial, result, budget_note(error))
         except Exception:  # noqa: BLE001 - as in ``finish``
             log.exception("server work failed on a validated sandbox answer")
-            answer = await run_in_threadpool(partial, result, UNUSABLE)
+            answer = await in_thread(partial, result, UNUSABLE)
         request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
         sweep.large = _large((result,))
         sweep.held += (result, streamed)

@@ -22,7 +22,7 @@ import ctypes
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
@@ -40,6 +40,28 @@ class HardStop(BaseException):  # noqa: N818
     """Raised into a worker thread whose work overran its budget without checking it."""
 
 
+class Once(Generic[T]):
+    """``fn(*args)``, called once, after which it holds neither. A worker thread keeps the job it ran
+    a moment after it reported the result (anyio's worker drops its job's arguments only after
+    handing the result to the event loop), and the loop, already on with the answer, may meanwhile
+    free what the request made (``app.web.after``): a trace still referenced from there would miss
+    that sweep and the heap trim after it (tests/api/test_trim.py saw it one run in three)."""
+
+    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
+        self._call: tuple[Callable[..., T], tuple[Any, ...]] | None = (fn, args)
+
+    def __call__(self) -> T:
+        assert self._call is not None, "called twice"
+        fn, args = self._call
+        self._call = None
+        return fn(*args)
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread that holds no reference to them once it returned (``Once``)."""
+    return await run_in_threadpool(Once(fn, args))
+
+
 class _Watched:
     """One run of ``fn`` in a worker thread, stoppable from another thread while (and only while) it runs."""
 
@@ -49,13 +71,13 @@ class _Watched:
         self.running = False
         self.sent = False
 
-    def call(self, budget: Budget, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    def call(self, budget: Budget, job: Once[T]) -> T:
         try:
             try:
                 with self.lock:
                     self.ident, self.running = threading.get_ident(), True
                 with use_budget(budget), collector_paused():
-                    return fn(*args)
+                    return job()
             finally:
                 with self.lock:
                     self.running = False  # from here on no HardStop is sent
@@ -99,7 +121,7 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int
     watched = _Watched()
     started = time.monotonic()
     hard_stop_at = started + seconds + HARD_STOP_GRACE
-    task = asyncio.ensure_future(run_in_threadpool(watched.call, budget, fn, args))
+    task = asyncio.ensure_future(run_in_threadpool(watched.call, budget, Once(fn, args)))
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=POLL_SECONDS)
