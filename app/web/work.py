@@ -29,7 +29,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from app.budget import Budget, use_budget
 from app.heap import collector_paused
-from app.web.limits import WORK_KEY
+from app.web.limits import WORK_KEY, BodyTooLarge, BodyTooSlow
 
 T = TypeVar("T")
 POLL_SECONDS = 0.1
@@ -109,6 +109,17 @@ def _set_async_exc(ident: int, exc: type[BaseException]) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
 
 
+async def _client_left(request: Request) -> bool:
+    """Whether the client closed the connection. Asking reads the next message, and for a route that
+    stopped reading a body past its own bound (a form over the code's size) that may be more body:
+    past the server's cap the body limits raise (``app.web.limits``), which says nothing about the
+    client, who is still there sending it — not a failure of the work."""
+    try:
+        return await request.is_disconnected()
+    except (BodyTooLarge, BodyTooSlow):
+        return False
+
+
 async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int = 1,
                    waiting: float = 0.0, timed: bool = True) -> T:
     """``fn(*args)`` in a worker thread under the request's budget (``runs`` runs' worth: a compare
@@ -131,7 +142,7 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int
                 except HardStop:  # arrived on its way out of the thread: the budget ran out all the same
                     raise budget.exceeded() from None
             now = time.monotonic()
-            if not gone.is_set() and await request.is_disconnected():
+            if not gone.is_set() and await _client_left(request):
                 gone.set()
                 hard_stop_at = min(hard_stop_at, now + HARD_STOP_GRACE)
             if now >= hard_stop_at:

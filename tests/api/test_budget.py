@@ -3,6 +3,7 @@ where a client that leaves ends the work, and work that never checks its budget 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import socket
 import threading
@@ -18,6 +19,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
 from app.budget import UNLIMITED, Budget, BudgetExceeded, current_budget, use_budget
+from app.web import work
+from app.web.limits import BodyTooLarge, BodyTooSlow
 from app.web.work import HARD_STOP_GRACE, budgeted
 
 
@@ -151,3 +154,21 @@ def test_a_client_that_leaves_ends_the_work(long_budget: int, checks: int) -> No
         time.sleep(0.05)
     assert name in STOPPED, "the work went on after the client left"
     assert STOPPED[name] - left < HARD_STOP_GRACE + 1.0
+
+
+@pytest.mark.parametrize("limit", [BodyTooLarge(10), BodyTooSlow(1.0)], ids=["too large", "too slow"])
+def test_more_body_past_the_cap_is_not_a_client_that_left(limit: Exception) -> None:
+    """A route that stopped reading a body past its own bound (a form over the code's size) and polls
+    for the client meanwhile reads more body: the body limits then raise, yet the client is there,
+    and the work on the route's answer goes on (it was answered 'unusable' when the poll came
+    before the work ended, on a loaded machine)."""
+    async def receive() -> dict:
+        raise limit
+
+    request = Request({"type": "http", "method": "POST", "path": "/run", "headers": []}, receive)
+    assert asyncio.run(work._client_left(request)) is False
+
+    async def gone() -> dict:
+        return {"type": "http.disconnect"}
+
+    assert asyncio.run(work._client_left(Request(request.scope, gone))) is True
