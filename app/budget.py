@@ -38,6 +38,17 @@ class Budget:
         self._deadline = time.monotonic() + seconds if math.isfinite(seconds) else math.inf
         self._cancelled = cancelled
 
+    @property
+    def deadline(self) -> float:
+        """When it ends (``time.monotonic()``), unless cancelled before."""
+        return self._deadline
+
+    def shorten(self, seconds: float) -> None:
+        """End it ``seconds`` from now, if that is sooner; the reason it gives then quotes ``seconds``."""
+        deadline = time.monotonic() + seconds
+        if deadline < self._deadline:
+            self._deadline, self.seconds = deadline, seconds
+
     def check(self) -> None:
         """Raise ``BudgetExceeded`` when the time is up or the client left; cheap enough for loops."""
         if self.expired:

@@ -30,7 +30,7 @@ from app.web.after import after_answer
 from app.web.clients import client_key
 from app.web.limits import SANDBOX_KEY, WORK_KEY
 from app.web.streamed import Streamed
-from app.web.work import budgeted, in_thread
+from app.web.work import budgeted, in_thread, work_budget
 
 T = TypeVar("T")
 R = TypeVar("R")  # what the work reads: one run's answer, or a tuple of them
@@ -123,15 +123,16 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
                              partial: Callable[[DeltaTrace, Message], T]) -> T | Refusal:
     """``run_gated``, with the work started before the run: it takes the steps as the sandbox streams
     them (``app.web.streamed``), so most of it is done when the run ends. Its budget runs from its
-    start, so it holds the run's wall time (and grace) more than a run's budget; ``Server-Timing``'s
-    work is what it took after the run."""
+    start, so it holds the run's wall time (and grace) more than a run's budget; once the run has
+    ended it has a run's budget left at most, as if it started then (on a loaded machine the steps
+    may be fed well after the run made them). ``Server-Timing``'s work is what it took after the run."""
     async with _slot(request, 1) as (refusal, sweep):
         if refusal is not None:
             return refusal
         state = request.app.state
         started = time.monotonic()
-        waiting = float(state.settings.wall_seconds) + RUN_GRACE_SECONDS
-        work = asyncio.ensure_future(budgeted(request, streamed.consume, waiting=waiting, timed=False))
+        budget = work_budget(request, waiting=float(state.settings.wall_seconds) + RUN_GRACE_SECONDS)
+        work = asyncio.ensure_future(budgeted(request, streamed.consume, budget=budget, timed=False))
         try:
             result = await state.runner.run(code, streamed.feed.put)
         except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
@@ -141,6 +142,7 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
                 await work
             raise
         streamed.feed.settle(result)
+        budget.shorten(float(state.settings.server_seconds))
         ran = time.monotonic()
         request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
         try:

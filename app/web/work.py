@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -120,18 +121,32 @@ async def _client_left(request: Request) -> bool:
         return False
 
 
+class WorkBudget(Budget):
+    """A request's budget for its server work, ended early when the client leaves (``budgeted``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.gone = threading.Event()
+        super().__init__(seconds, self.gone.is_set)
+
+
+def work_budget(request: Request, runs: int = 1, waiting: float = 0.0) -> WorkBudget:
+    """``runs`` runs' worth of the server's work budget (a compare draws two); ``waiting``: seconds
+    more, for work that starts before the run it reads and waits for its steps (``app.web.streamed``:
+    once the run has ended, the caller shortens it to a run's worth)."""
+    return WorkBudget(float(request.app.state.settings.server_seconds) * runs + waiting)
+
+
 async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int = 1,
-                   waiting: float = 0.0, timed: bool = True) -> T:
-    """``fn(*args)`` in a worker thread under the request's budget (``runs`` runs' worth: a compare
-    draws two); raises ``BudgetExceeded``. ``waiting``: seconds more, for work that starts before the
-    run it reads and waits for its steps (``app.web.streamed``); ``timed``: add the seconds to
-    ``Server-Timing``'s work (else the caller says what counts)."""
-    seconds = float(request.app.state.settings.server_seconds) * runs + waiting
-    gone = threading.Event()
-    budget = Budget(seconds, gone.is_set)
+                   budget: WorkBudget | None = None, timed: bool = True) -> T:
+    """``fn(*args)`` in a worker thread under the request's budget (``runs`` runs' worth, or the
+    ``budget`` given); raises ``BudgetExceeded``. ``timed``: add the seconds to ``Server-Timing``'s
+    work (else the caller says what counts). The work is stopped a grace after the budget's deadline,
+    read at every poll: a budget shortened meanwhile stops it sooner."""
+    budget = budget if budget is not None else work_budget(request, runs)
+    gone = budget.gone
     watched = _Watched()
     started = time.monotonic()
-    hard_stop_at = started + seconds + HARD_STOP_GRACE
+    left_at = math.inf  # when the client was seen gone
     task = asyncio.ensure_future(run_in_threadpool(watched.call, budget, Once(fn, args)))
     try:
         while True:
@@ -144,8 +159,8 @@ async def budgeted(request: Request, fn: Callable[..., T], *args: Any, runs: int
             now = time.monotonic()
             if not gone.is_set() and await _client_left(request):
                 gone.set()
-                hard_stop_at = min(hard_stop_at, now + HARD_STOP_GRACE)
-            if now >= hard_stop_at:
+                left_at = now
+            if now >= min(budget.deadline, left_at) + HARD_STOP_GRACE:
                 watched.stop()
     finally:
         # The slot (app.web.gates) is held until the thread is really done: a cancelled request
