@@ -155,6 +155,7 @@ class Reader:
         # "twin" (a fresh copy matched to a live tensor), "keyed" (a fresh copy with its own id)
         self.saved_kinds: dict[str, dict[str, str]] = {}
         self.keyed_ids: set[str] = set()
+        self.keyed_owners: dict[str, str] = {}  # keyed id -> the node that saved it
 
     # ---- ids, in meeting order -------------------------------------------------------------------
     def tensor_id(self, tensor: torch.Tensor) -> str:
@@ -231,6 +232,7 @@ class Reader:
         ids.alias(item.tensor, tid)
         kinds[item.name] = "keyed"
         self.keyed_ids.add(tid)
+        self.keyed_owners[tid] = item.nid
         self.add_tensor(tid, item.tensor)
         item.fact["saved"][item.name] = tid
         return tid

@@ -51,11 +51,15 @@ class _Retry(Exception):  # noqa: N818 - control flow inside this module
     """The incremental step cannot promise the whole snapshot's answer: take a whole one."""
 
 
-def tensor_edges(fact: dict[str, Any], keyed: bool = False) -> tuple[str, ...]:
+def tensor_edges(fact: dict[str, Any], owner: str | None = None) -> tuple[str, ...]:
     """A tensor's hard edges: its grad_fn, .grad and ._base. A saved copy with an id of its own
-    (``keyed``) leaves out its grad_fn: that is its own node (or one the node reaches), and the
-    edge would close a cycle."""
-    grad_fn = None if keyed else fact["grad_fn"]
+    leaves out its grad_fn when that is the node that saved it (``owner``: a saved output), where
+    the edge would close a cycle. Any other grad_fn is an edge like any tensor's: it may be a node
+    no ``next`` edge reaches (nn.GRUCell's MulBackward0 saves a copy whose CloneBackward0 is on no
+    path of the graph), and it is older than the saving node, so it cannot reach back to it."""
+    grad_fn = fact["grad_fn"]
+    if grad_fn is not None and grad_fn == owner:
+        grad_fn = None
     return tuple(x for x in (grad_fn, fact["grad"], fact["base"]) if x is not None)
 
 
@@ -418,8 +422,7 @@ class SnapshotTaker:
         reader = plan.reader
         for _round in range(SETTLE_ROUNDS):
             for tid, fact in reader.tensors.items():
-                keyed = tid in reader.keyed_ids or self._stays_keyed(tid, reader)
-                plan.edges[tid] = tensor_edges(fact, keyed)
+                plan.edges[tid] = tensor_edges(fact, self._owner_at(tid, reader))
             for nid, fact in reader.nodes.items():
                 plan.edges[nid] = node_edges(fact, reader.saved_kinds.get(nid, {}))
             plan.removed = self._removals(plan)
@@ -460,10 +463,14 @@ class SnapshotTaker:
                 found.append((tid, reader.tensors[tid]))
         return found
 
-    def _stays_keyed(self, tid: str, reader: Reader) -> bool:
-        """Was a saved copy with an id of its own, and its node was not read again at this step."""
+    def _owner_at(self, tid: str, reader: Reader) -> str | None:
+        """The node whose saved copy with an id of its own ``tid`` is after this step: keyed at this
+        step, or before it by a node not read again."""
+        owner = reader.keyed_owners.get(tid)
+        if owner is not None:
+            return owner
         owner = self.keyed_owner.get(tid)
-        return owner is not None and owner not in reader.nodes
+        return owner if owner is not None and owner not in reader.nodes else None
 
     def _excluded(self, tid: str, reader: Reader) -> bool:
         """A saved copy with an id of its own is met only after matching, so it is no twin — unless
@@ -617,7 +624,7 @@ class SnapshotTaker:
         """A tensor whose keyed status flipped (its node now finds its object) changes its edges."""
         for tid in self._keyed_flips:
             if tid in self.tensors and tid not in plan.removed:
-                self._reedge(tid, tensor_edges(self.tensors[tid], tid in self.keyed_owner))
+                self._reedge(tid, tensor_edges(self.tensors[tid], self.keyed_owner.get(tid)))
         self._keyed_flips = set()
 
     _keyed_flips: set[str] = set()
@@ -627,7 +634,7 @@ class SnapshotTaker:
         if old == fact:
             return
         delta["tensors"][tid] = fact
-        self._reedge(tid, tensor_edges(fact, tid in self.keyed_owner))
+        self._reedge(tid, tensor_edges(fact, self.keyed_owner.get(tid)))
         old_sid = old["storage"] if old is not None else None
         if old_sid != fact["storage"]:
             if old_sid is not None:
@@ -837,7 +844,7 @@ class SnapshotTaker:
             self._reedge(nid, node_edges(fact, kinds))
             self._index_saved(nid, fact, kinds)
         for tid, fact in self.tensors.items():
-            self._reedge(tid, tensor_edges(fact, tid in self.keyed_owner))
+            self._reedge(tid, tensor_edges(fact, self.keyed_owner.get(tid)))
             if fact["storage"] is not None:
                 self.on_storage[fact["storage"]].add(tid)
         for nid, fact in self.nodes.items():

@@ -290,12 +290,27 @@ for _index, (_op, _backward) in enumerate(_KEPT):
         kept_graphs(_op, 3, _keep, _loop, _backward)
 
 
+# Saved tensors torch allocates and fills only in part (the oneDNN LSTM's workspace): what the rest
+# of their memory holds differs from run to run, in a plain run too.
+WORKSPACES = {("MkldnnRnnLayerBackward0", "result3")}
+
+
+def _mask_workspaces(result: dict) -> dict:
+    for step in result["steps"]:
+        for node in step["nodes"].values():
+            for name, tid in node["saved"].items():
+                if (node["name"], name) in WORKSPACES and tid in step["tensors"]:
+                    step["tensors"][tid]["values"] = step["tensors"][tid]["summary"] = None
+    return result
+
+
 def _both(source: str) -> tuple[dict, dict]:
     """The same run read both ways (memory torch never initialised masked, as in the golden test)."""
     def read(full: bool) -> dict:
         trace = trace_delta(source, EngineLimits(full_snapshots=full))
         # ids by first reach: new objects met in one step may be numbered in another order
-        return canonical(normalised(expand(DeltaTrace.model_validate(trace)).model_dump(), source))
+        v1 = _mask_workspaces(expand(DeltaTrace.model_validate(trace)).model_dump())
+        return canonical(normalised(v1, source))
 
     return read(False), read(True)
 
