@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from app.bench import Row
-from app.bench.engine import CLONE_DETACH
+from app.bench.snippets import CLONE_DETACH
 
 ROOT = Path(__file__).resolve().parents[2]
 WARM_UP_REQUESTS = 20

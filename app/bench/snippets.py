@@ -1,6 +1,16 @@
-"""The scenarios issues 9 and 13 set targets for, shared by the benchmarks that measure them."""
+"""The scenarios issues 9, 13 and 24 set targets for, shared by the benchmarks (and tests) that use them."""
 
 from __future__ import annotations
+
+# The six-line snippet of issue 2, the small request (``app.bench.http``).
+CLONE_DETACH = """\
+x = torch.ones(3, requires_grad=True)
+y = x.clone()
+z = x.detach()
+w = x.clone().detach()
+v = x.detach().clone()
+z.add_(1)
+"""
 
 # A loop that appends a 16-element loss tensor, graph and all, to a list: the leak the explorer exists
 # to show (issue 9), at ``n`` = 100 and 1,000 iterations. ``{op}``: ``sin``, which saves its input.
@@ -26,7 +36,7 @@ SAVES_OUTPUT = {
     "log_softmax": "{x}.log_softmax(0)",
     "sqrt": "({x} * {x} + 1).sqrt()",
     "reciprocal": "({x} * {x} + 1).reciprocal()",
-    "tanh, then saved by mul as its input": "({x}.tanh() * a)",  # a network's activation, then Linear
+    "tanh into mul": "({x}.tanh() * a)",  # a network's activation, then Linear
 }
 
 # Where a loop keeps what it made: (before the loop, in the loop).
@@ -64,6 +74,24 @@ for epoch in range(100):
     loss.backward()
     opt.step()
     losses.append(loss)
+"""
+
+# A small CNN trained on 20 batches of 16 through a DataLoader (issue 24 §7): convolution, batch norm
+# (whose running statistics torch writes without a version bump), pooling, SGD with momentum.
+CNN = """\
+from torch.utils.data import DataLoader, TensorDataset
+images, labels = torch.randn(320, 1, 8, 8), torch.randint(0, 3, (320,))
+loader = DataLoader(TensorDataset(images, labels), batch_size=16, shuffle=True)
+model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+total = 0.0
+for xb, yb in loader:
+    opt.zero_grad()
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    opt.step()
+    total += loss.item()
 """
 
 # A ~400-node graph, then its backward pass (issue 13: the pass adds at most 100 ms); ``{last}`` is

@@ -326,14 +326,12 @@ class ForkServer:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def main(control_fd: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when we stop
-    control = socket.socket(fileno=control_fd)
-    config = json.loads(control.recv(MAX_MESSAGE))
+def prepare() -> int:
+    """Make this process what children are forked from: everything imported, the engine run (lazy
+    initialisation done once, in pages every child shares), one thread, the heap on huge pages and
+    collected. Returns the MiB on huge pages. (``python -m app.bench engine`` forks its fresh children
+    from a process prepared so too: what a run pays for the paths this has not warmed.)"""
     _preload()
-    from app.sandbox import landlock
-
-    server = ForkServer(control, config)
     # Run the engine twice here, before any fork: lazy initialisation (dispatch tables, autograd, the
     # engine's own code paths) then happens once, in pages every child shares, instead of in each
     # child. Measured: torch keeps one thread after this (set_num_threads(1), OMP_NUM_THREADS=1),
@@ -355,6 +353,17 @@ def main(control_fd: int) -> None:
     # Full collections do not happen in a child anyway: the import made the long-lived generation
     # so large that a run never allocates the quarter of it that would trigger one.
     gc.collect()
+    return huge
+
+
+def main(control_fd: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when we stop
+    control = socket.socket(fileno=control_fd)
+    config = json.loads(control.recv(MAX_MESSAGE))
+    huge = prepare()
+    from app.sandbox import landlock
+
+    server = ForkServer(control, config)
     try:
         server.send(
             {

@@ -7,17 +7,35 @@ import pytest
 import app.bench.__main__ as bench_main
 import app.bench.engine as engine_bench
 from app.bench import Row, render
+from app.bench.snippets import SAVES_OUTPUT
 
 
 def test_the_engine_benchmark_measures_both_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine_bench, "SMALL_RUNS", 3)
     monkeypatch.setattr(engine_bench, "LOOP_RUNS", 1)
+    monkeypatch.setattr(engine_bench, "REAL_SIZE_RUNS", 1)
+    # the real-size rows on the small CNN alone (the fresh child too), without a server; the growth
+    # rows on short loops
+    cnn = next(s for s in engine_bench.MODEL_SIZE if s.name.startswith("small CNN"))
+    monkeypatch.setattr(engine_bench, "MODEL_SIZE", [cnn])
+    monkeypatch.setattr(engine_bench, "FRESH_RUNS", 1)
+    monkeypatch.setattr(engine_bench, "API_RUNS", 0)
+    monkeypatch.setattr(engine_bench, "KEPT_SMALL", 3)
+    monkeypatch.setattr(engine_bench, "KEPT_LARGE", 6)
     rows = engine_bench.run()
     metrics = {(row.case.split(",")[0], row.metric): row for row in rows}
     assert metrics[("clone/detach", "median")].target == 5.0
     assert metrics[("MLP training loop", "median")].target == 500.0
     assert metrics[("MLP training loop", "JSON size")].value > 0
     assert "505 steps" in metrics[("MLP training loop", "median")].case
+    assert metrics[("small CNN", "CPU")].target == 130.0
+    assert metrics[("small CNN", "plain run CPU")].value > 0
+    engine_cpu, plain = metrics[("small CNN", "CPU")].value, metrics[("small CNN", "plain run CPU")].value
+    assert metrics[("small CNN", "engine / plain")].value == pytest.approx(engine_cpu / plain)
+    assert metrics[("small CNN", "fresh child CPU (median of 1)")].value > 0
+    assert not any("/api/run" in row.metric for row in rows)
+    growth = [row for row in rows if row.case.startswith("kept ") and row.target is not None]
+    assert len(growth) == 2 * len(SAVES_OUTPUT) + 5  # every op, with and without backward; relu's forms
     table = render(rows)
     assert "clone/detach" in table and "MLP training loop" in table
 
