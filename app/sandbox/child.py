@@ -128,10 +128,10 @@ def _silence_stops() -> None:
         signal.signal(number, signal.SIG_IGN)
 
 
-def warm_up(source: str = WARM_UP) -> None:
+def warm_up(source: str = WARM_UP, max_steps: int = 50) -> None:
     """Fault in the code and data pages a run touches, so the request path pays none of it."""
     policy.check(source)
-    trace_snippet(source, EngineLimits(max_steps=50, max_stdout=4096))
+    trace_snippet(source, EngineLimits(max_steps=max_steps, max_stdout=4096))
 
 
 def _error(kind: str, error_type: str, message: str, line: int | None = None) -> dict:

@@ -161,6 +161,48 @@ out, tangent = jvp(torch.sin, (torch.ones(2),), (torch.ones(2),))
 """
 
 
+# The layers, losses and optimizers real training code runs (convolution, batch norm, pooling, a
+# DataLoader, recurrent layers with carried state, attention, embeddings, Adam/AdamW/SGD with momentum,
+# gradient clipping, a scheduler): their first call pays for torch's and the engine's lazy set-up
+# (kernel choices, per-type caches). Paid here, once, not by every child that runs such code.
+MODEL_WARM_UP = """\
+from torch.utils.data import DataLoader, TensorDataset
+images, labels = torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))
+loader = DataLoader(TensorDataset(images, labels), batch_size=4, shuffle=True)
+cnn = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.ReLU(), nn.MaxPool2d(2),
+                    nn.Flatten(), nn.Dropout(0.1), nn.Linear(18, 3))
+opt = torch.optim.SGD(cnn.parameters(), lr=0.1, momentum=0.9)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+for xb, yb in loader:
+    opt.zero_grad()
+    loss = F.cross_entropy(cnn(xb), yb)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(cnn.parameters(), 1.0)
+    opt.step()
+    sched.step()
+cnn.eval()
+with torch.no_grad():
+    cnn(images)
+lstm, gru = nn.LSTM(3, 4, batch_first=True), nn.GRU(3, 4)
+emb, norm = nn.Embedding(5, 3), nn.LayerNorm(3)
+attention = nn.MultiheadAttention(4, 2, batch_first=True)
+head = nn.Sequential(nn.Linear(4, 4), nn.GELU(), nn.Tanh(), nn.Sigmoid())
+params = [*lstm.parameters(), *gru.parameters(), *emb.parameters(), *norm.parameters(),
+          *attention.parameters(), *head.parameters()]
+for make in (torch.optim.Adam, torch.optim.AdamW):
+    opt = make(params, lr=0.01)
+    x = norm(emb(torch.tensor([[1, 2, 3]])))
+    out, state = lstm(x)
+    out, state = lstm(x, tuple(s.detach() for s in state))
+    seq, h = gru(x.transpose(0, 1))
+    mixed, weights = attention(out, out, out)
+    loss = head(mixed).softmax(-1).sum() + F.mse_loss(seq, torch.zeros_like(seq)) + h.exp().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
 def _keep_sources() -> None:
     """Mark the source lines ``linecache`` holds as not backed by a file (mtime None): a child's
     ``inspect.getsource`` then uses them instead of statting files it may not reach."""
@@ -344,6 +386,7 @@ def prepare() -> int:
     # standard library's source (enum.py): a child may not be able to (another uid under /root, or
     # Landlock). Do it here, once, and keep every source read so far for the children.
     warm_up(FORWARD_AD_WARM_UP)
+    warm_up(MODEL_WARM_UP, max_steps=1000)
     _keep_sources()
     if _threads() != 1:
         raise RuntimeError("torch started threads during the warm-up; forking would not be safe")
