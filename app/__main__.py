@@ -30,10 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--step", type=int, default=None,
                         help="the step an .svg draws (1, 2, …; default: the last)")
     render.add_argument("--lang", default="en", help="the language of the views: en (default) or zh-CN")
+    render.add_argument("--cuda-on-cpu", action="store_true",
+                        help="run code written for a GPU (.cuda(), device='cuda') on the CPU, shown as cuda")
     args = parser.parse_args(argv)
 
     if args.command == "render":
-        return _render(args.file, args.output, args.step, args.lang)
+        return _render(args.file, args.output, args.step, args.lang, args.cuda_on_cpu)
 
     if args.command == "serve":
         import uvicorn
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result["ok"] else 1
 
 
-def _render(file: str, output: str, step: int | None, lang: str) -> int:
+def _render(file: str, output: str, step: int | None, lang: str, cuda_on_cpu: bool = False) -> int:
     from pathlib import Path
 
     from app.local import run_here
@@ -78,7 +80,7 @@ def _render(file: str, output: str, step: int | None, lang: str) -> int:
               file=sys.stderr)
         return 2
     source = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    ran = run_here(source)
+    ran = run_here(source, cuda_on_cpu=cuda_on_cpu)
     report = Report(ran.trace, source, ran.limits, "stdin" if file == "-" else Path(file).name, ran.measured,
                     lang)
     text = report.svg(None if step is None else step - 1) if kind == "svg" else report.as_format(kind)

@@ -22,7 +22,7 @@ import random
 import signal
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import FrameType
 from typing import Any
 
@@ -52,12 +52,20 @@ class LocalRun:
     measured: tuple[int, ...] | None = None
 
 
-def run_here(code: str, limits: RunLimits | None = None, namespace: dict[str, Any] | None = None) -> LocalRun:
+def run_here(code: str, limits: RunLimits | None = None, namespace: dict[str, Any] | None = None,
+             cuda_on_cpu: bool = False) -> LocalRun:
     """Trace ``code`` in this process. ``namespace``: the dict it runs in (a notebook cell's
-    variables); by default a fresh one, emptied when the run ends."""
+    variables); by default a fresh one, emptied when the run ends. ``cuda_on_cpu``: code written for a
+    GPU runs on the CPU, shown as what it asked for (the engine's option, as the server's API has it)."""
     limits = limits or RunLimits()
-    engine = EngineLimits(max_steps=limits.max_steps, max_stdout=limits.max_stdout_bytes)
-    cuda = _CudaReadings()
+    options: dict[str, Any] = {"max_steps": limits.max_steps, "max_stdout": limits.max_stdout_bytes}
+    if cuda_on_cpu:
+        if "cuda_on_cpu" not in {f.name for f in fields(EngineLimits)}:
+            raise NotImplementedError("this version's engine cannot run CUDA code on the CPU")
+        options["cuda_on_cpu"] = True
+    engine = EngineLimits(**options)
+    # a simulated device's memory_allocated() is the model's, not a measurement: none is read then
+    cuda = _CudaReadings(enabled=not cuda_on_cpu)
     with _caller_generators(), _wall_limit(limits.wall_seconds) as stopped:
         raw = trace_delta(code, engine, after_step=cuda.after_step, namespace=namespace)
     if stopped() and raw.get("error") and raw["error"]["type"] == WallTimeReached.__name__:
@@ -89,11 +97,12 @@ class _CudaReadings:
     """``torch.cuda.memory_allocated()`` after each step, once the snippet has used CUDA (never
     initialising CUDA itself: on a machine without one, nothing is read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.values: list[int | None] = []
 
     def after_step(self, steps: list[dict[str, Any]]) -> None:
-        value = torch.cuda.memory_allocated() if torch.cuda.is_initialized() else None
+        value = torch.cuda.memory_allocated() if self.enabled and torch.cuda.is_initialized() else None
         self.values.extend([None] * (len(steps) - 1 - len(self.values)))
         self.values.append(value)
 

@@ -119,8 +119,9 @@ class Run:
 
 def trace(code: str, *, cuda_on_cpu: bool = False, limits: RunLimits | None = None, title: str = "",
           lang: str = "en") -> Run:
-    """Run ``code`` here, traced, and return the run. ``limits``: the server's by default;
-    ``lang``: the views' language (``en``, ``zh-CN``)."""
+    """Run ``code`` here, traced, and return the run. ``cuda_on_cpu``: code written for a GPU
+    (``.cuda()``, ``.to("cuda")``, ``device="cuda"``) runs on the CPU, shown as what it asked for;
+    ``limits``: the server's by default; ``lang``: the views' language (``en``, ``zh-CN``)."""
     return Run(_run(code, cuda_on_cpu, limits, None), title, lang)
 
 
@@ -137,9 +138,7 @@ def show(code: str, **options: Any) -> None:
 
 def _run(code: str, cuda_on_cpu: bool, limits: RunLimits | None,
          namespace: dict[str, Any] | None) -> LocalRun:
-    if cuda_on_cpu:
-        raise NotImplementedError("cuda_on_cpu is not available in this version yet")
-    return run_here(code, limits, namespace)
+    return run_here(code, limits, namespace, cuda_on_cpu)
 
 
 def load_ipython_extension(ipython: Any) -> None:

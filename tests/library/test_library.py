@@ -115,3 +115,25 @@ def test_the_runs_json_round_trips() -> None:
     run = ax.trace("x = torch.arange(4.).view(2, 2)")
     data = json.loads(run.to_json())
     assert data["format"] == "delta" and data["ok"] is True and len(data["memory"]) == len(data["steps"]) == 1
+
+
+def test_gpu_code_runs_on_the_cpu_when_asked() -> None:
+    """The article's GPU loop pasted unchanged (``cuda_on_cpu``: the engine's option)."""
+    from dataclasses import fields
+
+    if "cuda_on_cpu" not in {f.name for f in fields(EngineLimits)}:
+        with pytest.raises(NotImplementedError):
+            ax.trace("x = torch.ones(2).cuda()", cuda_on_cpu=True)
+        pytest.skip("the engine has no cuda_on_cpu option yet")
+    code = ("device = torch.device('cuda')\n"
+            "w = torch.randn(4, requires_grad=True, device=device)\n"
+            "x = torch.ones(4).to('cuda')\n"
+            "loss = (w * x).sum()\n"
+            "loss.backward()\n")
+    run = ax.trace(code, cuda_on_cpu=True)
+    assert run.ok, run.trace.error
+    last = run.trace.steps[-1]
+    devices = {fact.device for step in run.trace.steps for fact in step.tensors.values()}
+    assert devices and all(d.startswith("cuda") for d in devices), devices
+    assert run.measured is None  # a simulated device measures nothing
+    assert last.line == 5
