@@ -175,3 +175,19 @@ def test_its_lines_on_the_memory_chart_and_its_row_in_the_facts() -> None:
     assert ["on a GPU", f"a {round_size(1_200_000) / MiB:.1f} MiB block (a model of the CUDA caching "
             "allocator)"] in facts
     assert 'data-testid="legend-gpu"' in html
+
+
+def test_a_measured_device_is_said_beside_the_model() -> None:
+    """On a real CUDA device (the library entry), torch.cuda.memory_allocated() after each step
+    travels beside the model's figures to the readout (no GPU here: the readings are given)."""
+    from app.diagnostics import analysis
+    from app.diagnostics.view import timeline_view
+
+    code = "x = torch.zeros(1)\ny = torch.zeros(300_000)\n"
+    trace = DeltaTrace.model_validate(trace_delta(code, EngineLimits()))
+    _, memory = analysis(trace, code)
+    gpu = _points(code)
+    view = timeline_view(memory, 0, gpu=gpu, measured=[512, 1_200_640])
+    assert [p[4:] for p in view.points] == [[512, 2 * MiB, 512],
+                                            [512 + round_size(1_200_000), 22 * MiB, 1_200_640]]
+    assert timeline_view(memory, 0, gpu=gpu, measured=[1]).points[0][4:] == [512, 2 * MiB]  # not per step
