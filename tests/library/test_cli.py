@@ -79,6 +79,11 @@ def test_the_command_line_itself(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Autograd Explorer · leak.py · 8 steps · finished\n")
     assert "xs[2] = float32[2] · grad_fn MulBackward0" in done.stdout
-    wrong = subprocess.run([sys.executable, "-m", "app", "render", str(source), "-o", "out.png"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert wrong.returncode == 2 and "name it .html, .svg or .txt" in wrong.stderr
+
+
+def test_an_output_of_no_known_format_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "x.py"
+    source.write_text("x = torch.ones(2)\n")
+    assert main(["render", str(source), "-o", str(tmp_path / "out.png")]) == 2
+    assert "name it .html, .svg or .txt" in capsys.readouterr().err
+    assert not (tmp_path / "out.png").exists()
