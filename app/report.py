@@ -8,7 +8,6 @@ and diagnostics as the playground, built once (one replay) and only when first a
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
 
 import orjson
 
@@ -16,6 +15,7 @@ from app import i18n
 from app.diagnostics import Analysis, analyze
 from app.render import build_explorer
 from app.render.explorer import ExplorerView
+from app.render.notices import RunLimits
 from app.render.svg import render_svg
 from app.schema import DeltaTrace, Diagnostic, MemoryChange
 from app.standalone import iframe, page
@@ -28,7 +28,7 @@ FORMATS = ("html", "svg", "txt", "json")
 class Report:
     """One trace of ``code`` (a validated ``DeltaTrace``), rendered on demand in ``lang``."""
 
-    def __init__(self, trace: DeltaTrace, code: str, limits: Any, title: str = "",
+    def __init__(self, trace: DeltaTrace, code: str, limits: RunLimits, title: str = "",
                  measured: tuple[int, ...] | None = None, lang: str = "en") -> None:
         self.trace, self.code, self.limits, self.title = trace, code, limits, title
         self.measured = measured

@@ -79,8 +79,7 @@ def page(context: dict, title: str, subtitle: str = "") -> str:
     styles, head, views = assets()
     code: str = context["view"].code
     return render("standalone.html", title=title, subtitle=subtitle, lines=code.rstrip("\n").split("\n"),
-                  packed=pack(fragment), styles=styles, head_scripts=head, view_scripts=views,
-                  steps=context["view"].step_count)
+                  packed=pack(fragment), styles=styles, head_scripts=head, view_scripts=views)
 
 
 def standalone_html(result: DeltaTrace, code: str, step: int | None = None, limits: RunLimits | None = None,
