@@ -80,8 +80,7 @@ class StreamedRunContext:
     def finish(self, result: DeltaTrace) -> dict[str, Any]:
         self.analysis.bind(result)
         view = self.build.finish(result, self.code, self.step, self.limits)
-        context = fragment_context(view, result, self.code, self.analysis)
-        return {**context, "download": download_href(self.code)}
+        return playground(fragment_context(view, result, self.code, self.analysis), self.code)
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
@@ -123,6 +122,11 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
 def download_href(code: str) -> str:
     """The Download button's link for a run of ``code`` (``app.web.download``)."""
     return "/download.html?" + urlencode({"code": encode_code(code)})
+
+
+def playground(context: dict[str, Any], code: str) -> dict[str, Any]:
+    """What the playground's fragment adds to a run's context: the Download button's link."""
+    return {**context, "download": download_href(code)}
 
 
 def partial_result(result: DeltaTrace, note: Message) -> DeltaTrace:
@@ -173,7 +177,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
     limits = run_limits(settings)
 
     def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **run_context(result, code, step, limits), download=download_href(code))
+        return render("_run.html", **playground(run_context(result, code, step, limits), code))
 
     def streamed() -> Streamed[str]:
         return Streamed(lambda: Drawn.run(code, step, limits), draw)

@@ -13,7 +13,7 @@ from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Problem
 from app.trace.delta import compress
 from app.web.embed import _embed_drawn, embed_run_context
-from app.web.pages import Drawn, StreamedRunContext, render, run_context
+from app.web.pages import Drawn, StreamedRunContext, playground, render, run_context
 from app.web.streamed import Streamed
 from tests import golden
 
@@ -22,7 +22,7 @@ TRACES = [(g.source, DeltaTrace.model_validate(compress(g.result))) for g in gol
 
 
 def _draw(code: str):
-    return lambda result: render("_run.html", **run_context(result, code, None, LIMITS))
+    return lambda result: render("_run.html", **playground(run_context(result, code, None, LIMITS), code))
 
 
 def _streamed(code: str) -> Streamed[str]:
