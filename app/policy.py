@@ -23,209 +23,30 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.run_errors import TEMPLATES, Param, english
-
-MAX_NODES = 5000
-MAX_DEPTH = 50
-
-ALLOWED_IMPORTS = frozenset(
-    {
-        "torch",
-        "torch.nn",
-        "torch.nn.functional",
-        "torch.nn.init",
-        "torch.autograd",
-        "torch.autograd.graph",
-        "torch.autograd.functional",
-        "torch.optim",
-        "torch.linalg",
-        "torch.fft",
-        "torch.special",
-        "torch.distributions",
-        "torch.func",
-        "torch.random",
-        "torch.types",
-        "torch.autograd.forward_ad",
-        "torch.utils.data",
-        "torch.utils.checkpoint",
-        "torch.nn.utils",
-        "torch.nn.utils.parametrize",
-        "torch.nn.utils.parametrizations",
-        "torch.nn.utils.rnn",
-        "math",
-        "random",
-        "itertools",
-        "collections",
-        "collections.abc",
-        "copy",
-        "dataclasses",
-        "functools",
-        "typing",
-        "numpy",
-    }
+from app.policy_names import (
+    ALLOWED_DUNDER_METHODS,
+    ALLOWED_IMPORTS,
+    ALLOWED_UNDERSCORE_ATTRIBUTES,
+    ALLOWED_UNDERSCORE_NAMES,
+    ALLOWED_UNDERSCORE_PREFIXES,
+    BLOCKED_ATTRIBUTE_PREFIXES,
+    BLOCKED_ATTRIBUTES,
+    BLOCKED_BUILTINS,
+    CLASS_NAME_ATTRIBUTES,
+    MAX_DEPTH,
+    MAX_NODES,
+    NAMED_ATTRIBUTE_BUILTINS,
+    PRELUDE_MODULES,
+    SETTABLE_FLAGS,
+    WALKABLE_MODULES,
 )
-# Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
-# the packages that lead to them. Any other module reached by an attribute path (a module imports
-# ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:
-# such a walk hands out ``attrgetter``/``methodcaller`` and through them everything.
-WALKABLE_MODULES = ALLOWED_IMPORTS | {"torch.utils", "torch.cuda", "torch.distributions.constraints",
-                                      "numpy.linalg", "numpy.random", "numpy.fft"}
-# Modules every snippet starts with (app.engine.run.prelude).
-PRELUDE_MODULES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
-# Builtins that take an attribute name: allowed with a name written in the snippet (checked like
-# ``obj.name``), never with a computed one.
-NAMED_ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
-
-# Builtins that reach outside the snippet, evaluate strings, or walk objects by computed name.
-BLOCKED_BUILTINS = frozenset(
-    {
-        "open",
-        "eval",
-        "exec",
-        "compile",
-        "input",
-        "breakpoint",
-        "help",
-        "globals",
-        "locals",
-        "vars",
-        "__import__",
-        "memoryview",
-        "exit",
-        "quit",
-        "copyright",
-        "credits",
-        "license",
-    }
-)
-
-# Attributes that lead to the OS, to (de)serialization or code generation, or to global state.
-BLOCKED_ATTRIBUTES = frozenset(
-    {
-        "os",
-        "sys",
-        "ctypes",
-        "builtins",
-        "importlib",
-        "glob",
-        "inspect",
-        "platform",
-        "threading",
-        "subprocess",
-        "signal",
-        "shutil",
-        "tempfile",
-        "pickle",
-        "io",
-        "mmap",
-        "socket",
-        "hub",
-        "load",
-        "save",
-        "from_file",
-        "serialization",
-        "compile",
-        "compiler",
-        "jit",
-        "ops",
-        "classes",
-        "library",
-        "package",
-        "export",
-        "fx",
-        "onnx",
-        "multiprocessing",
-        "distributed",
-        "cpp_extension",
-        "collect_env",
-        "backends",
-        "mps",
-        "xpu",
-        "mtia",
-        "accelerator",
-        "profiler",
-        "monitor",
-        "set_num_threads",
-        "set_num_interop_threads",
-        "set_default_device",
-        "format_map",
-        "ctypeslib",
-        "f2py",
-        "fromfile",
-        "tofile",
-        "memmap",
-        "set_default_tensor_type",
-    }
-)
-BLOCKED_ATTRIBUTE_PREFIXES = ("f_", "tb_", "gi_", "cr_", "ag_", "co_")
-
-# Underscore attributes that teaching needs (the explorer shows them).
-ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset({"_version", "_base", "_is_view", "__init__", "__version__"})
-ALLOWED_UNDERSCORE_PREFIXES = ("_saved_",)
-ALLOWED_UNDERSCORE_NAMES = frozenset({"_", "__name__"})
-# Methods a snippet's own class may define.
-ALLOWED_DUNDER_METHODS = frozenset(
-    {
-        "__init__",
-        "__post_init__",
-        "__del__",
-        "__bool__",
-        "__ne__",
-        "__radd__",
-        "__rsub__",
-        "__rmul__",
-        "__rtruediv__",
-        "__rmatmul__",
-        "__floordiv__",
-        "__mod__",
-        "__pow__",
-        "__rpow__",
-        "__pos__",
-        "__abs__",
-        "__invert__",
-        "__and__",
-        "__or__",
-        "__xor__",
-        "__iadd__",
-        "__isub__",
-        "__imul__",
-        "__itruediv__",
-        "__delitem__",
-        "__reversed__",
-        "__index__",
-        "__int__",
-        "__float__",
-        "__format__",
-        "__call__",
-        "__len__",
-        "__getitem__",
-        "__setitem__",
-        "__iter__",
-        "__next__",
-        "__repr__",
-        "__str__",
-        "__eq__",
-        "__lt__",
-        "__le__",
-        "__gt__",
-        "__ge__",
-        "__hash__",
-        "__contains__",
-        "__add__",
-        "__sub__",
-        "__mul__",
-        "__truediv__",
-        "__matmul__",
-        "__neg__",
-        "__enter__",
-        "__exit__",
-    }
-)
+from app.run_errors import TEMPLATES, Param, RefusedType, english
 
 # What to write instead, for the refusals learners meet most: "policy.instead.<name>" in
 # app/run_errors.py (each a whole sentence, so that it translates as one).
 REWRITES = frozenset(code.removeprefix("policy.instead.") for code in TEMPLATES
                      if code.startswith("policy.instead."))
+
 
 
 def _refused(what: str, name: str) -> tuple[str, dict[str, Param]]:
@@ -295,21 +116,51 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _module_attribute(module: str, attr: str) -> str | None:
-    """The name of the module ``module.attr`` is, or None when it is not a module (or unknown).
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Every name the snippet binds somewhere: assigned, a parameter, defined, imported, caught."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound
 
-    Read from the modules already loaded (the fork server preloads every walkable one), through the
-    module's ``__dict__``: nothing runs, no lazy import is triggered.
-    """
+
+_MISSING = object()
+
+
+def _module_member(module: str, attr: str) -> Any:
+    """What ``module.attr`` holds, read from the modules already loaded (the fork server preloads
+    every walkable one) through the module's ``__dict__``: nothing runs, no lazy import is triggered.
+    ``_MISSING`` when that cannot be known."""
     loaded = sys.modules.get(module)
-    value = vars(loaded).get(attr) if loaded is not None else None
+    value = vars(loaded).get(attr, _MISSING) if loaded is not None else _MISSING
+    if value is _MISSING and f"{module}.{attr}" in sys.modules:
+        return sys.modules[f"{module}.{attr}"]
+    return value
+
+
+def _module_attribute(module: str, attr: str) -> str | None:
+    """The name of the module ``module.attr`` is, or None when it is not a module (or unknown)."""
+    value = _module_member(module, attr)
     if isinstance(value, types.ModuleType):
         return value.__name__
-    if value is None and f"{module}.{attr}" in sys.modules:
-        return f"{module}.{attr}"
-    if value is None and loaded is None and f"{module}.{attr}" in WALKABLE_MODULES:
+    if value is _MISSING and module not in sys.modules and f"{module}.{attr}" in WALKABLE_MODULES:
         return f"{module}.{attr}"  # torch not loaded here (tests of the gate alone)
     return None
+
+
+def _is_metaclass(value: Any) -> bool:
+    """A class whose instances are classes: called with (name, bases, namespace) it makes a class
+    with whatever methods the namespace holds (``typing.ABCMeta``, ``autograd.function.FunctionMeta``)."""
+    return isinstance(value, type) and issubclass(value, type)
 
 
 def _format_fields(text: str) -> Iterator[str]:
@@ -324,6 +175,7 @@ def _format_fields(text: str) -> Iterator[str]:
 class _Checker(ast.NodeVisitor):
     def __init__(self, tree: ast.AST) -> None:
         self._parents = {id(c): parent for parent in ast.walk(tree) for c in ast.iter_child_nodes(parent)}
+        self._bound = _bound_names(tree)
         self._class_depth = 0
         self._imported_modules: set[str] = set()
         self._modules: dict[str, str] = dict(PRELUDE_MODULES)  # name -> the module it stands for
@@ -355,7 +207,8 @@ class _Checker(ast.NodeVisitor):
     # -- walks through modules -----------------------------------------------------------------
     def _walk(self, node: ast.AST) -> str | None:
         """The module an attribute path (``torch.nn.functional``, ``getattr(torch, "nn")``) stands for,
-        refusing a step into a module that is not walkable; None once the path leaves modules."""
+        refusing a step into a module that is not walkable, or onto a metaclass; None once the path
+        leaves modules."""
         if isinstance(node, ast.Name):
             if node.id in self._modules:
                 self._walk_roots.add(id(node))
@@ -371,11 +224,13 @@ class _Checker(ast.NodeVisitor):
         if module is None:
             return None
         self._attribute(node, attr, base)  # a blocked name says so first (`torch.os`)
+        shown = _dotted(node) or f"{module}.{attr}"
+        if _is_metaclass(_module_member(module, attr)):
+            raise _Rejected(node, "class", "policy.metaclass", {"what": shown})
         target = _module_attribute(module, attr)
         if target is None:
             return None
         if target not in WALKABLE_MODULES:
-            shown = _dotted(node) or f"{module}.{attr}"
             raise _Rejected(node, "module", "policy.module_attribute",
                             {"what": shown, "target": target, "module": module})
         return target
@@ -386,15 +241,18 @@ class _Checker(ast.NodeVisitor):
                 and isinstance(node.args[1].value, str) and not node.keywords)
 
     # -- names ---------------------------------------------------------------------------------
-    def _name(self, node: ast.AST, name: str) -> None:
-        if name in BLOCKED_BUILTINS:
+    def _name(self, node: ast.AST, name: str, *, builtin: bool = True) -> None:
+        """A name the snippet writes. ``builtin``: it may stand for a builtin here (a keyword
+        argument's name never does)."""
+        if builtin and name in BLOCKED_BUILTINS and name not in self._bound:
             raise _Rejected(node, "builtin", *_refused(name, name))
-        if name in NAMED_ATTRIBUTE_BUILTINS and id(node) not in self._named_calls:
+        if builtin and name in NAMED_ATTRIBUTE_BUILTINS and id(node) not in self._named_calls:
             raise _Rejected(node, "builtin", "policy.named_call", {"name": name})
         if name == "__slots__" and self._class_depth and isinstance(getattr(node, "ctx", None), ast.Store):
             return
         if name.startswith("_") and name not in ALLOWED_UNDERSCORE_NAMES:
-            raise _Rejected(node, "underscore", "policy.underscore_name", {"name": name})
+            raise _Rejected(node, "underscore", "policy.underscore_name",
+                            {"name": name, "suggested": name.strip("_") or "value"})
 
     def visit_Name(self, node: ast.Name) -> None:  # noqa: N802 - ast.NodeVisitor's naming
         self._name(node, node.id)
@@ -408,7 +266,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_keyword(self, node: ast.keyword) -> None:
         if node.arg is not None:
-            self._name(node, node.arg)
+            self._name(node, node.arg, builtin=False)  # F.cross_entropy(input=..., target=...)
         self.generic_visit(node)
 
     def visit_Global(self, node: ast.Global) -> None:  # noqa: N802
@@ -434,8 +292,15 @@ class _Checker(ast.NodeVisitor):
                 root = root.value
             if isinstance(root, ast.Name) and (root.id in self._imported_modules or root.id in self._modules):
                 shown = _dotted(node) or f".{node.attr}"
-                raise _Rejected(node, "monkeypatch", "policy.change_module_attribute", {"what": shown})
+                if not (isinstance(node.ctx, ast.Store) and self._flag(shown) in SETTABLE_FLAGS):
+                    raise _Rejected(node, "monkeypatch", "policy.change_module_attribute", {"what": shown})
         self.generic_visit(node)
+
+    def _flag(self, dotted: str) -> str:
+        """The flag a store names, from its module: ``cudnn.benchmark`` after ``import
+        torch.backends.cudnn as cudnn`` is ``torch.backends.cudnn.benchmark``."""
+        root, _, rest = dotted.partition(".")
+        return f"{self._modules.get(root, root)}.{rest}"
 
     def _inside_walk(self, node: ast.AST) -> bool:
         parent = self._parents.get(id(node))
@@ -448,16 +313,26 @@ class _Checker(ast.NodeVisitor):
         shown = _dotted(node) or f"{_dotted(value) or ''}.{attr}"
         own = isinstance(value, ast.Name) and value.id in ("self", "cls") and not attr.startswith("__")
         if attr.startswith("_") and not own:
+            if attr == "__class__" and self._class_name(node):
+                return
             if not (attr in ALLOWED_UNDERSCORE_ATTRIBUTES or attr.startswith(ALLOWED_UNDERSCORE_PREFIXES)):
-                raise _Rejected(node, "underscore", "policy.underscore_attribute", {"name": shown})
+                code = "policy.class_attribute" if attr == "__class__" else "policy.underscore_attribute"
+                raise _Rejected(node, "underscore", code, {"name": shown})
         elif attr in BLOCKED_ATTRIBUTES or attr.startswith(BLOCKED_ATTRIBUTE_PREFIXES):
             raise _Rejected(node, "attribute", *_refused(shown, attr))
-        elif attr == "format" and isinstance(node, ast.Attribute):
-            self._check_format(node)
+        elif attr == "format":
+            self._check_format(node, value)
 
-    def _check_format(self, node: ast.Attribute) -> None:
-        # "{0.__class__}".format(x) walks attributes by name; allow only literal templates without that.
-        template = node.value
+    def _class_name(self, node: ast.AST) -> bool:
+        """``m.__class__.__name__``: the class only read on the way to its name (a string)."""
+        parent = self._parents.get(id(node))
+        return (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                and isinstance(parent, ast.Attribute) and parent.value is node
+                and parent.attr in CLASS_NAME_ATTRIBUTES and isinstance(parent.ctx, ast.Load))
+
+    def _check_format(self, node: ast.AST, template: ast.AST) -> None:
+        # "{0.__class__}".format(x) walks attributes by name; allow only literal templates whose fields
+        # name no attribute the snippet could not write itself.
         if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
             raise _Rejected(node, "format", "policy.format")
         try:
@@ -465,8 +340,9 @@ class _Checker(ast.NodeVisitor):
         except ValueError:
             return  # str.format will raise the same error when it runs
         for field in fields:
-            if any(part.startswith("_") for part in re.split(r"[.\[\]]", field)):
-                raise _Rejected(node, "underscore", "policy.underscore_format")
+            for part in re.split(r"[.\[\]]", field):
+                if part.startswith(("_", *BLOCKED_ATTRIBUTE_PREFIXES)) or part in BLOCKED_ATTRIBUTES:
+                    raise _Rejected(node, "underscore", "policy.underscore_format")
 
     # -- imports -------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:  # noqa: N802
@@ -488,11 +364,13 @@ class _Checker(ast.NodeVisitor):
             if alias.name == "*":
                 raise _Rejected(node, "import", "policy.star_import", {"module": module})
             self._name(node, alias.name)
-            if alias.name in BLOCKED_ATTRIBUTES:
-                raise _Rejected(node, "attribute", "policy.unavailable", {"what": f"{module}.{alias.name}"})
             full = f"{module}.{alias.name}"
+            if alias.name in BLOCKED_ATTRIBUTES:
+                raise _Rejected(node, "attribute", *_refused(full, alias.name))
             if alias.asname:
                 self._name(node, alias.asname)
+            if _is_metaclass(_module_member(module, alias.name)):
+                raise _Rejected(node, "class", "policy.metaclass", {"what": full})
             target = _module_attribute(module, alias.name)
             if target is not None and target not in WALKABLE_MODULES:
                 raise _Rejected(node, "module", "policy.module_import", {"what": full, "target": target})
@@ -535,9 +413,15 @@ class _Checker(ast.NodeVisitor):
                 module = self._walk(node)
                 if module is not None and not self._inside_walk(node) and not self._aliasing(node):
                     raise _Rejected(node, "module", "policy.module_stored", {"module": module})
-        if isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) > 1:
-            raise _Rejected(node, "builtin", "policy.type_class")
+        if self._calls_type(node) and (len(node.args) != 1 or node.keywords):
+            raise _Rejected(node, "class", "policy.type_class")
+        if self._calls_type(node.func):  # type(nn.Module)("A", (), {...}): a metaclass, called
+            raise _Rejected(node, "class", "policy.type_of_class")
         self.generic_visit(node)
+
+    def _calls_type(self, node: ast.AST) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+                and "type" not in self._bound)
 
     # -- statements the playground does not run ------------------------------------------------
     def _unsupported(self, node: ast.AST, code: str) -> None:
@@ -552,7 +436,7 @@ class _Checker(ast.NodeVisitor):
         self._unsupported(node, "policy.match")
 
 
-# -- the builtins a gated snippet sees (cosmetic third layer: the gate already refused the names) ----
+# -- the builtins a gated snippet sees (a third layer: the gate already refused what it could see) ----
 
 
 def _guarded_import(
@@ -568,7 +452,37 @@ def _guarded_import(
     return builtins.__import__(name, globals, locals, fromlist, level)
 
 
+class _TypeOfOne(builtins.type):
+    """The metaclass of the ``type`` a gated snippet sees: ``type(x)`` answers x's class, as always,
+    but a class is never made from a namespace dict through it — neither ``type(name, bases, dict)``
+    nor a metaclass reached as ``type(SomeClass)`` (the gate cannot see what a call's callee holds:
+    ``t = type(nn.Module); t("A", (), {...})``). ``isinstance(x, type)`` still answers as usual."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) != 1 or kwargs:
+            raise RefusedType("policy.type_class")
+        found = builtins.type(args[0])
+        if issubclass(found, builtins.type):
+            raise RefusedType("policy.type_of_class")
+        return found
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, builtins.type)
+
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        return issubclass(subclass, builtins.type)
+
+
+class _Type(metaclass=_TypeOfOne):
+    pass
+
+
+_Type.__name__ = _Type.__qualname__ = "type"
+_Type.__module__ = "builtins"  # shown as <class 'type'>
+
+
 def safe_builtins() -> dict[str, Any]:
     namespace = {k: v for k, v in vars(builtins).items() if k not in BLOCKED_BUILTINS}
     namespace["__import__"] = _guarded_import
+    namespace["type"] = _Type
     return namespace

@@ -53,6 +53,9 @@ TEMPLATES: dict[str, str] = {
     "runtime.no_shared_memory": N_("{detail}\n(The playground's sandbox has no shared memory: "
                                    "share_memory_() and DataLoader workers cannot work here; use "
                                    "num_workers=0.)"),
+    "runtime.no_cuda": N_("{detail}\n(The playground has no GPU. To run this code anyway, turn on “Run cuda "
+                          "on the CPU” (`\"cuda_on_cpu\": true` in the API): what the code puts on cuda then "
+                          "stays on the CPU, shown as `cuda:0`, simulated.)"),
     "runtime.no_threads": N_("{detail}\n(The playground's sandbox runs a snippet in one process, on one "
                              "thread: no new processes or threads; use num_workers=0.)"),
     "internal.restarted": N_("The sandbox restarted while the snippet ran. Please run it again."),
@@ -107,32 +110,42 @@ TEMPLATES: dict[str, str] = {
     # what a partial answer adds after its note when the run printed something: params["output"]
     "output.run_output": N_(" Output of the run:\n"),
     # the policy gate (app/policy.py): what is refused, said in a few shapes
-    "policy.too_deep_or_large": N_("The snippet is nested too deeply (or is too large) to read."),
-    "policy.too_deep": N_("The snippet is nested too deeply to read."),
+    "policy.too_deep_or_large": N_("The snippet is nested too deeply (or is too large) to read: split it "
+                                   "into smaller functions or steps."),
+    "policy.too_deep": N_("The snippet is nested too deeply to read: split it into smaller functions or "
+                          "steps."),
     "policy.too_long": N_("The snippet is too long for the playground (more than {nodes:,} pieces of "
                           "syntax). Try a shorter example."),
-    "policy.too_deep_levels": N_("The snippet is nested too deeply (more than {depth} levels)."),
+    "policy.too_deep_levels": N_("The snippet is nested too deeply (more than {depth} levels): split it "
+                                 "into smaller functions or steps."),
     "policy.unavailable": N_("`{what}` is not available in the playground: keep what you need in variables "
                              "and build it with torch, numpy or your own functions instead."),
     "policy.module_attribute": N_("`{what}` (the module `{target}`) is not available in the playground: use "
                                   "what `{module}` "
                                   "offers directly, or import one of the modules the playground has."),
-    "policy.module_import": N_("`{what}` (the module `{target}`) is not available in the playground."),
+    "policy.module_import": N_("`{what}` (the module `{target}`) is not available in the playground: "
+                               "import the names you need from one of the modules the playground has."),
     "policy.named_call": N_("`{name}` is only available called with an attribute name written in the "
-                            "snippet: `{name}(obj, \"name\", ...)`."),
+                            "snippet: write `{name}(obj, \"name\", ...)`."),
     "policy.underscore_name": N_("Names starting with `_` (here `{name}`) are not available in the "
-                                 "playground."),
+                                 "playground: give it a name without one, such as `{suggested}`."),
     "policy.underscore_attribute": N_("Attributes starting with `_` (here `{name}`) are not available in the "
-                                      "playground."),
-    "policy.underscore_format": N_("Format fields that reach attributes starting with `_` are not available "
-                                   "in the playground."),
-    "policy.module_passed": N_("The module `{module}` can only be used through its attributes here "
-                               "(`{module}.something`), not passed around or stored."),
+                                      "playground: use the public attributes and methods instead (the "
+                                      "explorer shows `._version`, `._base` and `grad_fn._saved_*` itself, "
+                                      "and a snippet may read them too)."),
+    "policy.class_attribute": N_("`{name}` is not available in the playground: write `type(x)` for the "
+                                 "class, or `x.__class__.__name__` (or `type(x).__name__`) for its name."),
+    "policy.underscore_format": N_("Format fields that reach attributes starting with `_` (or the "
+                                   "playground's refused ones) are not available in the playground: use an "
+                                   "f-string."),
+    "policy.module_passed": N_("The module `{module}` can only be used through its attributes here, not "
+                               "passed around or stored: write `{module}.something` where you need it."),
     "policy.module_stored": N_("The module `{module}` can only be used through its attributes here, not "
-                               "passed around or stored."),
+                               "passed around or stored: write `{module}.something` where you need it."),
     "policy.change_module_attribute": N_("Changing `{what}` is not available in the playground: it belongs "
-                                         "to a module."),
-    "policy.change_module": N_("Changing `{what}` is not available in the playground: it is a module."),
+                                         "to a module. Keep your own value in a variable of the snippet."),
+    "policy.change_module": N_("Changing `{what}` is not available in the playground: it is a module. Keep "
+                               "your own value in a variable of the snippet."),
     "policy.format": N_("`.format` is only available on a string written in the snippet; an f-string works "
                         "too."),
     "policy.relative_import": N_("Relative imports are not available in the playground: import the modules "
@@ -140,15 +153,23 @@ TEMPLATES: dict[str, str] = {
     "policy.star_import": N_("`from {module} import *` is not available in the playground; import the names "
                              "you need."),
     "policy.import": N_("Importing `{module}` is not available in the playground. You can import torch "
-                        "(torch.nn, "
-                        "torch.nn.functional, torch.autograd, torch.optim, torch.utils.data, ...), numpy, "
-                        "math, random, itertools, collections, copy, dataclasses, functools and typing."),
-    "policy.import_runtime": N_("Importing `{module}` is not available in the playground."),
+                        "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, "
+                        "torch.optim.lr_scheduler, torch.amp, torch.utils.data, ...), numpy, math, random, "
+                        "itertools, collections, copy, dataclasses, functools, typing, string, re, time, "
+                        "unicodedata and warnings."),
+    "policy.import_runtime": N_("Importing `{module}` is not available in the playground: import one of the "
+                                "playground's modules instead."),
     "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the "
-                            "playground; use a class "
-                            "statement."),
-    "policy.async": N_("`async` code is not available in the playground."),
-    "policy.match": N_("`match` statements is not available in the playground."),
+                            "playground; use a class statement."),
+    "policy.type_of_class": N_("`type()` of a class (its metaclass) is not available in the playground, "
+                               "since it makes classes from a dict: compare classes with `is` or "
+                               "`issubclass`, and use a class statement to make one."),
+    "policy.metaclass": N_("`{what}` makes classes from a dict of names, which is not available in the "
+                           "playground: use a class statement."),
+    "policy.async": N_("`async` code is not available in the playground: write the same code without "
+                       "`async` and `await`."),
+    "policy.match": N_("`match` statements are not available in the playground: use `if`/`elif` (with "
+                       "`isinstance` for class patterns)."),
     # what to write instead, for the refusals learners meet most (policy.REWRITES)
     "policy.instead.save": N_("`{what}` is not available in the playground: keep the tensor in a variable."),
     "policy.instead.load": N_("`{what}` is not available in the playground: build the tensor or model in "
@@ -166,25 +187,75 @@ TEMPLATES: dict[str, str] = {
     "policy.instead.compile": N_("`{what}` is not available in the playground: call the function directly."),
     "policy.instead.jit": N_("`{what}` is not available in the playground: call the function directly."),
     "policy.instead.os": N_("`{what}` is not available in the playground: snippets have no access to the "
-                            "operating system."),
+                            "operating system. Put the data the code needs in the snippet."),
     "policy.instead.sys": N_("`{what}` is not available in the playground: snippets have no access to the "
-                             "interpreter."),
+                             "interpreter. Leave the line out (print() writes to the output already)."),
     "policy.instead.multiprocessing": N_("`{what}` is not available in the playground: use DataLoader(..., "
                                          "num_workers=0)."),
     "policy.instead.set_num_threads": N_("`{what}` is not available in the playground: the playground runs "
-                                         "on one thread."),
+                                         "on one thread. Leave the call out."),
     "policy.instead.set_num_interop_threads": N_("`{what}` is not available in the playground: the "
-                                                 "playground runs on one "
-                                                 "thread."),
+                                                 "playground runs on one thread. Leave the call out."),
     "policy.instead.input": N_("`{what}` is not available in the playground: assign the value in the "
                                "snippet."),
     "policy.instead.globals": N_("`{what}` is not available in the playground: use the variable's name."),
     "policy.instead.locals": N_("`{what}` is not available in the playground: use the variable's name."),
     "policy.instead.vars": N_("`{what}` is not available in the playground: use the attribute itself, or a "
                               "dict."),
-    "policy.instead.backends": N_("`{what}` is not available in the playground: the playground runs on the "
-                                  "CPU backend only."),
+    "policy.instead.get_type_hints": N_("`{what}` is not available in the playground: it runs annotations "
+                                        "written as strings as code. Read the annotation itself, written as "
+                                        "a type (`x: torch.Tensor`)."),
+    "policy.instead.ForwardRef": N_("`{what}` is not available in the playground: it turns a string into "
+                                    "code. Use the class itself once it is defined."),
+    "policy.instead.singledispatch": N_("`{what}` is not available in the playground: it runs annotations "
+                                        "as code. Choose the branch with `isinstance` instead."),
+    "policy.instead.singledispatchmethod": N_("`{what}` is not available in the playground: it runs "
+                                              "annotations as code. Choose the branch with `isinstance` "
+                                              "instead."),
+    "policy.instead.Formatter": N_("`{what}` is not available in the playground: it reads attributes by the "
+                                   "names a string holds. Use an f-string."),
+    "policy.instead.make_dataclass": N_("`{what}` is not available in the playground: it makes a class from "
+                                        "a dict of names. Write a class statement with `@dataclass`."),
+    "policy.instead.profiler": N_("`{what}` is not available in the playground: the explorer shows each "
+                                  "step's memory and graph itself; to time a loop, use "
+                                  "`time.perf_counter()`."),
 }
+
+
+# What torch says when code asks for a GPU this build or machine does not have.
+NO_CUDA_MARKERS = ("not compiled with cuda enabled", "found no nvidia driver", "no cuda gpus are available")
+
+
+class SaidError(Exception):
+    """An error our own code raises inside a snippet's run (the builtins a gated snippet gets, the cuda
+    on the CPU simulation), said by message code: the engine reports its ``code`` and ``params``, so
+    the page says it in the reader's language. ``shown_type`` is the Python error it stands for."""
+
+    kind = "runtime"
+    shown_type = "RuntimeError"
+
+    def __init__(self, code: str, params: Mapping[str, Param] | None = None) -> None:
+        self.code = code
+        self.params = dict(params or {})
+        super().__init__(english(code, self.params))
+
+
+class RefusedType(SaidError, TypeError):
+    """A call the gated ``type`` refuses at run time (``app.policy``)."""
+
+    kind = "rejected"
+    shown_type = "TypeError"
+
+
+def said(error: BaseException, line: int | None) -> dict | None:
+    """A snippet's error in our words, where we have some: our own errors, and torch's bare word that
+    there is no CUDA (with the way forward). None: torch's or Python's own text stands."""
+    if isinstance(error, SaidError):
+        return error_dict(error.kind, error.shown_type, error.code, error.params, line)
+    text = str(error)
+    if isinstance(error, AssertionError | RuntimeError) and any(m in text.lower() for m in NO_CUDA_MARKERS):
+        return error_dict("runtime", type(error).__name__, "runtime.no_cuda", {"detail": text[:1000]}, line)
+    return None
 
 
 def english(code: str, params: Mapping[str, Param] | None = None) -> str:
@@ -211,4 +282,4 @@ def error_dict(kind: str, error_type: str, code: str, params: Mapping[str, Param
             "code": code, "params": params}
 
 
-__all__ = ["TEMPLATES", "Message", "Param", "english", "error_dict"]
+__all__ = ["TEMPLATES", "Message", "Param", "RefusedType", "SaidError", "english", "error_dict", "said"]

@@ -36,7 +36,7 @@ from app.engine.tracer import (
     snippet_scopes,
 )
 from app.engine.watch import WHOLE_SNAPSHOT, Touches
-from app.run_errors import Param, error_dict
+from app.run_errors import Param, error_dict, said
 from app.schema import DeltaTrace
 from app.trace.delta import expand
 
@@ -93,7 +93,10 @@ def trace_delta(
     the prelude fills only the names it lacks, and it is left as the run leaves it, not emptied."""
     limits = limits or EngineLimits()
     try:
-        code = compile(source, SNIPPET_FILENAME, "exec")
+        # dont_inherit: the snippet is compiled as Python compiles a script, without this module's
+        # ``from __future__ import annotations`` (its annotations would be strings, and a string
+        # annotation is code that typing.get_type_hints would run: issue 25).
+        code = compile(source, SNIPPET_FILENAME, "exec", dont_inherit=True)
     except SyntaxError as error:
         return _result([], False, _error("rejected", error, error.lineno, f"{error.msg}"))
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
@@ -250,7 +253,7 @@ def trace_delta(
     except MemoryError as exc:
         error = _error("memory", exc, error_line(exc), code="memory.engine")
     except BaseException as exc:  # the snippet's own error is data, not a crash
-        error = _error("runtime", exc, error_line(exc))
+        error = said(exc, error_line(exc)) or _error("runtime", exc, error_line(exc))
     finally:
         # Free the snippet's objects while its output is still captured: a __del__ that prints must
         # not write into the real stdout (the worker's result channel).

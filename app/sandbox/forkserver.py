@@ -78,27 +78,15 @@ def _preload() -> None:
 
 
 def _preload_tutorial_modules() -> None:
-    """What real tutorial code imports (issue #11, 5), and numpy (torch's bridge needs it loaded)."""
-    import collections.abc  # noqa: F401
-    import copy  # noqa: F401
-    import dataclasses  # noqa: F401
-    import functools  # noqa: F401
-    import typing  # noqa: F401
+    """Every module a snippet may import or walk to (``app.policy_names``: what real tutorial code
+    imports), and the parts of numpy its C code imports lazily."""
+    import importlib
 
-    import numpy  # noqa: F401
+    from app.policy_names import WALKABLE_MODULES
+
+    for name in sorted(WALKABLE_MODULES):
+        importlib.import_module(name)
     import numpy._core._methods  # noqa: F401 - imported by numpy's C code on the first reduction
-    import numpy.fft  # noqa: F401
-    import numpy.linalg  # noqa: F401
-    import numpy.random  # noqa: F401
-    import torch.autograd.forward_ad  # noqa: F401
-    import torch.distributions.constraints  # noqa: F401
-    import torch.nn.utils  # noqa: F401
-    import torch.nn.utils.parametrizations  # noqa: F401
-    import torch.nn.utils.parametrize  # noqa: F401
-    import torch.nn.utils.rnn  # noqa: F401
-    import torch.utils.checkpoint  # noqa: F401
-    import torch.utils.data  # noqa: F401
-
 
 
 def landlock_paths(app_root: str) -> list[str]:

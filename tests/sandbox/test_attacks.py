@@ -406,7 +406,8 @@ ATTACKS: list[Attack] = [
         lambda r, c: (kind("timeout")(r, c), assert_steps(r)),
         gate_rejects=False,
     ),
-    Attack("sleep", "import time\ntime.sleep(60)", kind("timeout")),
+    # (time is importable: tutorials time their loops)
+    Attack("sleep", "import time\ntime.sleep(60)", kind("timeout"), gate_rejects=False),
     Attack(
         "native-matmul",
         "a = torch.randn(3000, 3000)\nfor i in range(1000):\n    a = a @ a",

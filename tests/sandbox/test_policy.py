@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app import policy
+from app.run_errors import TEMPLATES
 
 TEACHING = {
     "clone-detach": "x = torch.ones(3, requires_grad=True)\ny = x.clone()\nz = x.detach()\nz.add_(1)\n",
@@ -49,6 +52,26 @@ TEACHING = {
     "y = G.relu(torch.ones(1)) + F2.relu(torch.ones(1))\n",
     "custom-function": "class Sq(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a):\n"
     "        ctx.save_for_backward(a)\n        return a * a\n",
+    # What PyTorch's docs and tutorials write (issue 24, 5): tutorial_corpus.py runs them all.
+    "input-name": "input = torch.randn(3)\ndef hook(module, input, output):\n    return output\n"
+    "y = F.relu(input=input)\nprint(input)\nfor input in [input]:\n    pass\n",
+    "input-in-a-function": "def forward(self, input):\n    global input2\n    return input\n",
+    "tutorial-modules": "from __future__ import annotations\n"
+    "import torch.optim.lr_scheduler as lr_scheduler\n"
+    "from torch.optim.lr_scheduler import StepLR, OneCycleLR\n"
+    "from torch.optim.swa_utils import AveragedModel\n"
+    "from torch.amp import autocast, GradScaler\nfrom torch.autograd.function import once_differentiable\n"
+    "import unicodedata, string, re, time, warnings\n"
+    "s = torch.optim.lr_scheduler.StepLR\nc = torch.cuda.amp.GradScaler\nm = torch.sparse.mm\n"
+    "torch.testing.assert_close(torch.ones(1), torch.ones(1))\nprint(torch.backends.mps.is_available())\n",
+    "backend-flags": "torch.backends.cudnn.benchmark = True\nimport torch.backends.cudnn as cudnn\n"
+    "cudnn.deterministic = True\ntorch.backends.cuda.matmul.allow_tf32 = False\n",
+    "class-name": "def weights_init(m):\n    classname = m.__class__.__name__\n    return type(m).__name__\n"
+    "print(F.relu.__name__, torch.Tensor.__qualname__)\n",
+    "type-of-a-value": "t = type\nprint(type(1), isinstance(int, type))\n",
+    "string-annotations": "from typing import List\ndef f(x: 'List[int]') -> 'int':\n    return 1\n"
+    "L = List['Node']\n",
+    "format-fields": "print('{0.shape} {x.grad}'.format(torch.ones(1), x=torch.ones(1)))\n",
 }
 
 
@@ -123,6 +146,27 @@ REJECTED = [
     ("class A:\n    def __getattr__(self, n):\n        pass", 2, "`__getattr__`"),
     ("x = 1\ny = " + "[" * 60 + "]" * 60, 2, "nested too deeply"),
     ("x = 1\n" * 3000, None, "too long"),
+    # builtins whose names the snippet never binds are the builtins themselves
+    ("x = input()", 1, "`input` is not available in the playground: assign the value"),
+    ("def f(input):\n    return input\nprint(open)", 3, "`open` is not available"),
+    ("print(vars(torch.ones(1)))", 1, "`vars`"),
+    # class names, and nothing else of the class
+    ("m = nn.Linear(1, 1)\nk = m.__class__", 2, "`m.__class__` is not available in the playground: write"),
+    ("m = nn.Linear(1, 1)\nk = m.__class__.__bases__", 2, "Attributes starting with `_`"),
+    ("k = getattr(nn.Linear(1, 1), '__class__').__name__", 1, "write `type(x)`"),
+    ("nn.Linear(1, 1).__class__.__name__ = 'x'", 1, "write `type(x)`"),
+    # strings that would become code (test_string_evaluation.py: through the sandbox)
+    ("import typing\ntyping.get_type_hints(f)", 2, "it runs annotations written as strings as code"),
+    ("import dataclasses\nC = dataclasses.make_dataclass('C', [], namespace={})", 2, "class statement"),
+    ("import typing\nM = typing.ABCMeta", 2, "`typing.ABCMeta` makes classes from a dict of names"),
+    ("A = type(nn.Module)('A', (), {})", 1, "`type()` of a class"),
+    ("print('{0.os}'.format(torch))", 1, "Format fields"),
+    ("t = '{0.__class__}'\nprint(getattr(t, 'format')(1))", 2, "`.format` is only available on a string"),
+    # torch.backends is walkable, its flags settable; nothing else of it
+    ("torch.backends.cudnn.version = None", 1, "Changing `torch.backends.cudnn.version`"),
+    ("torch.backends.opt_einsum.strategy", 1, "the module `torch.backends.opt_einsum`"),
+    ("torch.profiler.profile()", 1, "to time a loop, use `time.perf_counter()`"),
+    ("def f(_x):\n    pass", 1, "such as `x`"),
 ]
 
 
@@ -151,3 +195,17 @@ def test_safe_builtins() -> None:
     namespace["__import__"]("math")
     with pytest.raises(ImportError, match="not available in the playground"):
         namespace["__import__"]("os")
+
+
+# What a refusal's second half starts with: a way forward, not only a "no".
+WAY_FORWARD = re.compile(r"\b(use|write|import|keep|give|split|build|put|assign|call|choose|read|compare|"
+                         r"leave|try|works|only available called)\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("code", sorted(c for c in TEMPLATES if c.startswith("policy.")))
+def test_every_refusal_says_what_to_write_instead(code: str) -> None:
+    template = TEMPLATES[code]
+    refusal_ends = re.search(r"(not available in the playground|only available|can only be used|too long|"
+                             r"too deeply)[^:;.]*", template)
+    assert refusal_ends is not None, template
+    assert WAY_FORWARD.search(template[refusal_ends.end():]), template

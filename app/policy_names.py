@@ -1,0 +1,255 @@
+"""What the policy gate (``app.policy``) lets a snippet name: modules, builtins, attributes, methods.
+
+Lists only, no logic. The rule of thumb behind them: what PyTorch's own docs and tutorials write runs
+(``input`` as a variable, ``torch.optim.lr_scheduler``, ``torch.amp``, ``torch.backends.cudnn.benchmark
+= True``...); what evaluates or compiles a string, walks attributes by a computed name, or makes a class
+from a namespace dict is refused, each refusal with what to write instead (``app.run_errors``).
+"""
+
+from __future__ import annotations
+
+MAX_NODES = 5000
+MAX_DEPTH = 50
+
+ALLOWED_IMPORTS = frozenset(
+    {
+        "torch",
+        "torch.nn",
+        "torch.nn.functional",
+        "torch.nn.init",
+        "torch.nn.parameter",
+        "torch.autograd",
+        "torch.autograd.graph",
+        "torch.autograd.functional",
+        "torch.autograd.function",
+        "torch.autograd.forward_ad",
+        "torch.optim",
+        "torch.optim.lr_scheduler",
+        "torch.optim.swa_utils",
+        "torch.amp",
+        "torch.cuda",
+        "torch.cuda.amp",
+        "torch.backends",
+        "torch.backends.cudnn",
+        "torch.backends.cuda",
+        "torch.backends.mps",
+        "torch.accelerator",
+        "torch.linalg",
+        "torch.fft",
+        "torch.special",
+        "torch.sparse",
+        "torch.testing",
+        "torch.distributions",
+        "torch.func",
+        "torch.random",
+        "torch.types",
+        "torch.utils.data",
+        "torch.utils.data.sampler",
+        "torch.utils.checkpoint",
+        "torch.nn.utils",
+        "torch.nn.utils.parametrize",
+        "torch.nn.utils.parametrizations",
+        "torch.nn.utils.prune",
+        "torch.nn.utils.rnn",
+        "__future__",
+        "math",
+        "random",
+        "itertools",
+        "collections",
+        "collections.abc",
+        "copy",
+        "dataclasses",
+        "functools",
+        "typing",
+        "string",
+        "re",
+        "time",
+        "unicodedata",
+        "warnings",
+        "numpy",
+    }
+)
+# Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
+# the packages that lead to them. Any other module reached by an attribute path (a module imports
+# ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:
+# such a walk hands out ``attrgetter``/``methodcaller`` and through them everything.
+WALKABLE_MODULES = ALLOWED_IMPORTS | {"torch.utils", "torch.distributions.constraints", "numpy.linalg",
+                                      "numpy.random", "numpy.fft"}
+# Modules every snippet starts with (app.engine.run.prelude).
+PRELUDE_MODULES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
+# Builtins that take an attribute name: allowed with a name written in the snippet (checked like
+# ``obj.name``), never with a computed one.
+NAMED_ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+
+# Builtins that reach outside the snippet, evaluate strings, or walk objects by computed name. A snippet
+# may still use their names for its own things (``input = torch.randn(3)``, ``def hook(module, input,
+# output)``): only the builtin itself is refused, and it is not in the builtins a gated snippet gets.
+BLOCKED_BUILTINS = frozenset(
+    {
+        "open",
+        "eval",
+        "exec",
+        "compile",
+        "input",
+        "breakpoint",
+        "help",
+        "globals",
+        "locals",
+        "vars",
+        "__import__",
+        "memoryview",
+        "exit",
+        "quit",
+        "copyright",
+        "credits",
+        "license",
+    }
+)
+
+# Attributes that lead to the OS, to (de)serialization or code generation, to global state, or that
+# evaluate strings, walk attributes by name or make classes from a namespace (the last three: issue 25).
+BLOCKED_ATTRIBUTES = frozenset(
+    {
+        "os",
+        "sys",
+        "ctypes",
+        "builtins",
+        "importlib",
+        "glob",
+        "inspect",
+        "platform",
+        "threading",
+        "subprocess",
+        "signal",
+        "shutil",
+        "tempfile",
+        "pickle",
+        "io",
+        "mmap",
+        "socket",
+        "hub",
+        "load",
+        "save",
+        "from_file",
+        "serialization",
+        "compile",
+        "compiler",
+        "jit",
+        "ops",
+        "classes",
+        "library",
+        "package",
+        "export",
+        "fx",
+        "onnx",
+        "multiprocessing",
+        "distributed",
+        "cpp_extension",
+        "collect_env",
+        "xpu",
+        "mtia",
+        "profiler",
+        "monitor",
+        "set_num_threads",
+        "set_num_interop_threads",
+        "set_default_device",
+        "format_map",
+        "ctypeslib",
+        "f2py",
+        "fromfile",
+        "tofile",
+        "memmap",
+        "set_default_tensor_type",
+        # they evaluate a string (an annotation held as text, a forward reference)
+        "get_type_hints",
+        "ForwardRef",
+        "singledispatch",
+        "singledispatchmethod",
+        # it walks attributes by the names a template holds, as str.format_map does
+        "Formatter",
+        # it makes a class from a namespace dict: three-argument type() by another name
+        "make_dataclass",
+    }
+)
+BLOCKED_ATTRIBUTE_PREFIXES = ("f_", "tb_", "gi_", "cr_", "ag_", "co_")
+
+# Flags of torch's backends that tutorials set (``torch.backends.cudnn.benchmark = True``): the only
+# module attributes a snippet may change. On this CPU they change nothing a snippet shows.
+SETTABLE_FLAGS = frozenset(
+    {
+        "torch.backends.cudnn.benchmark",
+        "torch.backends.cudnn.deterministic",
+        "torch.backends.cudnn.enabled",
+        "torch.backends.cudnn.allow_tf32",
+        "torch.backends.cuda.matmul.allow_tf32",
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    }
+)
+
+# Underscore attributes that teaching needs (the explorer shows them), and names that only say what a
+# thing is called (``type(m).__name__``).
+ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset(
+    {"_version", "_base", "_is_view", "__init__", "__version__", "__name__", "__qualname__", "__doc__"})
+ALLOWED_UNDERSCORE_PREFIXES = ("_saved_",)
+ALLOWED_UNDERSCORE_NAMES = frozenset({"_", "__name__"})
+# ``m.__class__.__name__`` (DCGAN's weights_init): ``__class__`` only on the way to the class's name.
+CLASS_NAME_ATTRIBUTES = frozenset({"__name__", "__qualname__"})
+# Methods a snippet's own class may define.
+ALLOWED_DUNDER_METHODS = frozenset(
+    {
+        "__init__",
+        "__post_init__",
+        "__del__",
+        "__bool__",
+        "__ne__",
+        "__radd__",
+        "__rsub__",
+        "__rmul__",
+        "__rtruediv__",
+        "__rmatmul__",
+        "__floordiv__",
+        "__mod__",
+        "__pow__",
+        "__rpow__",
+        "__pos__",
+        "__abs__",
+        "__invert__",
+        "__and__",
+        "__or__",
+        "__xor__",
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "__delitem__",
+        "__reversed__",
+        "__index__",
+        "__int__",
+        "__float__",
+        "__format__",
+        "__call__",
+        "__len__",
+        "__getitem__",
+        "__setitem__",
+        "__iter__",
+        "__next__",
+        "__repr__",
+        "__str__",
+        "__eq__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__contains__",
+        "__add__",
+        "__sub__",
+        "__mul__",
+        "__truediv__",
+        "__matmul__",
+        "__neg__",
+        "__enter__",
+        "__exit__",
+    }
+)
