@@ -56,6 +56,13 @@ TEMPLATES: dict[str, str] = {
     "runtime.no_cuda": N_("{detail}\n(The playground has no GPU. To run this code anyway, turn on “Run cuda "
                           "on the CPU” (`\"cuda_on_cpu\": true` in the API): what the code puts on cuda then "
                           "stays on the CPU, shown as `cuda:0`, simulated.)"),
+    "runtime.cuda_not_simulated": N_("`{what}` is not simulated when cuda runs on the CPU: leave it out "
+                                     "here, or run the code on a machine with a GPU (the memory chart "
+                                     "beside the code shows what the run holds at each step, and what a "
+                                     "GPU would report)."),
+    "runtime.cuda_not_simulated_detail": N_("{detail}\n(This part of torch.cuda is not simulated when "
+                                            "cuda runs on the CPU: leave it out here, or run the code on a "
+                                            "machine with a GPU.)"),
     "runtime.no_threads": N_("{detail}\n(The playground's sandbox runs a snippet in one process, on one "
                              "thread: no new processes or threads; use num_workers=0.)"),
     "internal.restarted": N_("The sandbox restarted while the snippet ran. Please run it again."),
@@ -247,14 +254,17 @@ class RefusedType(SaidError, TypeError):
     shown_type = "TypeError"
 
 
-def said(error: BaseException, line: int | None) -> dict | None:
+def said(error: BaseException, line: int | None, cuda_on_cpu: bool = False) -> dict | None:
     """A snippet's error in our words, where we have some: our own errors, and torch's bare word that
-    there is no CUDA (with the way forward). None: torch's or Python's own text stands."""
+    there is no CUDA (with the way forward: the cuda-on-CPU option, or, when it is on, what it does not
+    simulate). None: torch's or Python's own text stands."""
     if isinstance(error, SaidError):
         return error_dict(error.kind, error.shown_type, error.code, error.params, line)
     text = str(error)
-    if isinstance(error, AssertionError | RuntimeError) and any(m in text.lower() for m in NO_CUDA_MARKERS):
-        return error_dict("runtime", type(error).__name__, "runtime.no_cuda", {"detail": text[:1000]}, line)
+    told = isinstance(error, AssertionError | RuntimeError | TypeError)  # (a legacy cuda type: TypeError)
+    if told and any(marker in text.lower() for marker in NO_CUDA_MARKERS):
+        code = "runtime.cuda_not_simulated_detail" if cuda_on_cpu else "runtime.no_cuda"
+        return error_dict("runtime", type(error).__name__, code, {"detail": text[:1000]}, line)
     return None
 
 

@@ -271,6 +271,9 @@ class RunResult(_Fact):
     ok: bool
     truncated: bool = False
     error: RunError | None = None
+    # The code's cuda ran on the CPU (``"cuda_on_cpu": true`` asked for it): tensors with device
+    # ``cuda:0`` are simulated there, in CPU memory (app.engine.cuda_on_cpu).
+    cuda_on_cpu: bool = False
     steps: list[Step]
 
 
@@ -311,6 +314,7 @@ class DeltaTrace(_Fact):
     ok: bool
     truncated: bool = False
     error: RunError | None = None
+    cuda_on_cpu: bool = False  # as RunResult's
     steps: list[DeltaStep]
 
 
@@ -391,3 +395,5 @@ class RunRequest(BaseModel):
 
     code: str
     format: Literal["v1", "delta"] = "v1"
+    # Run code written for a GPU with cuda mapped to the CPU (tensors shown on cuda:0, simulated).
+    cuda_on_cpu: bool = False

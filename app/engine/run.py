@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
+from app.engine import cuda_on_cpu
 from app.engine.backward import BackwardWatch, NodeRan, freed_message
 from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
@@ -53,6 +54,9 @@ class EngineLimits:
     # Read everything at every step instead of what may have changed: the reference the tests hold
     # the incremental snapshots to (same answers, slower).
     full_snapshots: bool = False
+    # Code written for a GPU runs here: what it puts on cuda is made on the CPU and shown as cuda:0
+    # (app.engine.cuda_on_cpu), and the trace says the run was simulated (its ``cuda_on_cpu``).
+    cuda_on_cpu: bool = False
 
 
 def prelude(builtins_namespace: Any = builtins) -> dict[str, Any]:
@@ -169,6 +173,7 @@ def trace_delta(
         trace = sys.gettrace()
         sys.settrace(None)
         try:
+            cuda_on_cpu.node_ran(ran.node, ran.received, ran.sent)  # its gradients' device, if simulating
             scopes = snippet_scopes(ran.frame, scope["namespace"])
             with hook_watch.quiet():
                 steps.append(taker.take(ran.frame.f_lineno, printed, scopes, touches, ran,
@@ -233,7 +238,7 @@ def trace_delta(
     try:
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
-        with warnings.catch_warnings(), touches, hook_watch:
+        with warnings.catch_warnings(), touches, hook_watch, _cuda(limits, taker):
             # Shown as a plain run shows them, on stderr (the output), even where the host collects
             # them instead (pytest's capture, a caller's catch_warnings(record=True)).
             warnings.showwarning = _show_warning
@@ -253,7 +258,7 @@ def trace_delta(
     except MemoryError as exc:
         error = _error("memory", exc, error_line(exc), code="memory.engine")
     except BaseException as exc:  # the snippet's own error is data, not a crash
-        error = said(exc, error_line(exc)) or _error("runtime", exc, error_line(exc))
+        error = said(exc, error_line(exc), limits.cuda_on_cpu) or _error("runtime", exc, error_line(exc))
     finally:
         # Free the snippet's objects while its output is still captured: a __del__ that prints must
         # not write into the real stdout (the worker's result channel).
@@ -266,7 +271,10 @@ def trace_delta(
     if error is not None:
         # what the failing line printed before it failed: no step holds it
         error["output"] = output.text[scope["printed"]:][-(1 << 17):]
-    return _result(steps, tracer.truncated, error)
+    result = _result(steps, tracer.truncated, error)
+    if limits.cuda_on_cpu:
+        result["cuda_on_cpu"] = True
+    return result
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -290,6 +298,14 @@ def _untraced(tracer: LineTracer) -> dict[str, Any] | None:
     if isinstance(raised, RecursionError):
         return error_dict("untraced", error_type, "untraced.recursion")
     return error_dict("untraced", error_type, "untraced.caught", {"type": type(raised).__name__})
+
+
+def _cuda(limits: EngineLimits, taker: SnapshotTaker) -> contextlib.AbstractContextManager:
+    """cuda mapped to the CPU for the run, when asked; its torch.cuda.memory_allocated() is the model's
+    (app.trace.gpu) of the storages the last step showed on the simulated device."""
+    if not limits.cuda_on_cpu:
+        return contextlib.nullcontext()
+    return cuda_on_cpu.simulation(lambda: cuda_on_cpu.allocated_bytes(taker.tensors, taker.storages))
 
 
 def _result(steps: list[dict[str, Any]], truncated: bool, error: dict[str, Any] | None) -> dict[str, Any]:

@@ -31,7 +31,8 @@ def expand(trace: DeltaTrace) -> RunResult:
             phase=delta.phase, node=delta.node, received=list(delta.received), sent=list(delta.sent),
             capped=dict(delta.capped),
         ))
-    return RunResult.model_construct(ok=trace.ok, truncated=trace.truncated, error=trace.error, steps=steps)
+    return RunResult.model_construct(ok=trace.ok, truncated=trace.truncated, error=trace.error,
+                                     cuda_on_cpu=trace.cuda_on_cpu, steps=steps)
 
 
 def _apply(delta: DeltaStep, variables: dict[str, str], state: dict[str, dict[str, Any]]) -> None:
