@@ -22,7 +22,7 @@ from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
 from app.render.memory import MemoryBuilder, MemoryView
-from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cut_notice, error_view
+from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cuda_notice, cut_notice, error_view
 from app.render.steps import Driver, StepInput, ViewBuilder
 from app.render.tracks import Frame, Tracks
 from app.render.variables import VariablesBuilder, VariablesView
@@ -70,6 +70,7 @@ class ExplorerView:
     passes: tuple[Pass, ...] = ()  # the backward passes' node steps (app/render/backward.py)
     backward: frozenset[int] = frozenset()  # steps inside a line's backward pass: the line has not finished
     gpu: tuple[GpuPoint, ...] = ()  # per step, what a CUDA device would report (app/trace/gpu.py, a model)
+    cuda: Notice | None = None  # the code's cuda ran on the CPU (cuda_on_cpu): what is on cuda:0 is simulated
 
     @property
     def step_count(self) -> int:
@@ -138,7 +139,7 @@ class ExplorerBuild:
             memory=views[1], graph=views[3],
             variables=views[0], tracks=self.tracks, stdout="".join(steps.parts),
             stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
-            passes=tuple(self.passes.finish(count)), gpu=tuple(self.gpu.points),
+            passes=tuple(self.passes.finish(count)), gpu=tuple(self.gpu.points), cuda=cuda_notice(trace),
         )
 
 

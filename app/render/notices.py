@@ -146,6 +146,16 @@ def error_view(error: RunError | None) -> ErrorView | None:
     return ErrorView(error.kind, title, error.type, error_text(error), error.line, error.output)
 
 
+def cuda_notice(trace: DeltaTrace) -> Notice | None:
+    """A run whose cuda ran on the CPU (``cuda_on_cpu``) says so beside its views, every time."""
+    if not trace.cuda_on_cpu:
+        return None
+    return Notice("cuda", _("cuda ran on the CPU here: what the code put on cuda is shown as cuda:0 but "
+                            "lives in this machine's memory (simulated). torch.cuda.memory_allocated() "
+                            "answers a model: the storages on cuda:0 at the step before, in blocks as "
+                            "PyTorch's caching allocator rounds them."), None)
+
+
 def cap_notice(trace: DeltaTrace) -> Notice | None:
     """The engine's reading limits some step reached: what they leave out, from the first such step.
 

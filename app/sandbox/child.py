@@ -193,7 +193,8 @@ def run_job(job: dict, config: layers.ChildConfig, stream: ResultStream | None =
                                     rejection.line),
             }
     namespace = policy.safe_builtins() if gate else builtins
-    limits = EngineLimits(max_steps=config.max_steps, max_stdout=config.max_stdout)
+    limits = EngineLimits(max_steps=config.max_steps, max_stdout=config.max_stdout,
+                          cuda_on_cpu=job.get("cuda_on_cpu") is True)
     signal.signal(signal.SIGALRM, _raiser(WallTimeReached))
     signal.signal(signal.SIGXCPU, _raiser(CpuTimeReached))
     signal.setitimer(signal.ITIMER_REAL, config.wall_seconds, ALARM_REPEAT)

@@ -39,7 +39,7 @@ from app.run_errors import Param, english
 from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
-from app.sandbox.runner import AnswerReader, bounds_for, failed, parse_result
+from app.sandbox.runner import AnswerReader, as_asked, bounds_for, failed, parse_result
 from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Bounds
 
@@ -252,12 +252,14 @@ class ForkServerPool:
 
     streams = True  # ``run`` takes ``on_steps`` (app.sandbox.runner.Runner)
 
-    async def run(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None) -> DeltaTrace:
-        """``on_steps``: each frame's steps, validated and checked (``AnswerReader``), from a thread."""
-        return await asyncio.to_thread(self.run_blocking, code, on_steps)
+    async def run(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None, *,
+                  cuda_on_cpu: bool = False) -> DeltaTrace:
+        """``on_steps``: each frame's steps, validated and checked (``AnswerReader``), from a thread.
+        ``cuda_on_cpu``: the code's cuda mapped to the CPU (``app.engine.cuda_on_cpu``)."""
+        return await asyncio.to_thread(self.run_blocking, code, on_steps, cuda_on_cpu=cuda_on_cpu)
 
-    def run_blocking(self, code: str,
-                     on_steps: Callable[[list[DeltaStep]], None] | None = None) -> DeltaTrace:
+    def run_blocking(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None, *,
+                     cuda_on_cpu: bool = False) -> DeltaTrace:
         if not (self._server and self._server.alive):
             self.start()
         if not self.serving:
@@ -270,10 +272,10 @@ class ForkServerPool:
                 continue
             except NoChild:
                 break
-            result = self._execute(child, {"kind": "run", "code": code, "gate": self.gate},
-                                   bounds_for(code, self.settings), on_steps)
+            job = {"kind": "run", "code": code, "gate": self.gate, "cuda_on_cpu": cuda_on_cpu}
+            result = self._execute(child, job, bounds_for(code, self.settings), on_steps)
             if result is not None:
-                return result
+                return as_asked(result, cuda_on_cpu)
         return failed("internal", "internal.no_process")
 
     def unavailable(self) -> tuple[str, dict[str, Param]]:

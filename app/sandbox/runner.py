@@ -27,9 +27,18 @@ from app.trace.replay import Changes, State, apply
 
 class Runner(Protocol):
     """Runs a snippet. A runner whose ``streams`` is true also takes ``on_steps`` in ``run``: the
-    steps of each frame as it arrives, validated and checked (``AnswerReader``)."""
+    steps of each frame as it arrives, validated and checked (``AnswerReader``). The sandbox's runners
+    also take ``cuda_on_cpu=True`` (given only when asked for: the code's cuda mapped to the CPU)."""
 
     async def run(self, code: str) -> DeltaTrace: ...
+
+
+def as_asked(trace: DeltaTrace, cuda_on_cpu: bool) -> DeltaTrace:
+    """The answer says it simulated cuda exactly when the request asked for it (the child's word on
+    it is not taken: its bytes are hostile)."""
+    if trace.cuda_on_cpu == cuda_on_cpu:
+        return trace
+    return trace.model_copy(update={"cuda_on_cpu": cuda_on_cpu})
 
 
 def failed(kind: str, code: str, params: dict[str, Param] | None = None,
@@ -164,10 +173,11 @@ class SubprocessRunner:
         return {"ok": True, "runner": "subprocess", "unsafe_dev": True, "layers": {},
                 "warning": "snippets run unconfined (EXPLORER_SANDBOX=subprocess)"}
 
-    async def run(self, code: str) -> DeltaTrace:
+    async def run(self, code: str, *, cuda_on_cpu: bool = False) -> DeltaTrace:
         settings = self.settings
         job = json.dumps(
-            {"code": code, "max_steps": settings.max_steps, "max_stdout": settings.max_stdout_bytes}
+            {"code": code, "max_steps": settings.max_steps, "max_stdout": settings.max_stdout_bytes,
+             "cuda_on_cpu": cuda_on_cpu}
         ).encode()
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -192,4 +202,5 @@ class SubprocessRunner:
             return failed("timeout", "timeout.wall", {"seconds": settings.wall_seconds})
         if process.returncode != 0 and not stdout:
             return failed("internal", "internal.worker_crashed", {"status": process.returncode})
-        return parse_result(stdout, settings.max_result_bytes, bounds_for(code, settings))
+        trace = parse_result(stdout, settings.max_result_bytes, bounds_for(code, settings))
+        return as_asked(trace, cuda_on_cpu)

@@ -1,6 +1,6 @@
 """``python -m app.sandbox.worker``: read a job (JSON) on stdin, write one result frame on stdout.
 
-The job is ``{"code": str, "max_steps": int, "max_stdout": int}``.
+The job is ``{"code": str, "max_steps": int, "max_stdout": int, "cuda_on_cpu": bool}``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from app.sandbox.frames import encode_frame
 
 
 def run_job(job: dict) -> bytes:
-    limits = EngineLimits(max_steps=int(job["max_steps"]), max_stdout=int(job["max_stdout"]))
+    limits = EngineLimits(max_steps=int(job["max_steps"]), max_stdout=int(job["max_stdout"]),
+                          cuda_on_cpu=bool(job.get("cuda_on_cpu", False)))
     result = trace_delta(str(job["code"]), limits)
     return json.dumps(result, allow_nan=False, separators=(",", ":")).encode()
 

@@ -15,7 +15,7 @@ from app.i18n import gettext as _
 from app.i18n import say
 from app.render.fmt import nbytes
 from app.run_errors import Message, english
-from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse
+from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse, RunResult
 from app.trace.delta import expand, expanded_size
 from app.web.gates import Refusal, run_gated, run_gated_streamed, take_token
 from app.web.streamed import Streamed
@@ -87,7 +87,7 @@ def _partial(trace: DeltaTrace, form: str, limit: int, note: Message) -> Answer:
     if size > limit:
         return _too_large_for_v1(size, limit)
     v1 = expand(trace)
-    fields = {name: getattr(v1, name) for name in ("ok", "truncated", "error", "steps")}
+    fields = {name: getattr(v1, name) for name in RunResult.model_fields}
     return 200, RunResponse.model_construct(**fields, diagnostics=[diagnostic], memory=[]).model_dump_json()
 
 
@@ -104,7 +104,7 @@ async def run_snippet(request: Request) -> Response:
             body = RunRequest.model_validate_json(await request.body())
         except ValidationError as error:
             raise RequestValidationError(error.errors(include_input=False)) from None
-        form, code, limit = body.format, body.code, settings.max_result_bytes
+        form, code, limit, cuda = body.format, body.code, settings.max_result_bytes, body.cuda_on_cpu
         if len(code.encode()) > settings.max_code_bytes:
             params = {"kb": settings.max_code_bytes // 1024}
             error = RunError(kind="rejected", type="CodeTooLong", code="rejected.too_long_api", params=params,
@@ -115,9 +115,9 @@ async def run_snippet(request: Request) -> Response:
         partial = lambda trace, note: _partial(trace, form, limit, note)  # noqa: E731
         if getattr(request.app.state.runner, "streams", False):
             streamed = Streamed(lambda: _Analysed(code, form, limit), work)
-            answer = await run_gated_streamed(request, code, streamed, partial)
+            answer = await run_gated_streamed(request, code, streamed, partial, cuda_on_cpu=cuda)
         else:
-            answer = await run_gated(request, code, work, partial)
+            answer = await run_gated(request, code, work, partial, cuda_on_cpu=cuda)
         if not isinstance(answer, Refusal):
             return _json(answer[1], answer[0])
         refusal = answer

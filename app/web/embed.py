@@ -93,8 +93,8 @@ async def embed_page(request: Request) -> Response:
     body = render(
         "embed.html", p=params, code=code, rows=min(max(lines, 3), MAX_EDITOR_ROWS),
         step=None if params.step is None else params.step + 1,
-        open_href=playground_href(params.source, code, params.step),
-        open_base=playground_href(params.source, code, None),
+        open_href=playground_href(params.source, code, params.step, params.cuda_on_cpu),
+        open_base=playground_href(params.source, code, None, params.cuda_on_cpu),
     )
     return html_response(body)
 

@@ -63,6 +63,7 @@ class EmbedParams:
     theme: str = "light"
     readonly: bool = False
     autorun: bool = False
+    cuda_on_cpu: bool = False  # &cuda=1: the code's cuda mapped to the CPU (app/engine/cuda_on_cpu.py)
 
 
 def _choice(params: QueryParams, name: str, allowed: tuple[str, ...]) -> str:
@@ -135,7 +136,7 @@ def parse_params(params: QueryParams) -> EmbedParams:
     return EmbedParams(
         source=_source(params), step=_step(params), view=_choice(params, "view", VIEWS),
         theme=_choice(params, "theme", THEMES), readonly=_flag(params, "readonly"),
-        autorun=_flag(params, "autorun"),
+        autorun=_flag(params, "autorun"), cuda_on_cpu=_flag(params, "cuda"),
     )
 
 
@@ -173,9 +174,9 @@ def resolve_pair(source: Source, max_bytes: int) -> tuple[Example, Example] | No
         raise ParamError(400, str(error)) from None
 
 
-def playground_href(source: Source, code: str, step: int | None) -> str:
+def playground_href(source: Source, code: str, step: int | None, cuda_on_cpu: bool = False) -> str:
     """The playground URL that opens the same code (and step, counted from 1), in the same language
-    (English, the default, needs no ``lang=``)."""
+    (English, the default, needs no ``lang=``), with cuda on the CPU when the embed runs it so."""
     if source.compare is not None:
         url = "/compare?" + urlencode({"example": source.compare})
     elif source.compare_token is not None:
@@ -186,6 +187,7 @@ def playground_href(source: Source, code: str, step: int | None) -> str:
         url = playground_url(source.link_id, code)
     else:
         url = "/?" + urlencode({"code": encode_code(code)})
+    url = f"{url}&cuda=1" if cuda_on_cpu and not source.compares else url
     url = url if step is None else f"{url}&step={step + 1}"
     tag = current_tag()
     return url if tag == TAGS[DEFAULT] else f"{url}&{urlencode({'lang': tag})}"

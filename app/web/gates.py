@@ -95,15 +95,21 @@ async def finish(request: Request, work: Callable[[R], T], partial: Callable[[R,
 
 
 async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T],
-                    partial: Callable[[DeltaTrace, Message], T]) -> T | Refusal:
+                    partial: Callable[[DeltaTrace, Message], T], *, cuda_on_cpu: bool = False) -> T | Refusal:
     """Run ``code`` in the sandbox and ``work`` on its answer, all inside one admission slot."""
     return await run_gated_all(request, (code,), lambda results: work(results[0]),
-                               lambda results, note: partial(results[0], note))
+                               lambda results, note: partial(results[0], note), cuda_on_cpu=cuda_on_cpu)
+
+
+def _options(cuda_on_cpu: bool) -> dict[str, bool]:
+    """What a run asks of the runner beyond its code: given only when asked (app.sandbox.runner.Runner)."""
+    return {"cuda_on_cpu": True} if cuda_on_cpu else {}
 
 
 async def run_gated_all(request: Request, codes: tuple[str, ...],
                         work: Callable[[tuple[DeltaTrace, ...]], T],
-                        partial: Callable[[tuple[DeltaTrace, ...], Message], T]) -> T | Refusal:
+                        partial: Callable[[tuple[DeltaTrace, ...], Message], T], *,
+                        cuda_on_cpu: bool = False) -> T | Refusal:
     """Several runs counted as that many (a compare is two): one rate token per run, one admission
     slot held while they run in turn (two slots taken one after the other could deadlock against
     another compare), and the server work on all the answers under that many runs' budget."""
@@ -112,7 +118,7 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
             return refusal
         runner = request.app.state.runner
         started = time.monotonic()
-        results = tuple([await runner.run(code) for code in codes])
+        results = tuple([await runner.run(code, **_options(cuda_on_cpu)) for code in codes])
         request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
         sweep.large = _large(results)
         sweep.held.append(results)
@@ -120,7 +126,8 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
 
 
 async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
-                             partial: Callable[[DeltaTrace, Message], T]) -> T | Refusal:
+                             partial: Callable[[DeltaTrace, Message], T], *,
+                             cuda_on_cpu: bool = False) -> T | Refusal:
     """``run_gated``, with the work started before the run: it takes the steps as the sandbox streams
     them (``app.web.streamed``), so most of it is done when the run ends. Its budget runs from its
     start, so it holds the run's wall time (and grace) more than a run's budget; once the run has
@@ -134,7 +141,7 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         budget = work_budget(request, waiting=float(state.settings.wall_seconds) + RUN_GRACE_SECONDS)
         work = asyncio.ensure_future(budgeted(request, streamed.consume, budget=budget, timed=False))
         try:
-            result = await state.runner.run(code, streamed.feed.put)
+            result = await state.runner.run(code, streamed.feed.put, **_options(cuda_on_cpu))
         except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
             streamed.feed.settle(_NO_ANSWER)
             work.cancel()

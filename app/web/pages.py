@@ -111,8 +111,9 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     else:
         partial = lambda r, note: work(partial_result(r, note))  # noqa: E731
         streams = streamed is not None and getattr(request.app.state.runner, "streams", False)
-        ran = await (run_gated_streamed(request, code, streamed(), partial) if streams and streamed
-                     else run_gated(request, code, work, partial))
+        cuda = form.get("cuda_on_cpu", "") in ("1", "on", "true")  # the page's "Run cuda on the CPU"
+        ran = await (run_gated_streamed(request, code, streamed(), partial, cuda_on_cpu=cuda)
+                     if streams and streamed else run_gated(request, code, work, partial, cuda_on_cpu=cuda))
         if not isinstance(ran, Refusal):
             return ran
         result = ran.as_result()
@@ -253,6 +254,7 @@ async def index(request: Request) -> Response:
     body = render(
         "index.html", code=code, examples=examples, selected=selected,
         step=None if step is None else step + 1, gallery=[_example_json(e) for e in examples],
+        cuda_on_cpu=params.get("cuda") == "1",
     )
     return html_response(body)
 

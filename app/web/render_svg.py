@@ -65,7 +65,7 @@ def _svg(body: str, status: int = 200, cache: str = "no-store", etag: str | None
 
 def _etag(code: str, params: EmbedParams) -> str:
     key = "\0".join((RENDERER_VERSION, code, str(params.step), params.view, params.theme,
-                     i18n.current_locale()))
+                     i18n.current_locale(), str(params.cuda_on_cpu)))
     return '"' + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + '"'
 
 
@@ -131,7 +131,7 @@ async def render_image(request: Request) -> Response:
     if pair:
         ran = await run_compare(request, pair, params.step, draw_pair, lambda note: too_large(None, note))
     else:
-        ran = await run_gated(request, code, draw, too_large)
+        ran = await run_gated(request, code, draw, too_large, cuda_on_cpu=params.cuda_on_cpu)
     if isinstance(ran, Refusal):
         return _svg(error_svg(ran.heading, ran.message, params.theme), ran.status,
                     retry_after=ran.retry_after)

@@ -6,7 +6,7 @@
 // permalink to the entry's run and the step on screen; on Back/Forward the code is read from the
 // address, never from stored state. A run that arrives after its entry was left (Back while it
 // ran) never writes into another entry's address.
-import { decode, encode, permalink } from "./permalink.js";
+import { decode, encode, permalink, runOptions, setRunOptions } from "./permalink.js";
 import { withLang } from "./text.js";
 
 const ADDRESS_AFTER_MS = 500; // once the reader stops stepping: each write makes the browser look at the favicon
@@ -24,6 +24,9 @@ export class Navigation {
       if (!how.initial && !how.navigating && code !== self.entryCode) self.push(code);
     });
     window.addEventListener("popstate", function () { self.restore(); });
+    // "Run cuda on the CPU" applies at once: the code runs again, and its address says so (`cuda=1`).
+    const toggle = document.querySelector('input[name="cuda_on_cpu"]');
+    if (toggle) toggle.addEventListener("change", function () { runs.submit({}); });
     let timer = null;
     document.addEventListener("explorer:step", function () {
       clearTimeout(timer);
@@ -40,7 +43,7 @@ export class Navigation {
     if (url) return;
     const self = this;
     encode(code).then(function (token) {
-      const url = withLang(location.origin + "/?code=" + token);
+      const url = withLang(location.origin + "/?code=" + token + runOptions());
       if (self.entry === entry && url !== location.href) history.replaceState(null, "", url);
     });
   }
@@ -63,6 +66,7 @@ export class Navigation {
       if (self.entry !== entry) return; // Back twice in a row: only the last entry opens
       if (code === null) { location.reload(); return; } // the server explains a link it cannot open
       self.entryCode = code;
+      setRunOptions(params);
       self.editor.setText(code, "input.history"); // undoable: edits made before Back are not lost
       self.gallery.showCode(code);
       const step = /^\d+$/.test(params.get("step") || "") ? +params.get("step") : 0;

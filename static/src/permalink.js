@@ -30,9 +30,24 @@ export function decode(token) {
   });
 }
 
+// The page's "Run cuda on the CPU" toggle (templates/_editor.html), if it has one.
+function cudaToggle() { return document.querySelector('input[name="cuda_on_cpu"]'); }
+
+// What a permalink adds for the page's run options: `&cuda=1` when cuda runs on the CPU.
+export function runOptions() {
+  const toggle = cudaToggle();
+  return toggle && toggle.checked ? "&cuda=1" : "";
+}
+
+// The options an address asks for, set on the page before its code runs (Back/Forward).
+export function setRunOptions(params) {
+  const toggle = cudaToggle();
+  if (toggle) toggle.checked = params.get("cuda") === "1";
+}
+
 // The playground URL that opens `code` (and `step`, counted from 1, when given), in the page's language.
 export function permalink(code, step) {
   return encode(code).then(function (token) {
-    return withLang(location.origin + "/?code=" + token + (step ? "&step=" + step : ""));
+    return withLang(location.origin + "/?code=" + token + runOptions() + (step ? "&step=" + step : ""));
   });
 }
