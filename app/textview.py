@@ -20,7 +20,7 @@ from app.diagnostics.trace import fmt_bytes
 from app.i18n import gettext as _
 from app.i18n import ngettext, number
 from app.render.names import fold_names, is_accumulate, label
-from app.render.notices import RunLimits, cut_notice, error_view
+from app.render.notices import RunLimits, cuda_notice, cut_notice, error_view
 from app.render.steps import Driver, StepInput
 from app.schema import DeltaTrace, Diagnostic, MemoryChange
 from app.trace.gpu import GpuMemory, GpuPoint
@@ -216,8 +216,9 @@ def summary(result: DeltaTrace, memory: Sequence[MemoryChange], gpu: Sequence[Gp
     head = "Autograd Explorer" + (f" · {title}" if title else "") + " · " + \
         ngettext("{n} step", "{n} steps", steps).format(n=number(steps)) + f" · {ended}"
     lines = [head]
-    if notice is not None:
-        lines.append(notice.text)
+    for said in (notice, cuda_notice(result)):
+        if said is not None:
+            lines.append(said.text)
     if memory:
         peak = max(memory, key=lambda m: m.total_bytes)
         lines.append(_("peak memory {total} ({graph} held only by the graph)").format(

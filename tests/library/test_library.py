@@ -136,4 +136,5 @@ def test_gpu_code_runs_on_the_cpu_when_asked() -> None:
     devices = {fact.device for step in run.trace.steps for fact in step.tensors.values()}
     assert devices and all(d.startswith("cuda") for d in devices), devices
     assert run.measured is None  # a simulated device measures nothing
-    assert last.line == 5
+    assert last.line == 5 and run.trace.cuda_on_cpu
+    assert "cuda ran on the CPU here" in run.text().split("\n\n")[0]  # the summary says so
