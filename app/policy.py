@@ -33,9 +33,11 @@ from app.policy_names import (
     BLOCKED_ATTRIBUTES,
     BLOCKED_BUILTINS,
     CLASS_NAME_ATTRIBUTES,
+    IMPORT_REWRITES,
     MAX_DEPTH,
     MAX_NODES,
     NAMED_ATTRIBUTE_BUILTINS,
+    ONLY_NAMES,
     PRELUDE_MODULES,
     SETTABLE_FLAGS,
     WALKABLE_MODULES,
@@ -224,6 +226,7 @@ class _Checker(ast.NodeVisitor):
         if module is None:
             return None
         self._attribute(node, attr, base)  # a blocked name says so first (`torch.os`)
+        self._only_names(node, module, attr)
         shown = _dotted(node) or f"{module}.{attr}"
         if _is_metaclass(_module_member(module, attr)):
             raise _Rejected(node, "class", "policy.metaclass", {"what": shown})
@@ -365,6 +368,7 @@ class _Checker(ast.NodeVisitor):
                 raise _Rejected(node, "import", "policy.star_import", {"module": module})
             self._name(node, alias.name)
             full = f"{module}.{alias.name}"
+            self._only_names(node, module, alias.name)
             if alias.name in BLOCKED_ATTRIBUTES:
                 raise _Rejected(node, "attribute", *_refused(full, alias.name))
             if alias.asname:
@@ -380,7 +384,19 @@ class _Checker(ast.NodeVisitor):
 
     def _module(self, node: ast.AST, module: str) -> None:
         if module not in ALLOWED_IMPORTS:
+            parts = module.split(".")
+            if parts[0] in IMPORT_REWRITES:
+                raise _Rejected(node, "import", f"policy.import_instead.{parts[0]}", {"module": module})
+            rewrite = next((part for part in parts if part in REWRITES), None)  # torch.profiler, torch.jit
+            if rewrite is not None:
+                raise _Rejected(node, "import", *_refused(module, rewrite))
             raise _Rejected(node, "import", "policy.import", {"module": module})
+
+    def _only_names(self, node: ast.AST, module: str, name: str) -> None:
+        """``gc.collect`` but not ``gc.get_objects`` (``ONLY_NAMES``)."""
+        allowed = ONLY_NAMES.get(module)
+        if allowed is not None and name not in allowed:
+            raise _Rejected(node, "attribute", f"policy.only_names.{module}", {"what": f"{module}.{name}"})
 
     # -- definitions ---------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # noqa: N802

@@ -66,9 +66,18 @@ ALLOWED_IMPORTS = frozenset(
         "time",
         "unicodedata",
         "warnings",
+        "gc",
         "numpy",
+        "torch.nn.attention",
     }
 )
+# Modules of which a snippet may use only these names (gc.collect(): checking what is freed, as the
+# article's readers do; the rest of gc walks every object of the process).
+ONLY_NAMES = {"gc": frozenset({"collect", "get_count", "isenabled"})}
+# Imports that get their own way forward (``policy.import_instead.<root module>`` in app/run_errors.py):
+# what tutorials import that the playground has no use for.
+IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "matplotlib", "torchvision", "torchaudio", "torchtext",
+                             "tqdm"})
 # Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
 # the packages that lead to them. Any other module reached by an attribute path (a module imports
 # ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:

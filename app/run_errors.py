@@ -163,7 +163,33 @@ TEMPLATES: dict[str, str] = {
                         "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, "
                         "torch.optim.lr_scheduler, torch.amp, torch.utils.data, ...), numpy, math, random, "
                         "itertools, collections, copy, dataclasses, functools, typing, string, re, time, "
-                        "unicodedata and warnings."),
+                        "unicodedata, warnings and gc."),
+    "policy.only_names.gc": N_("`{what}` is not available in the playground: of gc, use collect(), "
+                               "get_count() and isenabled() (the explorer shows what each step keeps "
+                               "alive)."),
+    # (policy_names.IMPORT_REWRITES: each root module's own way forward)
+    "policy.import_instead.os": N_("Importing `{module}` is not available in the playground: snippets have "
+                                   "no files or operating system to reach. Put the data the code needs in "
+                                   "the snippet."),
+    "policy.import_instead.pathlib": N_("Importing `{module}` is not available in the playground: there are "
+                                        "no files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.sys": N_("Importing `{module}` is not available in the playground: print() writes "
+                                    "to the output already; leave the rest out."),
+    "policy.import_instead.matplotlib": N_("Importing `{module}` is not available in the playground: nothing "
+                                           "is plotted here but the explorer's own views. Print the numbers "
+                                           "you want to see."),
+    "policy.import_instead.torchvision": N_("Importing `{module}` is not available in the playground: "
+                                            "nothing is downloaded here. Make the data with torch (a batch "
+                                            "of images: `torch.randn(8, 3, 32, 32)`) and the model with "
+                                            "torch.nn."),
+    "policy.import_instead.torchaudio": N_("Importing `{module}` is not available in the playground: nothing "
+                                           "is downloaded here. Make the data with torch (`torch.randn`) and "
+                                           "the model with torch.nn."),
+    "policy.import_instead.torchtext": N_("Importing `{module}` is not available in the playground: nothing "
+                                          "is downloaded here. Make the data with torch (token ids: "
+                                          "`torch.randint(0, 100, (4, 10))`) and the model with torch.nn."),
+    "policy.import_instead.tqdm": N_("Importing `{module}` is not available in the playground: loop over the "
+                                     "data directly (and print the progress, if you like)."),
     "policy.import_runtime": N_("Importing `{module}` is not available in the playground: import one of the "
                                 "playground's modules instead."),
     "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the "

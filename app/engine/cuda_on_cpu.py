@@ -54,13 +54,13 @@ MIXING_ALLOWED = frozenset({
 # Getters whose tensor shares what it is read from: on its device.
 SHARING_GETTERS = frozenset({"data", "grad", "_base", "real", "imag", "T", "mT", "H", "mH"})
 
-_ACTIVE: list[CudaOnCpu] = []  # the simulation of the run in progress, if any
+SIMULATING: list[CudaOnCpu] = []  # the simulation of the run in progress, if any (read on hot paths)
 _INHERITED = object()
 
 
 def device_of(t: torch.Tensor) -> str:
     """The device a CPU tensor is shown on: ``cuda:0`` for one the run put on the simulated device."""
-    if _ACTIVE and _ACTIVE[-1].on_cuda(t):
+    if SIMULATING and SIMULATING[-1].on_cuda(t):
         return SIMULATED_NAME
     return "cpu"
 
@@ -362,8 +362,8 @@ class CudaOnCpu(TorchFunctionMode):
 
 def node_ran(node: Any, received: tuple[Any, ...], sent: tuple[Any, ...]) -> None:
     """The engine's word that a backward node ran (``CudaOnCpu.node_ran``); nothing when not simulating."""
-    if _ACTIVE:
-        _ACTIVE[-1].node_ran(node, received, sent)
+    if SIMULATING:
+        SIMULATING[-1].node_ran(node, received, sent)
 
 
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:
@@ -403,12 +403,12 @@ def simulation(allocated: Callable[[], int]) -> Iterator[CudaOnCpu]:
             saved[(owner, name)] = vars(owner).get(name, _INHERITED) if isinstance(owner, type) else \
                 getattr(owner, name)
             setattr(owner, name, replacement)
-        _ACTIVE.append(mode)
+        SIMULATING.append(mode)
         with mode:
             yield mode
     finally:
-        if _ACTIVE and _ACTIVE[-1] is mode:
-            _ACTIVE.pop()
+        if SIMULATING and SIMULATING[-1] is mode:
+            SIMULATING.pop()
         for (owner, name), original in saved.items():
             if original is _INHERITED:
                 delattr(owner, name)

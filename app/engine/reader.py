@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.autograd.function import BackwardCFunction
 
-from app.engine.cuda_on_cpu import device_of
+from app.engine.cuda_on_cpu import SIMULATING, device_of
 from app.engine.hooks import inspector_facts
 from app.engine.ids import tensor_pointer
 from app.engine.names import iterate_sequence, kind_of, object_dict
@@ -106,7 +106,9 @@ def dtype_name(dtype: torch.dtype) -> str:
 def device_name(t: torch.Tensor) -> str:
     # ``t.device`` makes a device object and str() formats it (2.5 µs a read); nearly every tensor
     # here is on the CPU, which a flag says (or cuda:0, simulated there: app.engine.cuda_on_cpu).
-    return device_of(t) if t.is_cpu else str(t.device)
+    if t.is_cpu:
+        return device_of(t) if SIMULATING else "cpu"
+    return str(t.device)
 
 
 def signature(t: torch.Tensor) -> tuple:

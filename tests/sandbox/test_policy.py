@@ -167,6 +167,15 @@ REJECTED = [
     ("torch.backends.opt_einsum.strategy", 1, "the module `torch.backends.opt_einsum`"),
     ("torch.profiler.profile()", 1, "to time a loop, use `time.perf_counter()`"),
     ("def f(_x):\n    pass", 1, "such as `x`"),
+    # of gc only what checks what is freed; tutorials' other imports each with their own way forward
+    ("import gc\ngc.collect()\nobjs = gc.get_objects()", 3, "of gc, use collect()"),
+    ("from gc import get_referrers", 1, "of gc, use collect()"),
+    ("import matplotlib.pyplot as plt", 1, "Print the numbers you want to see"),
+    ("from torchvision import datasets", 1, "`torch.randn(8, 3, 32, 32)`"),
+    ("from tqdm import tqdm", 1, "loop over the data directly"),
+    ("import sys", 1, "print() writes to the output already"),
+    ("from torch.profiler import profile", 1, "`time.perf_counter()`"),
+    ("import torch.multiprocessing as mp", 1, "num_workers=0"),
 ]
 
 
@@ -199,7 +208,7 @@ def test_safe_builtins() -> None:
 
 # What a refusal's second half starts with: a way forward, not only a "no".
 WAY_FORWARD = re.compile(r"\b(use|write|import|keep|give|split|build|put|assign|call|choose|read|compare|"
-                         r"leave|try|works|only available called)\b", re.IGNORECASE)
+                         r"leave|try|works|make|loop|print|only available called)\b", re.IGNORECASE)
 
 
 @pytest.mark.parametrize("code", sorted(c for c in TEMPLATES if c.startswith("policy.")))

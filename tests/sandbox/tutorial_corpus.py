@@ -598,6 +598,22 @@ with torch.inference_mode():
 print(out.requires_grad, out.is_inference(), model.training)
 """)
 
+snippet("gc-after-del", """\
+import gc
+kept = [torch.ones(1000, requires_grad=True) * 2 for _ in range(3)]
+del kept
+gc.collect()
+print(gc.get_count()[0] >= 0, torch.ones(2))
+""")
+
+snippet("sdpa-kernel", """\
+from torch.nn.attention import SDPBackend, sdpa_kernel
+q = k = v = torch.ones(1, 2, 4, 8)
+with sdpa_kernel(SDPBackend.MATH):
+    out = F.scaled_dot_product_attention(q, k, v)
+print(out.shape, out.sum())
+""")
+
 snippet("type-checks", """\
 x = torch.ones(2)
 print(isinstance(x, torch.Tensor), type(x) is torch.Tensor, isinstance(nn.Linear, type))
