@@ -31,7 +31,7 @@ from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
 from app.run_errors import error_dict
 from app.sandbox import layers
-from app.sandbox.frames import encode_frame, read_frame, write_all
+from app.sandbox.frames import FRAME_MAX, encode_frame, read_frame, write_all
 from app.sandbox.seccomp import Libseccomp
 
 EXIT_SETUP_FAILED = 71
@@ -227,6 +227,65 @@ def _encode(value: Any) -> bytes:
         return json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+class _Frames:
+    """Encoded steps packed into frames of at most ``FRAME_MAX`` bytes, in order; a step given in
+    parts ends its frames with each part but the last, those frames flagged as going on."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self._parts: list[bytes] = []
+        self._size = 2  # "[" and "]"
+
+    def add(self, pieces: list[bytes]) -> None:
+        for number, piece in enumerate(pieces):
+            if self._parts and self._size + len(piece) + 1 > FRAME_MAX:
+                self._close(continued=False)
+            self._parts.append(piece)
+            self._size += len(piece) + 1
+            if number < len(pieces) - 1:
+                self._close(continued=True)
+
+    def done(self) -> list[bytes]:
+        if self._parts:
+            self._close(continued=False)
+        return self.frames
+
+    def _close(self, continued: bool) -> None:
+        self.frames.append(encode_frame(b"[" + b",".join(self._parts) + b"]", continued))
+        self._parts, self._size = [], 2
+
+
+# A step's fields that are collections of facts (a large step's parts share them out); the rest
+# travels in its first part (``app.sandbox.runner`` joins them back).
+SPLIT_FIELDS = ("variables", "tensors", "storages", "nodes", "arrays")
+PART_ROOM = FRAME_MAX - 64 * 1024  # a part's collections fill this much (its first part's own fields: less)
+
+
+def _step_parts(step: dict) -> list[bytes]:
+    """A step too large for one frame as parts, each a step of its own (``line`` and a share of
+    its facts) that fits a frame: the first holds every field that is not a collection of facts."""
+    first = {key: value for key, value in step.items() if key not in SPLIT_FIELDS and key != "dropped"}
+    parts: list[dict] = [first]
+    room = PART_ROOM - len(_encode(first))
+    for field in SPLIT_FIELDS:
+        for key, value in (step.get(field) or {}).items():
+            size = len(_encode({key: value}))
+            if size > room and len(parts[-1]) > 1:
+                parts.append({"line": step["line"]})
+                room = PART_ROOM
+            parts[-1].setdefault(field, {})[key] = value
+            room -= size + len(field) + 4
+    for kind, ids in (step.get("dropped") or {}).items():
+        for ident in ids:
+            size = len(_encode(ident)) + 1
+            if size > room and len(parts[-1]) > 1:
+                parts.append({"line": step["line"]})
+                room = PART_ROOM
+            parts[-1].setdefault("dropped", {}).setdefault(kind, []).append(ident)
+            room -= size + len(kind) + 16
+    return [_encode(part) for part in parts]
+
+
 class ResultStream:
     """The answer on the result descriptor, as frames: the steps while the run makes them (a JSON
     array of the steps made since the last frame, at most every ``FLUSH_SECONDS``), then the envelope
@@ -260,20 +319,23 @@ class ResultStream:
         self._flushed_at = time.monotonic()
         if self.cut is not None or self.sent >= len(steps):
             return
-        # The state moves only once the frame is written: a stop that lands while the steps are being
-        # encoded (``_answer_now``, from a signal handler) finds it as it was, and writes them itself.
-        parts: list[bytes] = []
+        # The state moves only once the frames are written: a stop that lands while the steps are
+        # being encoded (``_answer_now``, from a signal handler) finds it as it was, and writes them
+        # itself. Frames hold at most FRAME_MAX bytes; a larger step goes in parts (``_step_parts``).
+        frames = _Frames()
         size, cut = self.size, None
         for index in range(self.sent, len(steps)):
             encoded = _encode(steps[index])
-            if size + len(encoded) + 1 > self.budget:
+            pieces = [encoded] if len(encoded) + 2 <= FRAME_MAX else _step_parts(steps[index])
+            grown = size + sum(len(piece) + 1 for piece in pieces)
+            if grown > self.budget:
                 cut = index
                 break
-            parts.append(encoded)
-            size += len(encoded) + 1
+            frames.add(pieces)
+            size = grown
         with self._stops_held():
-            if parts:
-                write_all(self.fd, encode_frame(b"[" + b",".join(parts) + b"]"))
+            for frame in frames.done():
+                write_all(self.fd, frame)
             self.size, self.cut, self.sent = size, cut, len(steps)
 
     def finish(self, result: dict) -> None:

@@ -3,6 +3,11 @@
 A run's answer is a stream of them (``app.sandbox.child.ResultStream``): frames of steps (JSON
 arrays) as the run makes them, then the envelope (a JSON object without steps), then EOF.
 ``read_answer`` reads them (``app.sandbox.runner.AnswerReader`` makes the trace).
+
+An answer's frames are at most ``FRAME_MAX`` bytes each: the server holds one frame's parsed JSON
+at a time, so that is what a child decides, however large its answer (a parse holds ~20-35 bytes
+a byte before a single step is checked). A step larger than a frame travels in parts, the frames
+that end with a part that goes on flagged ``CONTINUED`` in their header.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import time
 from collections.abc import Callable
 
 HEADER = struct.Struct(">I")
+FRAME_MAX = 1 << 20  # the largest frame of an answer the server reads
+CONTINUED = 1 << 31  # header bit of an answer's frame: its last step goes on in the next frame
 
 
-def encode_frame(payload: bytes) -> bytes:
-    return HEADER.pack(len(payload)) + payload
+def encode_frame(payload: bytes, continued: bool = False) -> bytes:
+    return HEADER.pack(len(payload) | (CONTINUED if continued else 0)) + payload
 
 
 class FrameError(ValueError):
@@ -141,15 +148,20 @@ def write_before(fd: int, data: bytes, deadline: float) -> None:
 ANSWER_KEYS = frozenset({"format", "ok", "truncated", "error"})
 
 
-def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[bytes], None] | None = None,
+OnSteps = Callable[[bytes, bool], None]  # a frame of steps, and whether its last step goes on
+
+
+def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: OnSteps | None = None,
                 ) -> tuple[bytes, str | None, bytes | None]:
     """A run's answer, its frames read until EOF: each frame of steps (a JSON array) handed to
-    ``on_steps`` as it arrives (``app.sandbox.runner.AnswerReader``, which must raise nothing), then
-    the envelope's bytes, returned last (and no other bytes: the reader has the steps).
+    ``on_steps`` as it arrives, with whether its last step goes on in the next frame
+    (``app.sandbox.runner.AnswerReader``, which must raise nothing), then the envelope's bytes,
+    returned last (and no other bytes: the reader has the steps).
 
     Stops early with ``"deadline"`` or ``"too_big"`` (more than ``max_bytes`` in all), as
-    ``read_to_eof``. A stream that is not frames of steps and then one envelope gives back the bytes
-    as read, which ``decode_frame`` rejects, and no envelope."""
+    ``read_to_eof``. A stream that is not frames of steps of at most ``FRAME_MAX`` bytes and then one
+    envelope gives back the bytes as read (not the body of a frame past ``FRAME_MAX``), which
+    ``decode_frame`` rejects, and no envelope."""
     raw: list[bytes] = []
     total = 0
     while True:
@@ -159,7 +171,10 @@ def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[by
             return b"".join(raw), "deadline", None
         except FrameError:  # EOF before an envelope (or inside a header)
             return b"".join(raw), None, None
-        (length,) = HEADER.unpack(header)
+        (word,) = HEADER.unpack(header)
+        length, continued = word & ~CONTINUED, bool(word & CONTINUED)
+        if length > FRAME_MAX:  # not read: no honest child writes one
+            return b"".join((*raw, header)), None, None
         total += length
         if total > max_bytes:
             return b"".join(raw), "too_big", None
@@ -172,10 +187,10 @@ def read_answer(fd: int, max_bytes: int, deadline: float, on_steps: Callable[[by
         raw += (header, body)
         if body[:1] == b"[" and body[-1:] == b"]":
             if on_steps is not None and body[1:-1].strip():
-                on_steps(body)
+                on_steps(body, continued)
             continue
         rest, stopped = read_to_eof(fd, max_bytes - total, deadline)
-        if stopped or rest or not _is_envelope(body):
+        if stopped or rest or continued or not _is_envelope(body):
             return b"".join((*raw, rest)), stopped, None
         return b"", None, body
 

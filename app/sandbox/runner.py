@@ -14,14 +14,25 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
+import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from app.config import Settings
 from app.heap import collector_paused
 from app.run_errors import Param, english
 from app.sandbox.frames import FrameError, decode_frame
-from app.schema import DeltaStep, DeltaTrace, RunError
-from app.trace.consistency import Bounds, Inconsistent, Problem, problem, step_checker, whole_problem
+from app.schema import DeltaStep, DeltaTrace, Dropped, RunError
+from app.trace.consistency import (
+    Bounds,
+    Inconsistent,
+    Problem,
+    problem,
+    step_checker,
+    too_heavy,
+    too_many_steps,
+    weight,
+    whole_problem,
+)
 from app.trace.replay import Changes, State, apply
 
 
@@ -51,12 +62,20 @@ def failed(kind: str, code: str, params: dict[str, Param] | None = None,
 
 def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> DeltaTrace:
     """The child's frame as a trace: schema-valid, then consistent (``app.trace.consistency``: a
-    snippet that took over its process can write any bytes), or an ``UnusableAnswer`` error."""
+    snippet that took over its process can write any bytes), or an ``UnusableAnswer`` error. Its
+    steps are counted before a model of any is built (``too_many``)."""
+    bounds = bounds or Bounds()
     try:
         body = decode_frame(data, max_bytes)
         with collector_paused():  # a large trace is a heap of small models: see app/heap.py
-            trace = DeltaTrace.model_validate_json(body)
-            found = problem(trace, bounds or Bounds())
+            document = orjson.loads(body)
+            steps = document.get("steps") if isinstance(document, dict) else None
+            if isinstance(steps, list):
+                refused = over_bounds(len(steps), parsed_weight(steps), bounds)
+                if refused is not None:
+                    return unusable(DeltaTrace(ok=False, steps=[]), refused)
+            trace = DeltaTrace.model_validate(document)
+            found = problem(trace, bounds)
     except FrameError as error:
         return failed("internal", "internal.unusable_frame", {"detail": str(error)}, "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
@@ -64,7 +83,59 @@ def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> D
     return trace if found is None else unusable(trace, found)
 
 
+def over_bounds(steps: int, weight: int, bounds: Bounds) -> Problem | None:
+    """The verdict on an answer of ``steps`` steps and entries of ``weight``
+    (``app.trace.consistency.weight``) when it has more than the run may make, counted before a
+    model of any is built: a forged answer of 760,000 one-field steps became 2.6 GiB of models, and
+    one of 200,000 one-field nodes 340 MiB, when they were built before they were counted."""
+    if bounds.max_steps is not None and steps > bounds.max_steps:
+        return too_many_steps(bounds)
+    if bounds.max_weight is not None and weight > bounds.max_weight:
+        return too_heavy(bounds)
+    return None
+
+
+def parsed_weight(steps: list) -> int:
+    """``weight`` of steps as parsed from JSON (not yet validated: what is not a collection counts
+    nothing, and the schema refuses it next)."""
+    facts = names = 0
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        for field in FACT_FIELDS:
+            found = step.get(field)
+            facts += len(found) if isinstance(found, dict) else 0
+        found = step.get("variables")
+        names += len(found) if isinstance(found, dict) else 0
+        dropped = step.get("dropped")
+        if isinstance(dropped, dict):
+            names += sum(len(ids) for ids in dropped.values() if isinstance(ids, list))
+    return weight(facts, names)
+
+
+FACT_FIELDS = ("tensors", "storages", "nodes", "arrays")
+
+
 STEPS = TypeAdapter(list[DeltaStep])
+PART_FIELDS = frozenset({"line", "variables", "tensors", "storages", "nodes", "arrays", "dropped"})
+
+
+def joined(first: DeltaStep, part: DeltaStep) -> DeltaStep:
+    """A step sent in parts (``app.sandbox.child._step_parts``) made whole: ``part`` holds only more
+    of its facts (``ValueError`` when it holds anything else, or a fact the step has already)."""
+    if part.line != first.line or part.model_fields_set - PART_FIELDS:
+        raise ValueError("a step's part that is not only more of its facts")
+    update: dict[str, object] = {}
+    for field in ("variables", "tensors", "storages", "nodes", "arrays"):
+        mine, more = getattr(first, field), getattr(part, field)
+        if more:
+            if mine.keys() & more.keys():
+                raise ValueError(f"a step's {field} sent twice")
+            update[field] = {**mine, **more}
+    if part.dropped:
+        update["dropped"] = Dropped(**{kind: getattr(first.dropped, kind) + getattr(part.dropped, kind)
+                                       for kind in Dropped.model_fields})
+    return first.model_copy(update=update)
 
 
 class AnswerReader:
@@ -72,7 +143,11 @@ class AnswerReader:
     frame of steps is validated, and its steps checked, as it arrives, so that when the run ends only
     the envelope is left to read. ``result`` gives what ``parse_result`` gives for the document the
     frames make (the tests compare the two). ``on_steps`` gets each frame's steps once they passed,
-    in order, never one after a bad one: a reader that starts early (``app.web.streamed``)."""
+    in order, never one after a bad one: a reader that starts early (``app.web.streamed``).
+
+    Counts come before models: a frame's steps are counted from its parsed JSON (one frame at most
+    ``FRAME_MAX`` bytes) before pydantic builds any, and an answer past ``bounds.max_steps`` builds
+    no more. A step sent in parts (its frame ``continued``) is joined before it is checked."""
 
     def __init__(self, bounds: Bounds | None = None,
                  on_steps: Callable[[list[DeltaStep]], None] | None = None) -> None:
@@ -80,19 +155,40 @@ class AnswerReader:
         self.on_steps = on_steps
         self.steps: list[DeltaStep] = []
         self.invalid = False  # a frame the schema refused: the whole answer is unusable
+        self.over: Problem | None = None  # past the bounds' counts: refused as a whole
         self.found: Problem | None = None  # the first step the checks refused
+        self.count = 0  # steps sent so far (a step sent in parts counts once)
+        self.weight = 0  # and their entries' weight (app.trace.consistency.weight)
+        self._going_on: DeltaStep | None = None  # a step whose next part is in the next frame
         self._check = step_checker(self.bounds)
         self._state = State()
 
-    def add(self, frame: bytes) -> None:
-        """One frame of steps (a JSON array)."""
-        if self.invalid:
+    def add(self, frame: bytes, continued: bool = False) -> None:
+        """One frame of steps (a JSON array); ``continued``: its last step goes on in the next."""
+        if self.over is not None:
             return
         try:
             with collector_paused():  # a large trace is a heap of small models: see app/heap.py
-                steps = STEPS.validate_json(frame)
+                parsed = orjson.loads(frame)
+                if not isinstance(parsed, list):
+                    raise ValueError("not a list of steps")
+                self.count += len(parsed) - (self._going_on is not None)
+                self.weight += parsed_weight(parsed)
+                self.over = over_bounds(self.count, self.weight, self.bounds)
+                if self.over is not None:
+                    self._going_on = None
+                    return
+                if self.invalid:
+                    return  # counted only: the answer is unusable whatever follows
+                steps = STEPS.validate_python(parsed)
+                del parsed
+                if self._going_on is not None and steps:
+                    steps[0] = joined(self._going_on, steps[0])
+                    self._going_on = None
+                if continued and steps:
+                    self._going_on = steps.pop()
         except (ValidationError, ValueError, RecursionError):
-            self.invalid = True
+            self.invalid, self._going_on = True, None
             return
         passed = steps
         if self.found is None:
@@ -111,17 +207,18 @@ class AnswerReader:
 
     def result(self, envelope: bytes) -> DeltaTrace:
         """The answer, once its envelope came (the last frame: a JSON object without steps)."""
+        if self.over is not None:
+            return unusable(DeltaTrace(ok=False, steps=[]), self.over)
         try:
             # DeltaTrace's own rules for the envelope's fields; the steps were validated as they came
             head = DeltaTrace.model_validate_json(envelope.rstrip()[:-1] + b',"steps":[]}')
         except (ValidationError, ValueError, RecursionError):
             head = None
-        if head is None or self.invalid:
+        if head is None or self.invalid or self._going_on is not None:  # (a step left in parts)
             return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
         trace = head.model_copy(update={"steps": self.steps})
         found = whole_problem(trace, self.bounds) or self.found
         return trace if found is None else unusable(trace, found)
-
 
     def kept(self, failure: DeltaTrace) -> DeltaTrace:
         """A run the server ended itself (its deadline, its size cap, a signal: ``outcome.classify``)
@@ -159,7 +256,16 @@ def bounds_for(code: str, settings: Settings) -> Bounds:
     """What an honest run of ``code`` stays within. Lines: an upper bound (Python also ends a line
     at a lone carriage return)."""
     return Bounds(lines=code.count("\n") + code.count("\r") + 1, max_steps=settings.max_steps,
-                  max_stdout=settings.max_stdout_bytes)
+                  max_stdout=settings.max_stdout_bytes,
+                  max_weight=settings.max_result_bytes // BYTES_PER_WEIGHT)
+
+
+# An answer's entries may weigh one unit per this many bytes of the answer's cap (8 MiB: 524,288,
+# i.e. at most ~131,000 facts, ~120 MiB of models). The engine's answers weigh one unit per 32-37
+# bytes at the least (lines that bind eight names to one tensor; lists of 3,000 tensors made and
+# deleted), 46-50 in one-line lists and dicts of 5,000-20,000 tensors and in loops, 62 and 105 for
+# the leak ×3000 and AdamW ×200.
+BYTES_PER_WEIGHT = 16
 
 
 class SubprocessRunner:

@@ -39,7 +39,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Any
 
-from app.schema import ArrayFact, DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.schema import ArrayFact, DeltaStep, DeltaTrace, NodeFact, StorageFact, TensorFact
 from app.trace.replay import Changes, State, replay
 
 MAX_VALUES = 64  # the engine sends values for tensors of at most this many elements
@@ -57,6 +57,18 @@ class Bounds:
     lines: int | None = None  # lines of the snippet
     max_steps: int | None = None
     max_stdout: int | None = None  # characters printed, all steps together
+    max_weight: int | None = None  # ``weight`` of all steps together
+
+
+FACT_WEIGHT = 4  # a fact's model is ~0.5-2 KB, a name's or a dropped id's ~0.1-0.2 KB
+
+
+def weight(facts: int, names: int) -> int:
+    """What an answer's entries cost to hold, in names: each fact (tensor, storage, node, array)
+    counts ``FACT_WEIGHT``, each name bound and each id dropped one. The server counts it before it
+    builds them (``app.sandbox.runner``): bytes alone do not bound the models, since a forged answer
+    of one-field facts makes 3-4 times the models per byte an engine's answer does."""
+    return FACT_WEIGHT * facts + names
 
 
 @dataclass(frozen=True)
@@ -96,8 +108,32 @@ def whole_problem(trace: DeltaTrace, bounds: Bounds = Bounds()) -> Problem | Non
         return Problem(None, "it says ok=" + str(trace.ok).lower() + " with" + ("" if trace.error else "out")
                        + " an error")
     if bounds.max_steps is not None and len(trace.steps) > bounds.max_steps:
-        return Problem(None, f"it has {len(trace.steps)} steps, more than the {bounds.max_steps} allowed")
+        return too_many_steps(bounds)
+    if bounds.max_weight is not None and sum(map(step_weight, trace.steps)) > bounds.max_weight:
+        return too_heavy(bounds)
     return None
+
+
+def step_weight(step: DeltaStep) -> int:
+    facts = len(step.tensors) + len(step.storages) + len(step.nodes) + len(step.arrays)
+    dropped = step.dropped
+    names = len(step.variables) + sum(len(getattr(dropped, kind)) for kind in DROPPED_KINDS)
+    return weight(facts, names)
+
+
+DROPPED_KINDS = ("variables", "tensors", "storages", "nodes", "arrays")
+
+
+def too_heavy(bounds: Bounds) -> Problem:
+    """The verdict on an answer with more entries than an engine's answer of the largest size has."""
+    return Problem(None, f"it holds more facts and names than the {bounds.max_weight} allowed")
+
+
+def too_many_steps(bounds: Bounds) -> Problem:
+    """The verdict on an answer with more steps than the run may make: refused as a whole. The
+    server counts them before it builds any (``app.sandbox.runner``), so the count past the limit is
+    not known."""
+    return Problem(None, f"it has more than the {bounds.max_steps} steps allowed")
 
 
 def step_checker(bounds: Bounds = Bounds()) -> Callable[[State, Changes], None]:  # noqa: B008 - frozen

@@ -86,7 +86,7 @@ def test_an_answer_with_too_many_steps_is_refused_as_a_whole() -> None:
             "steps": [{"line": 1}] * 5}
     _same(data, Bounds(lines=1, max_steps=3))
     streamed, _ = _read(data, Bounds(lines=1, max_steps=3), (2,))
-    assert "more than the 3 allowed" in streamed.error.message and streamed.steps == []
+    assert "more than the 3 steps allowed" in streamed.error.message and streamed.steps == []
 
 
 @pytest.mark.parametrize("bad", [{"line": "one"}, {"line": 1, "tensors": []}, 7],

@@ -112,7 +112,7 @@ def _answer_of(*payloads: bytes, trailing: bytes = b"", max_bytes: int = 1 << 20
     os.close(write)
     try:
         return frames.read_answer(read, max_bytes, time.monotonic() + 5,
-                                  seen.append if seen is not None else None)
+                                  (lambda body, _: seen.append(body)) if seen is not None else None)
     finally:
         os.close(read)
 
