@@ -12,7 +12,6 @@ It holds user objects only while one step is read; what it returns is strings an
 from __future__ import annotations
 
 import itertools
-import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from app.engine.values import MAX_VALUES, nest
 
 SAVED_PREFIX = "_saved_"
 MAX_CONTAINER_ITEMS = 256
-TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 # Accessing a saved tensor after backward released it raises this, and always will again.
 FREED_PREFIX = "Trying to backward through the graph a second time"
 
@@ -64,14 +62,22 @@ def packed_by_hooks(node: Any, attribute: str) -> Any:
     several = isinstance(raw, list | tuple)
     items = raw if several else (raw,)
     hooks = [getattr(item, "unpack_hook", None) for item in items]
-    if all(hook is None or _torch_own(hook) for hook in hooks):
-        return None  # no hook, or torch's own (save_on_cpu): its accessor runs no snippet code
+    if all(hook is None or getattr(hook, "__code__", None) is _SAVE_ON_CPU_UNPACK for hook in hooks):
+        return None  # no hook, or save_on_cpu's: reading it is its accessor, which changes nothing
+    # Any other unpack hook is not ours to call: the snippet's may print or count, and torch's own
+    # may do work that counts as the unpack (non-reentrant checkpoint recomputes the forward, and
+    # raises when backward then unpacks a second time).
     return [item.data for item in items] if several else raw.data
 
 
-def _torch_own(function: Any) -> bool:
-    code = getattr(function, "__code__", None)
-    return code is not None and code.co_filename.startswith(TORCH_DIR)
+_SAVE_ON_CPU_UNPACK = getattr(torch.autograd.graph.save_on_cpu().unpack_hook, "__code__", None)
+
+
+def packed_message(packed: Any) -> str:
+    """What a saved slot shows when a pack hook kept something other than tensors."""
+    if type(packed).__module__ == "torch.utils.checkpoint":
+        return "Not kept: torch.utils.checkpoint recomputes it during backward."
+    return f"Packed as a {type(packed).__name__} by a saved_tensors_hooks pack function."
 
 
 def _grad_of(t: torch.Tensor, is_leaf: bool) -> torch.Tensor | None:
@@ -392,9 +398,7 @@ class Reader:
                 self._add_saved(fact, nid, name, packed)
             else:
                 fact["saved"][name] = None
-                fact["saved_errors"][name] = (
-                    f"Packed as a {type(packed).__name__} by a saved_tensors_hooks pack function."
-                )
+                fact["saved_errors"][name] = packed_message(packed)
             return
         try:
             value = getattr(node, attribute)

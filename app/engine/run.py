@@ -139,7 +139,7 @@ def trace_delta(
         sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
         try:
             with hook_watch.quiet():
-                steps.append(taker.take(line, printed, scopes, touches))
+                steps.append(taker.take(line, printed, scopes, touches, in_pass=bool(watches)))
                 if after_step is not None:
                     after_step(steps)
             scope["walked_at"] = tracer.frame_events

@@ -160,18 +160,21 @@ class SnapshotTaker:
     # ---- one step --------------------------------------------------------------------------------
     def take(self, line: int, stdout: str, scopes: list[tuple[str, dict[str, Any]]],
              touches: Touches | None = None, ran: NodeRan | None = None,
-             names_still: bool = False) -> dict[str, Any]:
+             names_still: bool = False, in_pass: bool = False) -> dict[str, Any]:
         """The delta of one step; ``stdout`` is the text printed during it. With ``ran``, the step
         after one node of a backward pass (``app.engine.backward``). ``names_still``: the caller knows
         no snippet code ran since the last step, so no name can have changed (``names_still`` in
-        ``app.engine.run``); a whole-snapshot run walks the names all the same."""
+        ``app.engine.run``); a whole-snapshot run walks the names all the same. ``in_pass``: a line
+        of the snippet that runs inside a backward pass (a hook, a custom backward, the forward a
+        reentrant checkpoint runs again), read as the pass's node steps are: storages by their
+        bytes only, until the pass ends."""
         # Reading facts must not run a snippet's __torch_function__, nor be seen by our own mode.
         with torch._C.DisableTorchFunction():
             bound, gone = self.walker.still() if names_still and not self.full else self.walker.walk(scopes)
-            self.in_backward = ran is not None
+            self.in_backward = in_pass = ran is not None or in_pass
             if ran is not None:
                 self._node_ran(ran, touches)
-            self._mark(touches, after_pass=ran is None)
+            self._mark(touches, after_pass=not in_pass)
             delta = None
             # (while a cap holds, which objects get in depends on the whole reading order: read whole)
             if not (self.full or self.cyclic or self._capped_last or (touches is not None and touches.whole)):
@@ -184,7 +187,7 @@ class SnapshotTaker:
             self.arrays.step(self, delta)
             self._extra_before = {ident for ident, _ in self._extra}
             self._extra = []
-            if ran is None:
+            if not in_pass:
                 self._meet_bare_storages()
             capped = {**self.walker.capped, **self._capped}
             self._capped_last, self._capped = bool(self._capped), {}

@@ -81,6 +81,46 @@ out.mean().backward()
 }
 
 
+# Checkpointing: what a non-reentrant checkpoint saves is a holder its unpack hook recomputes from —
+# reading it for a step would recompute, and torch then refuses the backward's own unpack; a
+# reentrant checkpoint runs the forward again inside backward, as snippet lines of the pass.
+CHECKPOINT = {
+    "non-reentrant checkpoint then backward": """
+from torch.utils.checkpoint import checkpoint
+lin = nn.Linear(3, 3)
+def f(x):
+    h = torch.relu(lin(x))
+    return F.dropout(h, 0.5).sin()
+x = torch.randn(2, 3, requires_grad=True)
+y = checkpoint(f, x, use_reentrant=False)
+loss = y.sum()
+loss.backward()
+""",
+    "reentrant checkpoint then backward": """
+from torch.utils.checkpoint import checkpoint
+lin = nn.Linear(3, 3)
+def f(x):
+    return torch.relu(lin(x)).sin()
+x = torch.randn(2, 3, requires_grad=True)
+y = checkpoint(f, x, use_reentrant=True)
+loss = y.sum()
+loss.backward()
+""",
+    "checkpointed blocks in a training loop": """
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+blocks = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 2), nn.ReLU())
+opt = torch.optim.SGD(blocks.parameters(), lr=0.1)
+x = torch.randn(2, 2)
+for step in range(2):
+    opt.zero_grad()
+    out = checkpoint_sequential(blocks, 2, x, use_reentrant=False)
+    loss = checkpoint(lambda t: t.pow(2).mean(), out, use_reentrant=False)
+    loss.backward()
+    opt.step()
+""",
+}
+
+
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
@@ -91,3 +131,18 @@ def _check(source: str) -> None:
 @pytest.mark.parametrize("name", RECURRENT)
 def test_recurrent_nets(name: str) -> None:
     _check(RECURRENT[name])
+
+
+@pytest.mark.parametrize("name", CHECKPOINT)
+def test_checkpointing(name: str) -> None:
+    _check(CHECKPOINT[name])
+
+
+def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
+    from torch_oracle import trace
+
+    result = trace(CHECKPOINT["non-reentrant checkpoint then backward"])
+    assert result["ok"], result["error"]
+    before_backward = [s for s in result["steps"] if s["line"] == 9][-1]
+    messages = {m for node in before_backward["nodes"].values() for m in node["saved_errors"].values()}
+    assert messages == {"Not kept: torch.utils.checkpoint recomputes it during backward."}
