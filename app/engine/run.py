@@ -226,7 +226,8 @@ def trace_delta(
                 touches.backward_leaves |= leaves
 
     tracer = LineTracer(on_step, limits.max_steps, on_backward=on_backward,
-                        on_hidden_write=lambda: setattr(touches, "whole", True))
+                        on_hidden_write=lambda: setattr(touches, "whole", True),
+                        on_result=touches.note_result)
     error: dict[str, Any] | None = None
     saved_streams = sys.stdout, sys.stderr
     # Objects that exist before the run (torch's own, hundreds of thousands) are not garbage; freezing

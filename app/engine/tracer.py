@@ -111,21 +111,33 @@ HIDDEN_WRITERS = frozenset(id(code) for code in (
 ) if code is not None)
 
 
+# torch functions whose result gains facts after the snippet's code that made it has returned, by the
+# ``id`` of their code: ``Function.apply`` attaches the graph (grad_fn, requires_grad, is_leaf) to
+# what a custom Function's ``forward`` returned, in C++, with no version bump and no call the
+# engine's mode sees — and that forward may have bound it to a name read at its steps.
+RESULT_FACTS = frozenset(id(code) for code in (
+    _torch_code("torch.autograd.function", "Function.apply"),
+) if code is not None)
+
+
 class LineTracer:
     """Calls ``on_step(line, frame)`` after every executed snippet line, at most ``max_steps`` times.
 
     ``on_backward(roots)`` is called as each backward pass returns (with the tensors it started
-    from), and ``on_hidden_write()`` when torch code runs that changes tensors without a torch call.
+    from), ``on_hidden_write()`` when torch code runs that changes tensors without a torch call, and
+    ``on_result(value)`` with what a ``RESULT_FACTS`` function returned.
     """
 
     def __init__(self, on_step: Callable[[int, FrameType], None], max_steps: int,
                  on_backward: Callable[[FrameType, str], None] | None = None,
-                 on_hidden_write: Callable[[], None] | None = None) -> None:
+                 on_hidden_write: Callable[[], None] | None = None,
+                 on_result: Callable[[Any], None] | None = None) -> None:
         self._on_step = on_step
         self._max_steps = max_steps
         # (frame of torch's backward entry point, "call" | "exception" | "return")
         self._on_backward = on_backward
         self._on_hidden_write = on_hidden_write
+        self._on_result = on_result
         self.steps = 0
         self.truncated = False
         # Snippet frames entered or left so far (calls, generator resumptions, comprehensions and
@@ -155,6 +167,9 @@ class LineTracer:
                 return self._backward_trace
             if id(code) in HIDDEN_WRITERS and self._on_hidden_write is not None:
                 self._on_hidden_write()
+            elif id(code) in RESULT_FACTS and self._on_result is not None:
+                frame.f_trace_lines = False  # its return is all that is asked of it
+                return self._result_trace
             return None
         self.frame_events += 1
         if code.co_name in INLINE_FRAMES:
@@ -166,6 +181,11 @@ class LineTracer:
         if event in ("return", "exception") and self._on_backward is not None:
             self._on_backward(frame, event)  # "exception": the pass raised (then returns)
         return self._backward_trace
+
+    def _result_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return" and self._on_result is not None:
+            self._on_result(arg)  # (None too when it raised: nothing to note then)
+        return self._result_trace
 
     def count_step(self) -> bool:
         """Count a step taken outside a line event (a node of a backward pass); False past the limit,

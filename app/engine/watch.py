@@ -108,6 +108,10 @@ class Touches(TorchFunctionMode):
     def unwatch(self) -> None:
         self.__exit__(None, None, None)
 
+    def note_result(self, value: Any) -> None:
+        """What a torch function returned gained facts the line's step must read again."""
+        self._note(value if isinstance(value, list | tuple) else (value,), WRITES)
+
     def _note(self, values: Any, kind: int) -> None:
         for value in values:
             if isinstance(value, torch.Tensor):

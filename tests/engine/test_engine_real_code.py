@@ -121,6 +121,104 @@ for step in range(2):
 }
 
 
+# Custom autograd Functions: Function.apply attaches the graph to what forward returned, in C++, after
+# forward's own lines (which may have read that very tensor under a local name) have run.
+CUSTOM_FUNCTIONS = {
+    "forward binds its output to a local": """
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x * 2
+        return out
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+x = torch.ones(3, requires_grad=True)
+y = Double.apply(x)
+z = y * 3
+z.sum().backward()
+""",
+    "outputs from sort, non-differentiable, setup_context, identity and a view": """
+from torch.autograd.function import once_differentiable
+class SortFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        values, idx = x.sort()
+        ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(idx)
+        return values, idx
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g, _):
+        (idx,) = ctx.saved_tensors
+        out = torch.zeros_like(g)
+        out.scatter_(0, idx, g)
+        return out
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        result = x.exp()
+        return result
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+    @staticmethod
+    def backward(ctx, g):
+        (result,) = ctx.saved_tensors
+        return g * result
+class Ident(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+    @staticmethod
+    def backward(ctx, g):
+        return g
+class ViewFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        v = x.view(-1)
+        return v
+    @staticmethod
+    def backward(ctx, g):
+        return g.view(2, 2)
+x = torch.tensor([3.0, 1.0, 2.0], requires_grad=True)
+vals, order = SortFn.apply(x)
+e = Exp.apply(vals)
+i = Ident.apply(e)
+m = torch.ones(2, 2, requires_grad=True)
+flat = ViewFn.apply(m * 1)
+loss = i.sum() + flat.sum()
+loss.backward()
+""",
+    "a Function inside a module, trained": """
+class ScaleGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        y = x.clone()
+        return y
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 1)
+    def forward(self, x):
+        h = ScaleGrad.apply(x, 0.5)
+        return self.fc(h)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(3, 2, requires_grad=True)
+for i in range(2):
+    opt.zero_grad()
+    out = net(x)
+    out.sum().backward()
+    opt.step()
+""",
+}
+
+
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
@@ -146,3 +244,8 @@ def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
     before_backward = [s for s in result["steps"] if s["line"] == 9][-1]
     messages = {m for node in before_backward["nodes"].values() for m in node["saved_errors"].values()}
     assert messages == {"Not kept: torch.utils.checkpoint recomputes it during backward."}
+
+
+@pytest.mark.parametrize("name", CUSTOM_FUNCTIONS)
+def test_custom_functions(name: str) -> None:
+    _check(CUSTOM_FUNCTIONS[name])

@@ -318,11 +318,14 @@ def _resolve_at(frame: Any, namespace: dict[str, Any], label: str) -> Any:
     """``label`` at a plain run's line: a module-level one, or ``f:name`` in the innermost ``f``."""
     if ":" in label.split("[")[0]:
         function, _, rest = label.partition(":")
-        while frame is not None and frame.f_code.co_name != function:
+        while frame is not None:  # (two active functions of one name share the prefix: either)
+            if frame.f_code.co_name == function:
+                try:
+                    return resolve(dict(frame.f_locals), rest)
+                except (KeyError, AttributeError, NameError):
+                    pass
             frame = frame.f_back
-        if frame is None:
-            raise LookupError(label)
-        return resolve(dict(frame.f_locals), rest)
+        raise LookupError(label)
     return resolve(namespace, label)
 
 
