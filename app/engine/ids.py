@@ -164,6 +164,7 @@ class StorageIds(ObjectIds):
         # their storage object.
         self._by_bare_pointer: dict[int, _Bare] = {}
         self._pointer_of: dict[str, int] = {}  # storage id -> where its bytes were last seen
+        self.pass_depth = 0  # backward passes running, one inside another (app.engine.run)
 
     def of_storage(self, storage: Any) -> str:
         known = self.known(storage)
@@ -199,13 +200,19 @@ class StorageIds(ObjectIds):
         if found is not None:
             bare = self._by_bare_pointer.get(pointer)
             if bare is not None and bare.sid == found:
-                bare.met(tensor, fleeting)  # a true fact even if this attempt is undone: no journal entry
+                bare.met(tensor, fleeting, self.pass_depth)  # a true fact even if undone: no journal
             return found
         previous = self._by_bare_pointer.get(pointer)
         bare = self._by_bare_pointer[pointer] = _Bare(self._new())
-        bare.met(tensor, fleeting)
+        bare.met(tensor, fleeting, self.pass_depth)
         self.journal.note(lambda: self._unbare(pointer, bare, previous))
         return bare.sid
+
+    def end_pass(self, depth: int) -> None:
+        """The backward pass at ``depth`` (1: outermost) returned: what its saved outputs held is
+        freed with it; a pass it ran inside (a backward() in a hook) still holds what it met."""
+        for bare in self._by_bare_pointer.values():
+            bare.release(depth)
 
     def _unbare(self, pointer: int, bare: _Bare, previous: _Bare | None) -> None:
         if self._by_bare_pointer.get(pointer) is bare:
@@ -273,7 +280,8 @@ class _Bare:
     whatever is there now, a new storage. (A storage can outlive every tensor the trace met it
     through, through one it never met: then it is taken for a new one, the lesser mistake.) A
     storage met through a saved output, whose wrapper torch makes afresh at each access, is held by
-    what torch saved, out of sight: it is taken to live until the pass ends, as all of them were.
+    what torch saved, out of sight: it is taken to live until the pass it was met in ends (the
+    outermost such, when a pass runs inside another's hook: ``StorageIds.end_pass``).
     """
 
     __slots__ = ("sid", "_tensors", "_held")
@@ -281,16 +289,20 @@ class _Bare:
     def __init__(self, sid: str) -> None:
         self.sid = sid
         self._tensors: list[weakref.ref[Any]] = []  # weak: a tensor's wrapper lives as long as it does
-        self._held = False
+        self._held: int | None = None  # the outermost pass depth a saved output was met at
 
-    def met(self, tensor: Any, fleeting: bool) -> None:
+    def met(self, tensor: Any, fleeting: bool, depth: int) -> None:
         if fleeting:
-            self._held = True
+            self._held = depth if self._held is None else min(self._held, depth)
         elif all(ref() is not tensor for ref in self._tensors):
             self._tensors.append(weakref.ref(tensor))
 
+    def release(self, depth: int) -> None:
+        if self._held is not None and self._held >= depth:
+            self._held = None
+
     def alive(self, pointer: int) -> bool:
-        if self._held:
+        if self._held is not None:
             return True
         for ref in self._tensors:
             tensor = ref()

@@ -199,6 +199,7 @@ def trace_delta(
             scope["walked_at"] = None  # the pass's first node walks (see names_still)
             watch = BackwardWatch(on_node)
             watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
+            taker.storage_ids.pass_depth = len(watches)
             watch.start(frame)
             return
         if event == "exception":
@@ -207,6 +208,8 @@ def trace_delta(
             return
         stepped = False
         if watches:
+            taker.storage_ids.end_pass(len(watches))
+            taker.storage_ids.pass_depth = len(watches) - 1
             watch, pushed = watches.pop()
             watch.stop()
             if pushed:

@@ -168,7 +168,7 @@ def test_too_much_output_ends_the_run_with_an_output_error() -> None:
 
 
 def test_a_failure_of_the_tracer_itself_is_internal_not_the_snippets(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(*_args: object) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
         raise KeyError("boom")
 
     monkeypatch.setattr(snapshot.SnapshotTaker, "take", broken)
