@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     # comma-separated; app/web/clients.py).
     rate_storage: str = "memory://"
     trusted_proxies: str = ""
+    # The run cache (app/web/runcache.py): this process's own LRU (MiB; 0: none), and one shared by the
+    # replicas in Redis (redis://host:port/db; unset: none), bounded in MiB by the cache itself.
+    cache_mib: int = 64
+    cache_url: str | None = None
+    cache_shared_mib: int = 256
 
     # The server's own work per request (validation, diagnostics, layout, rendering): a time budget,
     # cancelled when the client leaves; past it the answer is a partial view (app/budget.py). Wall

@@ -107,9 +107,13 @@ def trace_delta(
         return _result([], False, _error("rejected", error, None))
 
     freed_message()  # asked of torch before the run: its own backward pass must not be traced
-    # Same seed every run, so a permalink reproduces the same numbers.
+    # Same seed every run, so a permalink reproduces the same numbers (on any replica: numpy's global
+    # generator too, which each process seeds from the OS when it imports numpy).
     _seed_torch()
     random.seed(SEED)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(SEED)
 
     output = CappedOutput(limits.max_stdout)
     # The snippet's hooks on graph nodes are seen only as they are registered (app.engine.hooks).

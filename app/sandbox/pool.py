@@ -78,6 +78,11 @@ def fork_server_env() -> dict[str, str]:
         "CUDA_VISIBLE_DEVICES": "",
         "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # One string hash for every fork server, so a snippet that prints a set of strings prints it
+        # in one order on every replica and after every restart (runs are reproducible, and cached:
+        # app/web/runcache.py). Randomised hashing guards a server's dicts against chosen keys; here
+        # the keys' author is the snippet, which can only slow its own run, under its own limits.
+        "PYTHONHASHSEED": "0",
     }
     env.update({k: os.environ[k] for k in HARDWARE_HINTS if k in os.environ})
     return env
@@ -251,6 +256,9 @@ class ForkServerPool:
         return self.serving
 
     streams = True  # ``run`` takes ``on_steps`` (app.sandbox.runner.Runner)
+    # Its answers depend on the code and the settings alone (seeded runs in identical children), so
+    # they may be cached (app.web.runcache says which ones)
+    deterministic = True
 
     async def run(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None, *,
                   cuda_on_cpu: bool = False) -> DeltaTrace:
@@ -431,7 +439,9 @@ class ForkServerPool:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-c", BOOT.format(root=APP_ROOT, fd=theirs.fileno())],
+                # -I but for -E: -s (no user site), -P (no script folder on sys.path); the environment
+                # is read, and it is all ours (fork_server_env: PYTHONHASHSEED)
+                [sys.executable, "-s", "-P", "-B", "-c", BOOT.format(root=APP_ROOT, fd=theirs.fileno())],
                 env=fork_server_env(),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,

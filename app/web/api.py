@@ -136,4 +136,5 @@ async def healthz(request: Request) -> JSONResponse:
     health["rate"] = await run_in_threadpool(state.rate_limiter.health)
     # How busy this replica is: runs holding a slot and requests waiting for one (app.sandbox.admission).
     health["admission"] = {"running": state.admission.running, "queued": state.admission.queued}
+    health["cache"] = await run_in_threadpool(state.run_cache.health)
     return JSONResponse(health, status_code=200 if health["ok"] else 503)

@@ -14,10 +14,10 @@ import ctypes
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from math import ceil
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastapi import Request
 
@@ -25,10 +25,10 @@ from app.budget import BudgetExceeded
 from app.heap import collect_due, pause_collector
 from app.i18n import N_, gettext, say
 from app.run_errors import Message, Param
-from app.schema import DeltaTrace, RunError
+from app.schema import DeltaStep, DeltaTrace, RunError
 from app.web.after import after_answer
 from app.web.clients import client_key
-from app.web.limits import SANDBOX_KEY, WORK_KEY
+from app.web.limits import CACHE_KEY, SANDBOX_KEY, SAVED_KEY, WORK_KEY
 from app.web.streamed import Streamed
 from app.web.work import budgeted, in_thread, work_budget
 
@@ -101,7 +101,7 @@ async def run_gated(request: Request, code: str, work: Callable[[DeltaTrace], T]
                                lambda results, note: partial(results[0], note), cuda_on_cpu=cuda_on_cpu)
 
 
-def _options(cuda_on_cpu: bool) -> dict[str, bool]:
+def run_options(cuda_on_cpu: bool) -> dict[str, bool]:
     """What a run asks of the runner beyond its code: given only when asked (app.sandbox.runner.Runner)."""
     return {"cuda_on_cpu": True} if cuda_on_cpu else {}
 
@@ -116,10 +116,7 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
     async with _slot(request, len(codes)) as (refusal, sweep):
         if refusal is not None:
             return refusal
-        runner = request.app.state.runner
-        started = time.monotonic()
-        results = tuple([await runner.run(code, **_options(cuda_on_cpu)) for code in codes])
-        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + time.monotonic() - started
+        results = tuple([await run_code(request, code, options=run_options(cuda_on_cpu)) for code in codes])
         sweep.large = _large(results)
         sweep.held.append(results)
         return await finish(request, work, partial, results, runs=len(codes))
@@ -137,11 +134,10 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         if refusal is not None:
             return refusal
         state = request.app.state
-        started = time.monotonic()
         budget = work_budget(request, waiting=float(state.settings.wall_seconds) + RUN_GRACE_SECONDS)
         work = asyncio.ensure_future(budgeted(request, streamed.consume, budget=budget, timed=False))
         try:
-            result = await state.runner.run(code, streamed.feed.put, **_options(cuda_on_cpu))
+            result = await run_code(request, code, streamed.feed.put, run_options(cuda_on_cpu))
         except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
             streamed.feed.settle(_NO_ANSWER)
             work.cancel()
@@ -151,7 +147,6 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         streamed.feed.settle(result)
         budget.shorten(float(state.settings.server_seconds))
         ran = time.monotonic()
-        request.scope[SANDBOX_KEY] = request.scope.get(SANDBOX_KEY, 0.0) + ran - started
         try:
             answer = await work
         except BudgetExceeded as error:
@@ -163,6 +158,42 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         sweep.large = _large((result,))
         sweep.held += (result, streamed)
         return answer
+
+
+async def run_code(request: Request, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None,
+                   options: Mapping[str, Any] | None = None) -> DeltaTrace:
+    """One run of ``code``: the sandbox's answer, or the run cache's (``app.web.runcache``) for a
+    runner whose answers only the code and the settings decide. ``options``: the run's options,
+    given to the runner and to the cache key alike, so no option can be left out of the key.
+    ``on_steps`` gets the steps (a hit's all at once). Its time goes to ``Server-Timing``."""
+    state = request.app.state
+    runner, options = state.runner, dict(options or {})
+    cache = state.run_cache if getattr(runner, "deterministic", False) and state.run_cache.enabled else None
+    started = time.monotonic()
+    if cache is not None:
+        key = cache.key(code, options)
+        hit = await in_thread(cache.get, key, code)
+        looked = time.monotonic()
+        _count(request, CACHE_KEY, looked - started)
+        if hit is not None:
+            _count(request, SAVED_KEY, hit.seconds)
+            if on_steps is not None and hit.trace.steps:
+                on_steps(list(hit.trace.steps))
+            return hit.trace
+        started = looked
+    if on_steps is not None:
+        result = await runner.run(code, on_steps, **options)
+    else:
+        result = await runner.run(code, **options)
+    seconds = time.monotonic() - started
+    _count(request, SANDBOX_KEY, seconds)
+    if cache is not None:  # kept beside the answer's sending, before the slot is given back
+        after_answer(request.scope, lambda: cache.put(key, code, result, seconds))
+    return result
+
+
+def _count(request: Request, key: str, seconds: float) -> None:
+    request.scope[key] = request.scope.get(key, 0.0) + seconds
 
 
 RUN_GRACE_SECONDS = 5.0  # the sandbox's own grace past the wall limit, and the answer's reading

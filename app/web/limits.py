@@ -29,7 +29,10 @@ from app.i18n import gettext as _
 
 WORK_KEY = "explorer.work_seconds"  # scope key: seconds of budgeted server work (app.web.work)
 SANDBOX_KEY = "explorer.sandbox_seconds"  # scope key: seconds waiting for the sandbox (app.web.gates)
-TIMINGS = (("sandbox", SANDBOX_KEY), ("work", WORK_KEY))  # Server-Timing's entries, in this order
+CACHE_KEY = "explorer.cache_seconds"  # scope key: seconds looking in the run cache (app.web.runcache)
+SAVED_KEY = "explorer.saved_seconds"  # scope key: the sandbox seconds the runs a cache answered took
+# Server-Timing's entries, in this order
+TIMINGS = (("sandbox", SANDBOX_KEY), ("cache", CACHE_KEY), ("saved", SAVED_KEY), ("work", WORK_KEY))
 
 
 class BodyTooLarge(HTTPException):

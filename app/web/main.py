@@ -24,6 +24,7 @@ from app.web.framing import FramingPolicy
 from app.web.limits import RequestLimits
 from app.web.locale import LocaleMiddleware
 from app.web.rate import RateLimiter
+from app.web.runcache import RunCache
 
 
 @asynccontextmanager
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.state.admission = Admission(settings.max_running, settings.max_queued, settings.queue_wait_seconds)
     trusted_networks(settings.trusted_proxies)  # a bad EXPLORER_TRUSTED_PROXIES stops the start
     app.state.rate_limiter = RateLimiter(settings.rate_per_minute, settings.rate_burst, settings.rate_storage)
+    app.state.run_cache = RunCache(settings)
     app.state.links = open_store(settings)
     app.include_router(api.router)
     app.include_router(links.router)

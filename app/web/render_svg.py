@@ -3,8 +3,10 @@
 Runs the snippet like the page does (same runner, same per-client rate and concurrency gates) and
 draws one step as a standalone SVG (``app.render.svg``) for an ``<img>``, e.g. in a GitHub README.
 Runs are seeded, so the same code draws the same picture: the answer carries an ETag derived from
-the inputs and the renderer's own source, may be cached by proxies, and a small in-process cache
-spares repeated runs. Problems answer an SVG that states them (4xx for bad parameters).
+the run's cache key (``app.web.runcache``: the code, the engine and renderers, the limits, the CPU) and
+the picture's parameters, may be cached by proxies, and a small in-process cache spares drawing it
+again (the run itself may come from the shared run cache). Problems answer an SVG that states them
+(4xx for bad parameters).
 """
 
 from __future__ import annotations
@@ -12,31 +14,28 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app import i18n
+from app.budget import current_budget
 from app.gallery import Example
 from app.i18n import gettext as _
 from app.render import build_explorer
 from app.render.compare import CompareView, compare_svg, shown
+from app.render.layout import DOT_RESERVE
 from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
 from app.run_errors import Message
-from app.schema import DeltaTrace
+from app.schema import DeltaTrace, RunError
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code, resolve_pair
-from app.web.gates import Refusal, run_gated
+from app.web.gates import Refusal, run_gated, run_options
 from app.web.pages import run_compare, run_limits
+from app.web.runcache import ended_by_itself, volatile
 
 router = APIRouter()
 
-ROOT = Path(__file__).resolve().parents[1]
-# What the picture depends on besides its inputs: the engine's trace and the renderer's drawing.
-RENDERER_VERSION = hashlib.sha256(
-    b"".join(p.read_bytes() for d in ("engine", "render") for p in sorted((ROOT / d).glob("*.py")))
-).hexdigest()[:16]
 CACHE_ENTRIES = 128
 CACHE_CHARS = 16 << 20  # the whole cache, and one picture, in characters (about bytes: SVG is ASCII)
 CACHE_ENTRY_CHARS = 512 << 10
@@ -47,8 +46,6 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Content-Disposition": 'inline; filename="autograd-explorer.svg"',
 }
-# Errors that say something about the snippet itself (the same every time), not about the server now.
-STABLE_ERRORS = ("runtime", "rejected", "output", "memory")
 
 
 def _svg(body: str, status: int = 200, cache: str = "no-store", etag: str | None = None,
@@ -63,9 +60,9 @@ def _svg(body: str, status: int = 200, cache: str = "no-store", etag: str | None
     return Response(body.encode("utf-8"), status_code=status, headers=headers, media_type="image/svg+xml")
 
 
-def _etag(code: str, params: EmbedParams) -> str:
-    key = "\0".join((RENDERER_VERSION, code, str(params.step), params.view, params.theme,
-                     i18n.current_locale(), str(params.cuda_on_cpu)))
+def _etag(request: Request, code: str, params: EmbedParams) -> str:
+    key = "\0".join((request.app.state.run_cache.key(code, run_options(params.cuda_on_cpu)), str(params.step),
+                     params.view, params.theme, i18n.current_locale()))
     return '"' + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + '"'
 
 
@@ -81,6 +78,16 @@ def _pair_key(pair: tuple[Example, Example]) -> str:
     whether they are a gallery pair (its sides are titled "The bug" / "The fix", two codes' not)."""
     codes = (shown(pair[0], pair[1]).code, shown(pair[1], pair[0]).code)
     return "\0".join(("", "compare", pair[0].slug, *codes))
+
+
+def _stable(code: str, body: str, errors: tuple[RunError | None, ...]) -> bool:
+    """Whether the next drawing would be this one (else it is not kept): every run ended by itself
+    (a timeout or a crash may not happen next time), nothing in it differs between processes, and
+    the layout was not hurried by the request's budget (``app.render.layout``: below
+    ``DOT_RESERVE`` seconds left, a component is placed quickly instead of by dot; the budget only
+    ever shrinks, so enough left now means enough left all along)."""
+    return (all(ended_by_itself(error) for error in errors) and not volatile(code, body.encode())
+            and current_budget().left() >= DOT_RESERVE)
 
 
 def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
@@ -108,7 +115,7 @@ async def render_image(request: Request) -> Response:
     except ParamError as error:
         titles = {400: _("Bad image link"), 404: _("Unknown short link"), 503: _("Not available")}
         return _svg(error_svg(titles.get(error.status, _("Error")), error.message, theme), error.status)
-    etag = _etag(code, params)
+    etag = _etag(request, code, params)
     if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers={"ETag": etag, "Cache-Control": CACHEABLE})
     cache = _cache(request)
@@ -117,13 +124,12 @@ async def render_image(request: Request) -> Response:
         return _svg(cache[etag], cache=CACHEABLE, etag=etag)
 
     def draw(result: DeltaTrace) -> tuple[str, bool]:
-        # A timeout or a crash may not happen next time: such a picture is not kept.
-        stable = result.error is None or result.error.kind in STABLE_ERRORS
-        return _draw(result, code, params, run_limits(settings)), stable
+        body = _draw(result, code, params, run_limits(settings))
+        return body, _stable(code, body, (result.error,))
 
     def draw_pair(view: CompareView) -> tuple[str, bool]:
-        stable = all(s.view.error is None or s.view.error.kind in STABLE_ERRORS for s in view.sides)
-        return compare_svg(view, params.view, params.theme), stable
+        body = compare_svg(view, params.view, params.theme)
+        return body, _stable(code, body, tuple(side.view.error for side in view.sides))
 
     # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox); a compare
     # is two runs (``run_compare``).

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from redis_server import RedisServer
-
+from app.bench.cluster_kit import Redis as RedisServer
 from app.web import shared
 from app.web.rate import RateLimiter
 
