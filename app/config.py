@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     max_queued: int = 8
     queue_wait_seconds: float = 10.0
     rate_per_minute: float = 120.0
-    rate_burst: int = 120
+    rate_burst: int | None = None  # runs at once; unset: rate_per_minute (a minute's worth)
 
     # Replicas (docs/self-host.md): where the per-client rate is counted (app/web/rate.py) —
     # memory:// (this process) or redis://host:port/db (shared, so a client has one budget whichever

@@ -56,7 +56,7 @@ def client(base_url: str, address: str = "127.0.0.1", timeout: float = 60) -> ht
 
 def server_timing(response: httpx.Response) -> dict[str, float]:
     """``Server-Timing``'s entries in milliseconds: sandbox, cache, saved, work."""
-    entries = re.findall(r"(\w+);dur=([\d.]+)", response.headers.get("server-timing", ""))
+    entries = re.findall(r'(\w+)(?:;desc="[^"]*")?;dur=([\d.]+)', response.headers.get("server-timing", ""))
     return {name: float(ms) for name, ms in entries}
 
 
@@ -208,16 +208,27 @@ class HAProxy:
             self.process = subprocess.Popen([self.binary, "-db", "-f", str(self.config)],
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def states(self) -> dict[str, str]:
-        """Each server's state as haproxy sees it ("UP", "DOWN", "UP 1/2" ...)."""
+    def command(self, line: str) -> str:
+        """One command on haproxy's admin socket; its answer."""
         with socket.socket(socket.AF_UNIX) as control:
             control.settimeout(5)
             control.connect(str(self.socket))
-            control.sendall(b"show stat\n")
+            control.sendall(line.encode() + b"\n")
             data = b""
             while chunk := control.recv(65536):
                 data += chunk
-        rows = csv.DictReader(io.StringIO(data.decode().lstrip("# ")))
+        return data.decode()
+
+    def serve_with(self, names: list[str]) -> None:
+        """Send requests to ``names`` only (the others in maintenance), once haproxy sees them up."""
+        for name in self.states():
+            self.command(f"{'enable' if name in names else 'disable'} server replicas/{name}")
+        for name in names:
+            self.wait_for(name, "UP")
+
+    def states(self) -> dict[str, str]:
+        """Each server's state as haproxy sees it ("UP", "DOWN", "UP 1/2", "MAINT" ...)."""
+        rows = csv.DictReader(io.StringIO(self.command("show stat").lstrip("# ")))
         return {row["svname"]: row["status"] for row in rows if row["pxname"] == "replicas"
                 and row["svname"] not in ("BACKEND", "FRONTEND")}
 

@@ -201,14 +201,19 @@ def _tree(root: int) -> list[int]:
     return tree
 
 
-def idle_memory(server_pid: int) -> tuple[float, float, int]:
-    time.sleep(1.0)  # the pool is back to its pre-forked children
+def tree_memory(server_pid: int) -> tuple[float, float, int]:
+    """RSS and PSS (MiB) of a server and every process under it, and how many they are."""
     pids = _tree(server_pid)
     rss = pss = 0
     for pid in pids:
         r, p = _memory_kib(pid)
         rss, pss = rss + r, pss + p
     return rss / 1024, pss / 1024, len(pids)
+
+
+def idle_memory(server_pid: int) -> tuple[float, float, int]:
+    time.sleep(1.0)  # the pool is back to its pre-forked children
+    return tree_memory(server_pid)
 
 
 def run() -> list[Row]:

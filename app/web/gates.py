@@ -28,7 +28,7 @@ from app.run_errors import Message, Param
 from app.schema import DeltaStep, DeltaTrace, RunError
 from app.web.after import after_answer
 from app.web.clients import client_key
-from app.web.limits import CACHE_KEY, SANDBOX_KEY, SAVED_KEY, WORK_KEY
+from app.web.limits import CACHE_DESC_KEY, CACHE_KEY, SANDBOX_KEY, SAVED_KEY, WORK_KEY
 from app.web.streamed import Streamed
 from app.web.work import budgeted, in_thread, work_budget
 
@@ -175,6 +175,9 @@ async def run_code(request: Request, code: str, on_steps: Callable[[list[DeltaSt
         hit = await in_thread(cache.get, key, code)
         looked = time.monotonic()
         _count(request, CACHE_KEY, looked - started)
+        # a compare's two runs: "hit" only when the cache answered both
+        request.scope[CACHE_DESC_KEY] = "hit" if hit and request.scope.get(CACHE_DESC_KEY, "hit") == "hit" \
+            else "miss"
         if hit is not None:
             _count(request, SAVED_KEY, hit.seconds)
             if on_steps is not None and hit.trace.steps:

@@ -10,9 +10,10 @@ One ASGI middleware for every route, so a new route cannot forget it:
 Routes still check their own, smaller bounds (the snippet's bytes) after decoding. The middleware
 also reports where a request's time went, as ``Server-Timing: sandbox;dur=<ms>, work;dur=<ms>``:
 the wait for the sandbox's runs, their answers read and validated included (``app.web.gates``), and
-the server's budgeted work on them (``app.web.work``). Both are measured by the server, never told by
-a child, so the per-request budget — and what a run costs beyond the server's own work — can be
-observed from outside.
+the server's budgeted work on them (``app.web.work``); with the run cache, ``cache;desc="hit"|"miss"``
+(the lookup) and, for a hit, ``saved`` (the sandbox time the cached runs took when they were made).
+All are measured by the server, never told by a child, so the per-request budget — and what a run
+costs beyond the server's own work — can be observed from outside.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ WORK_KEY = "explorer.work_seconds"  # scope key: seconds of budgeted server work
 SANDBOX_KEY = "explorer.sandbox_seconds"  # scope key: seconds waiting for the sandbox (app.web.gates)
 CACHE_KEY = "explorer.cache_seconds"  # scope key: seconds looking in the run cache (app.web.runcache)
 SAVED_KEY = "explorer.saved_seconds"  # scope key: the sandbox seconds the runs a cache answered took
-# Server-Timing's entries, in this order
-TIMINGS = (("sandbox", SANDBOX_KEY), ("cache", CACHE_KEY), ("saved", SAVED_KEY), ("work", WORK_KEY))
+CACHE_DESC_KEY = "explorer.cache_outcome"  # scope key: "hit" (every run answered by the cache), "miss"
+# Server-Timing's entries, in this order: its name, the scope key of its seconds, of its description
+TIMINGS = (("sandbox", SANDBOX_KEY, None), ("cache", CACHE_KEY, CACHE_DESC_KEY), ("saved", SAVED_KEY, None),
+           ("work", WORK_KEY, None))
 
 
 class BodyTooLarge(HTTPException):
@@ -88,7 +91,8 @@ class RequestLimits:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                timings = [f"{name};dur={scope[key] * 1000:.1f}" for name, key in TIMINGS if key in scope]
+                timings = [f"{name};{_desc(scope, desc)}dur={scope[key] * 1000:.1f}"
+                           for name, key, desc in TIMINGS if key in scope]
                 if timings:
                     MutableHeaders(scope=message).append("Server-Timing", ", ".join(timings))
             await send(message)
@@ -98,6 +102,10 @@ class RequestLimits:
         except (BodyTooLarge, BodyTooSlow) as error:  # raised where no exception handler saw it
             if not started:
                 await _refuse(send, error)
+
+
+def _desc(scope: Scope, key: str | None) -> str:
+    return f'desc="{scope[key]}";' if key is not None and key in scope else ""
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -1,7 +1,8 @@
 """The per-client rate of runs and shares (429), counted by ``limits`` in a moving window.
 
-A client may spend ``burst`` in any window of ``burst / per_minute`` minutes (the defaults: 120 in
-any minute); a compare costs two. The window is kept in ``EXPLORER_RATE_STORAGE``:
+A client may spend ``burst`` in any window of ``burst / per_minute`` minutes (``burst`` unset: a
+minute's worth, so ``per_minute`` in any minute; the default: 120 in any minute); a compare costs
+two. The window is kept in ``EXPLORER_RATE_STORAGE``:
 
 * ``memory://`` (the default): this process's own, for a single server;
 * ``redis://host:port/db``: shared by every replica, so a client has one budget whichever replica
@@ -39,8 +40,8 @@ YEAR = 365 * 24 * 3600
 class RateLimiter:
     """``take(client, cost)`` → 0 when the client may go on, else the seconds until it may."""
 
-    def __init__(self, per_minute: float, burst: int, storage: str = "memory://") -> None:
-        self.burst = max(1, burst)
+    def __init__(self, per_minute: float, burst: int | None, storage: str = "memory://") -> None:
+        self.burst = max(1, math.ceil(per_minute) if burst is None else burst)
         window = math.ceil(self.burst * 60 / per_minute) if per_minute > 0 else YEAR
         self.item = RateLimitItemPerSecond(self.burst, max(1, min(window, YEAR)))
         self.local = MovingWindowRateLimiter(MemoryStorage())

@@ -12,7 +12,8 @@ def assert_answered_from_cache(ran: httpx.Response, served: httpx.Response) -> N
     the run's own time as the time saved, and the very same bytes."""
     assert ran.status_code == served.status_code == 200
     assert "sandbox" in server_timing(ran) and "saved" not in server_timing(ran)
-    assert "sandbox" not in server_timing(served)
+    assert 'cache;desc="miss"' in ran.headers["server-timing"]
+    assert "sandbox" not in server_timing(served) and 'cache;desc="hit"' in served.headers["server-timing"]
     assert server_timing(served)["saved"] == server_timing(ran)["sandbox"]
     assert served.content == ran.content
 

@@ -70,3 +70,9 @@ def test_redis_down_falls_back_to_the_replicas_own_window(redis: RedisServer, mo
     time.sleep(0.3)
     assert limiter.health()["shared"] is True
     assert spend(limiter, "a", 3) == [True, True, False]  # counted in Redis again
+
+
+def test_without_a_burst_the_budget_is_a_minutes_worth() -> None:
+    limiter = RateLimiter(per_minute=3, burst=None)
+    assert (limiter.burst, limiter.window_seconds) == (3, 60)
+    assert spend(limiter, "a", 4) == [True, True, True, False]
