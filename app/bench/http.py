@@ -5,8 +5,8 @@ cold ``python -c`` subprocess per request (imports torch each time) for the rati
 the server plus the pool at idle (RSS, and PSS, which splits the pages children share with the fork
 server instead of counting them once per process).
 
-The bench server is started with the rate limit lifted (one client sends every request); everything
-else is the default configuration.
+The bench server is started with the rate limit lifted (one client sends every request) and no run
+cache (each request a real run); everything else is the default configuration.
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ class BenchServer:
             "EXPLORER_DATA_DIR": str(self.workdir / "data"),
             "EXPLORER_RATE_PER_MINUTE": "1000000000",
             "EXPLORER_RATE_BURST": "1000000000",
+            # Every request a real run and a real drawing: the run cache would answer the repeated
+            # snippets (python -m app.bench cluster measures the cache)
+            "EXPLORER_CACHE_MIB": "0",
             **(env or {}),
         }
         self.log = (self.workdir / "server.log").open("wb")

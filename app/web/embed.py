@@ -117,7 +117,8 @@ async def embed_run(request: Request) -> Response:
     def streamed() -> Streamed[str]:
         return Streamed(lambda: _embed_drawn(code, step, which, limits), draw)
 
-    return html_response(await run_posted_code(request, form, code, draw, streamed))
+    drawn_as = ("_embed_run.html", str(step), which)
+    return html_response(await run_posted_code(request, form, code, draw, streamed, drawn_as))
 
 
 async def _compare(request: Request, params: EmbedParams, pair: tuple[Example, Example]) -> Response:

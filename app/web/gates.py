@@ -21,14 +21,16 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 
-from app.budget import BudgetExceeded
+from app.budget import BudgetExceeded, current_budget
 from app.heap import collect_due, pause_collector
-from app.i18n import N_, gettext, say
+from app.i18n import N_, current_locale, gettext, say
+from app.render.layout import DOT_RESERVE
 from app.run_errors import Message, Param
 from app.schema import DeltaStep, DeltaTrace, RunError
 from app.web.after import after_answer
 from app.web.clients import client_key
 from app.web.limits import CACHE_DESC_KEY, CACHE_KEY, SANDBOX_KEY, SAVED_KEY, WORK_KEY
+from app.web.runcache import ended_by_itself
 from app.web.streamed import Streamed
 from app.web.work import budgeted, in_thread, work_budget
 
@@ -193,6 +195,65 @@ async def run_code(request: Request, code: str, on_steps: Callable[[list[DeltaSt
     if cache is not None:  # kept beside the answer's sending, before the slot is given back
         after_answer(request.scope, lambda: cache.put(key, code, result, seconds))
     return result
+
+
+def drawn_steadily(*errors: RunError | None) -> bool:
+    """Called once a drawing is made, in the work's thread: whether the next drawing of these runs
+    would be the same (``Drawing``)."""
+    return all(ended_by_itself(error) for error in errors) and current_budget().left() >= DOT_RESERVE
+
+
+class Drawing:
+    """What the server draws from one run (a page's fragment, a picture), kept by this process
+    (``RunCache.drawn``) and answered again as drawn — no run, no work — to the same code drawn with
+    the same ``params``, in the same language. Kept only when it would be drawn the same again: its
+    runs ended by themselves (``runcache.ended_by_itself``: not cut, not a partial view) and the
+    layout was not hurried by the request's budget (below ``DOT_RESERVE`` seconds left, a graph
+    component is placed quickly instead of by dot; the budget only shrinks, so enough left at the end
+    means enough all along); ``note`` is told, in the work's thread, once it is drawn."""
+
+    def __init__(self, request: Request, code: str, options: Mapping[str, Any],
+                 params: tuple[str, ...]) -> None:
+        self.request, self.code = request, code
+        self.cache = request.app.state.run_cache
+        self.key = self.cache.drawing_key(code, options, *params, current_locale())
+        self.steady = False
+        self.started = time.monotonic()
+
+    @classmethod
+    def of(cls, request: Request, code: str, options: Mapping[str, Any], *params: str) -> Drawing | None:
+        """``options``: the run's (``run_options``). None where nothing is kept: a runner whose answers
+        may differ, or no cache in this process."""
+        state = request.app.state
+        if not getattr(state.runner, "deterministic", False) or state.run_cache.local is None:
+            return None
+        return cls(request, code, options, params)
+
+    async def lookup(self) -> str | None:
+        started = time.monotonic()
+        hit = await in_thread(self.cache.drawn, self.key)
+        _count(self.request, CACHE_KEY, time.monotonic() - started)
+        if hit is None:
+            return None
+        self.request.scope[CACHE_DESC_KEY] = "hit"
+        _count(self.request, SAVED_KEY, hit[1])  # what the drawing took to make: its runs and the work
+        return hit[0]
+
+    def note(self, *errors: RunError | None) -> None:
+        self.steady = drawn_steadily(*errors)
+
+    def made(self, result: DeltaTrace, text: T) -> T:
+        self.note(result.error)
+        return text
+
+    def watch(self, work: Callable[[DeltaTrace], T]) -> Callable[[DeltaTrace], T]:
+        return lambda result: self.made(result, work(result))
+
+    def keep(self, text: str) -> None:
+        """Keep ``text`` if it is steady (beside the answer's sending)."""
+        if self.steady:
+            seconds, cache = time.monotonic() - self.started, self.cache
+            after_answer(self.request.scope, lambda: cache.keep_drawn(self.key, self.code, text, seconds))
 
 
 def _count(request: Request, key: str, seconds: float) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, Request
@@ -32,7 +32,16 @@ from app.schema import DeltaStep, DeltaTrace, RunError
 from app.templating import GRAPH_VENDOR, fragment_context, render, run_context
 from app.templating import templates as templates
 from app.templating import tojson as tojson
-from app.web.gates import Refusal, finish, run_gated, run_gated_all, run_gated_streamed, take_token
+from app.web.gates import (
+    Drawing,
+    Refusal,
+    finish,
+    run_gated,
+    run_gated_all,
+    run_gated_streamed,
+    run_options,
+    take_token,
+)
 from app.web.permalink import PermalinkError, decode_code, decode_pair, encode_code
 from app.web.streamed import Streamed
 
@@ -95,9 +104,12 @@ async def posted_form(request: Request) -> tuple[dict[str, str], str]:
 
 async def run_posted_code(request: Request, form: dict[str, str], code: str,
                           work: Callable[[DeltaTrace], T],
-                          streamed: Callable[[], Streamed[T]] | None = None) -> T:
+                          streamed: Callable[[], Streamed[T]] | None = None,
+                          drawn_as: tuple[str, ...] = ()) -> T:
     """Run posted code (or say why not), then ``work`` on the answer under the request's budget.
-    ``streamed``: the same work, able to start on the steps while the run goes on."""
+    ``streamed``: the same work, able to start on the steps while the run goes on. ``drawn_as``: what
+    besides the code the drawing depends on (its template, step, view): then a drawing this process
+    made before is the answer (``gates.Drawing``)."""
     settings = request.app.state.settings
     refusal = await take_token(request)
     if refusal is not None:
@@ -109,12 +121,24 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     elif not code.strip():
         result = _rejected("rejected.no_code")
     else:
+        cuda = form.get("cuda_on_cpu", "") in ("1", "on", "true")  # the page's "Run cuda on the CPU"
+        drawing = Drawing.of(request, code, run_options(cuda), *drawn_as) if drawn_as else None
+        if drawing is not None:
+            drawn = await drawing.lookup()
+            if drawn is not None:
+                return cast(T, drawn)
+            work = drawing.watch(work)
         partial = lambda r, note: work(partial_result(r, note))  # noqa: E731
         streams = streamed is not None and getattr(request.app.state.runner, "streams", False)
-        cuda = form.get("cuda_on_cpu", "") in ("1", "on", "true")  # the page's "Run cuda on the CPU"
-        ran = await (run_gated_streamed(request, code, streamed(), partial, cuda_on_cpu=cuda)
-                     if streams and streamed else run_gated(request, code, work, partial, cuda_on_cpu=cuda))
+        if streams and streamed:
+            fed = streamed()
+            fed.made = drawing.made if drawing is not None else None
+            ran = await run_gated_streamed(request, code, fed, partial, cuda_on_cpu=cuda)
+        else:
+            ran = await run_gated(request, code, work, partial, cuda_on_cpu=cuda)
         if not isinstance(ran, Refusal):
+            if drawing is not None and isinstance(ran, str):
+                drawing.keep(ran)
             return ran
         result = ran.as_result()
     return await finish(request, work, lambda r, note: work(partial_result(r, note)), result)
@@ -183,7 +207,8 @@ async def run_fragment(request: Request) -> HTMLResponse:
     def streamed() -> Streamed[str]:
         return Streamed(lambda: Drawn.run(code, step, limits), draw)
 
-    return html_response(await run_posted_code(request, form, code, draw, streamed))
+    drawn_as = ("_run.html", str(step))
+    return html_response(await run_posted_code(request, form, code, draw, streamed, drawn_as))
 
 
 class Drawn:

@@ -4,41 +4,35 @@ Runs the snippet like the page does (same runner, same per-client rate and concu
 draws one step as a standalone SVG (``app.render.svg``) for an ``<img>``, e.g. in a GitHub README.
 Runs are seeded, so the same code draws the same picture: the answer carries an ETag derived from
 the run's cache key (``app.web.runcache``: the code, the engine and renderers, the limits, the CPU) and
-the picture's parameters, may be cached by proxies, and a small in-process cache spares drawing it
-again (the run itself may come from the shared run cache). Problems answer an SVG that states them
-(4xx for bad parameters).
+the picture's parameters, may be cached by proxies, and this process keeps the pictures it drew
+(``gates.Drawing``; the run itself may come from the shared run cache). Problems answer an SVG that
+states them (4xx for bad parameters).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app import i18n
-from app.budget import current_budget
 from app.gallery import Example
 from app.i18n import gettext as _
 from app.render import build_explorer
 from app.render.compare import CompareView, compare_svg, shown
-from app.render.layout import DOT_RESERVE
 from app.render.notices import RunLimits
 from app.render.svg import error_svg, render_svg
 from app.run_errors import Message
 from app.schema import DeltaTrace, RunError
 from app.web.embed_params import EmbedParams, ParamError, parse_params, resolve_code, resolve_pair
-from app.web.gates import Refusal, run_gated, run_options
+from app.web.gates import Drawing, Refusal, drawn_steadily, run_gated, run_options
 from app.web.pages import run_compare, run_limits
-from app.web.runcache import ended_by_itself, volatile
+from app.web.runcache import volatile
 
 router = APIRouter()
 
-CACHE_ENTRIES = 128
-CACHE_CHARS = 16 << 20  # the whole cache, and one picture, in characters (about bytes: SVG is ASCII)
-CACHE_ENTRY_CHARS = 512 << 10
 CACHEABLE = "public, max-age=86400"
 # Opened directly (not in an <img>), the file is a document: allow it nothing but its own look.
 HEADERS = {
@@ -66,13 +60,6 @@ def _etag(request: Request, code: str, params: EmbedParams) -> str:
     return '"' + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + '"'
 
 
-def _cache(request: Request) -> OrderedDict[str, str]:
-    state = request.app.state
-    if not hasattr(state, "svg_cache"):
-        state.svg_cache = OrderedDict()
-    return state.svg_cache
-
-
 def _pair_key(pair: tuple[Example, Example]) -> str:
     """What a compare picture depends on besides the other parameters: both codes as shown, and
     whether they are a gallery pair (its sides are titled "The bug" / "The fix", two codes' not)."""
@@ -81,13 +68,10 @@ def _pair_key(pair: tuple[Example, Example]) -> str:
 
 
 def _stable(code: str, body: str, errors: tuple[RunError | None, ...]) -> bool:
-    """Whether the next drawing would be this one (else it is not kept): every run ended by itself
-    (a timeout or a crash may not happen next time), nothing in it differs between processes, and
-    the layout was not hurried by the request's budget (``app.render.layout``: below
-    ``DOT_RESERVE`` seconds left, a component is placed quickly instead of by dot; the budget only
-    ever shrinks, so enough left now means enough left all along)."""
-    return (all(ended_by_itself(error) for error in errors) and not volatile(code, body.encode())
-            and current_budget().left() >= DOT_RESERVE)
+    """Whether the next drawing would be this one (else it is neither cached nor kept): every run ended
+    by itself and the layout was not hurried (``gates.drawn_steadily``), and nothing in the picture
+    differs between processes (an object's address)."""
+    return drawn_steadily(*errors) and not volatile(code, body.encode())
 
 
 def _draw(result: DeltaTrace, code: str, params: EmbedParams, limits: RunLimits) -> str:
@@ -118,18 +102,24 @@ async def render_image(request: Request) -> Response:
     etag = _etag(request, code, params)
     if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers={"ETag": etag, "Cache-Control": CACHEABLE})
-    cache = _cache(request)
-    if etag in cache:
-        cache.move_to_end(etag)
-        return _svg(cache[etag], cache=CACHEABLE, etag=etag)
+    # A picture this process drew before: no token, no run, no drawing.
+    drawing = Drawing.of(request, code, run_options(params.cuda_on_cpu), "render.svg", str(params.step),
+                         params.view, params.theme)
+    if drawing is not None and (drawn := await drawing.lookup()) is not None:
+        return _svg(drawn, cache=CACHEABLE, etag=etag)
+
+    def kept(body: str, errors: tuple[RunError | None, ...]) -> tuple[str, bool]:
+        stable = _stable(code, body, errors)
+        if drawing is not None:
+            drawing.steady = stable
+        return body, stable
 
     def draw(result: DeltaTrace) -> tuple[str, bool]:
-        body = _draw(result, code, params, run_limits(settings))
-        return body, _stable(code, body, (result.error,))
+        return kept(_draw(result, code, params, run_limits(settings)), (result.error,))
 
     def draw_pair(view: CompareView) -> tuple[str, bool]:
-        body = compare_svg(view, params.view, params.theme)
-        return body, _stable(code, body, tuple(side.view.error for side in view.sides))
+        errors = tuple(side.view.error for side in view.sides)
+        return kept(compare_svg(view, params.view, params.theme), errors)
 
     # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox); a compare
     # is two runs (``run_compare``).
@@ -144,8 +134,6 @@ async def render_image(request: Request) -> Response:
     body, stable = ran
     if not stable:
         return _svg(body)
-    if len(body) <= CACHE_ENTRY_CHARS:  # unique hostile pictures must not fill the server's memory
-        cache[etag] = body
-    while len(cache) > CACHE_ENTRIES or sum(map(len, cache.values())) > CACHE_CHARS:
-        cache.popitem(last=False)
+    if drawing is not None:
+        drawing.keep(body)  # in the process's run cache, bounded in bytes (EXPLORER_CACHE_MIB)
     return _svg(body, cache=CACHEABLE, etag=etag)

@@ -23,10 +23,12 @@ itself whatever the server's eviction policy, evicting the least recently used. 
 trace's JSON, compressed, with the seconds its run took; read back, it is untrusted input like the
 sandbox's answer and goes through the same validation (``app.sandbox.runner.parse_result``: schema,
 then consistency) and the same ``keepable`` test — an entry that fails is dropped and the code runs.
-Only traces are shared: what the server makes of them (pages, pictures) could not be checked that way.
+Only traces are shared: what the server draws from them (page fragments, pictures) could not be
+checked that way, so each process keeps its own drawings (``drawn``, ``app.web.gates.Drawing``).
 
-A hit is said in ``Server-Timing``: ``cache;dur=`` (the lookup and validation) and ``saved;dur=``
-(the sandbox time the run took when it was made); a miss has ``cache;dur=`` beside ``sandbox;dur=``.
+A hit is said in ``Server-Timing``: ``cache;desc="hit";dur=`` (the lookup and validation) and
+``saved;dur=`` (the time the answer took when it was made: the run's sandbox time, and for a drawing
+the work too); a miss has ``cache;desc="miss";dur=`` beside ``sandbox;dur=``.
 Redis unreachable: the shared level is skipped (``app.web.shared.Breaker``) and runs go on.
 """
 
@@ -67,7 +69,7 @@ TRACE_SETTINGS = ("sandbox", "unsafe_dev", "policy_gate", "testing", "max_steps"
 KEPT_KINDS = ("runtime", "rejected", "output")
 # ... except these: a crash by signal or an odd exit may be the allocator failing under memory pressure
 NOT_KEPT_CODES = ("runtime.crash", "runtime.process_exit")
-NOT_KEPT_TYPES = ("MemoryError",)
+NOT_KEPT_TYPES = ("MemoryError", "ServerBudget")  # (the second: a page drawn without its views)
 # Names in a snippet that reach values the seed does not fix: reseeding from the OS (a ``seed()``
 # call without an argument, ``default_rng()``), the system's randomness, object addresses.
 VOLATILE = re.compile(rb"\b(?:seed|default_rng)\s*\(\s*\)|\b(?:id|data_ptr|SystemRandom|urandom|getrandom)\b")
@@ -281,6 +283,30 @@ class RunCache:
         digest = hashlib.sha256(ENGINE.encode() + b"\0" + self.limits + b"\0" + what + b"\0")
         digest.update(code.encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
+
+    def drawing_key(self, code: str, options: Mapping[str, Any] | None, *params: str) -> str:
+        """What is drawn from the run of ``code`` with ``options`` (a page's fragment, a picture): its
+        run's key and what else the drawing depends on (the template, the step, the view, the language...)."""
+        what = "\0".join((self.key(code, options), *params)).encode("utf-8", "surrogatepass")
+        return "drawn:" + hashlib.sha256(what).hexdigest()
+
+    def drawn(self, key: str) -> tuple[str, float] | None:
+        """A drawing this process kept, and the seconds it took to make. Only this process's own LRU:
+        a drawing cannot be checked like a trace, so none is shared."""
+        entry = self.local.get(key) if self.local is not None else None
+        if entry is None:
+            return None
+        _, seconds = HEAD.unpack_from(entry)
+        return zlib.decompress(entry[HEAD.size:]).decode(), seconds
+
+    def keep_drawn(self, key: str, code: str, text: str, seconds: float) -> bool:
+        """Keep a drawing whose run ended by itself and which shows nothing process-specific (the caller
+        knows the first); True when kept."""
+        data = text.encode()
+        if self.local is None or volatile(code, data):
+            return False
+        self.local.put(key, HEAD.pack(MAGIC, seconds) + zlib.compress(data, 1))
+        return True
 
     def get(self, key: str, code: str) -> Hit | None:
         for store in (self.local, self.shared):

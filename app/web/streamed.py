@@ -79,6 +79,8 @@ class Streamed(Generic[T]):
         # The speculation once its answer is made: kept, so that it is freed where the caller says
         # (a page's views are half a million objects, ~0.1–0.3 s to free: beside the answer's sending).
         self.spent: Speculation | None = None
+        # Told the whole answer and what was made of it, in the work's thread (app.web.gates.Drawing)
+        self.made: Callable[[DeltaTrace, T], T] | None = None
 
     def consume(self) -> T:
         speculation: Speculation | None = self._start()
@@ -107,5 +109,7 @@ class Streamed(Generic[T]):
                 and result.steps[0] is first and result.steps[-1] is last:  # the very steps fed
             self.used = True
             self.spent = speculation
-            return speculation.finish(result)
-        return self._work(result)
+            answer = speculation.finish(result)
+        else:
+            answer = self._work(result)
+        return answer if self.made is None else self.made(result, answer)

@@ -20,6 +20,7 @@ from app.config import Settings
 from app.schema import DeltaTrace, RunError
 from app.web import runcache, shared
 from app.web.main import create_app
+from app.web.permalink import encode_code
 from app.web.runcache import HEAD, MAGIC, PREFIX, RedisStore, RunCache, keepable
 
 CODE = """\
@@ -175,3 +176,35 @@ def test_redis_down_runs_go_on(redis: RedisServer, tmp_path: Path, monkeypatch: 
     cache.put(key, CODE, made, 0.1)
     assert time.monotonic() - started < 5
     assert not cache.health()["shared"]["ok"] and "error" in cache.health()["shared"]
+
+
+def test_pages_and_pictures_drawn_before_are_answered_as_drawn(app_client: TestClient) -> None:
+    code = CODE + "d = a.sin()\n"
+    for route, body in (("/run", {"code": code}), ("/run", {"code": code, "step": "2"}),
+                        ("/embed/run", {"code": code, "view": "graph"})):
+        made, again = (app_client.post(route, data=body) for _ in range(2))
+        assert made.status_code == again.status_code == 200 and again.text == made.text, route
+        # no run, and no drawing either: no work
+        assert 'cache;desc="hit"' in again.headers["server-timing"] and "work" not in server_timing(again)
+    step_two = app_client.post("/run", data={"code": code, "step": "2"}).text
+    assert step_two != app_client.post("/run", data={"code": code}).text  # each step its own drawing
+    chinese = app_client.post("/run", data={"code": code}, headers={"Accept-Language": "zh-CN"})
+    assert chinese.text != made.text and "work" in server_timing(chinese)  # each language too
+    picture = {"code": encode_code(code), "step": 3}
+    first, second = (app_client.get("/render.svg", params=picture) for _ in range(2))
+    assert second.content == first.content and "work" not in server_timing(second)
+    # what would not be drawn the same again is drawn each time
+    for volatile in ("print(id(object()))\n", "print(torch.ones(1, requires_grad=True).mul(2).grad_fn)\n"):
+        answers = [app_client.post("/run", data={"code": volatile}) for _ in range(2)]
+        assert all("work" in server_timing(a) for a in answers), volatile
+
+
+def test_a_drawing_hurried_by_its_budget_is_not_kept() -> None:
+    from app.budget import Budget, use_budget
+    from app.web.gates import drawn_steadily
+
+    assert drawn_steadily(None)
+    with use_budget(Budget(0.05)):  # less than the layout's reserve left: it may have placed quickly
+        assert not drawn_steadily(None)
+    assert not drawn_steadily(failed("timeout", "timeout.wall").error)
+    assert not drawn_steadily(None, failed("output", None, "ServerBudget").error)  # a partial view

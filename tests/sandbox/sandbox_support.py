@@ -32,6 +32,9 @@ TEST_ENV = {
     "EXPLORER_RATE_PER_MINUTE": "100000",
     "EXPLORER_RATE_BURST": "100000",
     "EXPLORER_TEST_SECRET": SECRET,
+    # No run cache: these tests prove that runs happen (a benign run after a crash, children used up),
+    # so every request must reach the sandbox (tests/cluster tests the cache)
+    "EXPLORER_CACHE_MIB": "0",
 }
 
 
