@@ -31,12 +31,20 @@ class BudgetExceeded(Exception):  # noqa: N818 - the name says what happened, li
 class Budget:
     """``seconds`` of wall time from now; ``cancelled()`` (cheap, thread-safe) ends it early."""
 
-    __slots__ = ("_cancelled", "_deadline", "seconds")
+    __slots__ = ("_cancelled", "_deadline", "hurried", "seconds")
 
     def __init__(self, seconds: float, cancelled: Callable[[], bool] | None = None) -> None:
         self.seconds = seconds
         self._deadline = time.monotonic() + seconds if math.isfinite(seconds) else math.inf
         self._cancelled = cancelled
+        # Work that cut a corner for want of time (a graph placed quickly: app.render.layout): what it
+        # made would come out otherwise with more time, so it is not kept (app.web.gates.Drawing)
+        self.hurried = False
+
+    def hurry(self) -> None:
+        """Say that the work cut a corner for want of time (never on ``UNLIMITED``, which all share)."""
+        if self is not UNLIMITED:
+            self.hurried = True
 
     @property
     def deadline(self) -> float:

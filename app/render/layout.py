@@ -383,6 +383,7 @@ def _shape(members: list[Box], edges: list[tuple[int, int]], loose: set, cache: 
     if too_dense(len(members), edges, loose) or cache.fuel_left < MIN_FUEL:
         shape = _quick_shape(sizes, edges, loose, DENSE)
     elif time_left < 0:
+        current_budget().hurry()  # what is drawn now is not what more time draws: not kept
         return _quick_shape(sizes, edges, loose, BUSY)  # not cached: with more time, dot next run
     else:
         fuel = min(CALL_FUEL, cache.fuel_left)
@@ -390,6 +391,7 @@ def _shape(members: list[Box], edges: list[tuple[int, int]], loose: set, cache: 
             shape, used = _dot_shape(sizes, edges, loose, fuel, min(time_left, LOAD_WAIT))
         except DotStopped as stopped:
             if not stopped.ran:
+                current_budget().hurry()
                 return _quick_shape(sizes, edges, loose, BUSY)
             shape, used = _quick_shape(sizes, edges, loose, DENSE), fuel
         cache.dot_calls += 1

@@ -24,7 +24,6 @@ from fastapi import Request
 from app.budget import BudgetExceeded, current_budget
 from app.heap import collect_due, pause_collector
 from app.i18n import N_, current_locale, gettext, say
-from app.render.layout import DOT_RESERVE
 from app.run_errors import Message, Param
 from app.schema import DeltaStep, DeltaTrace, RunError
 from app.web.after import after_answer
@@ -199,18 +198,16 @@ async def run_code(request: Request, code: str, on_steps: Callable[[list[DeltaSt
 
 def drawn_steadily(*errors: RunError | None) -> bool:
     """Called once a drawing is made, in the work's thread: whether the next drawing of these runs
-    would be the same (``Drawing``)."""
-    return all(ended_by_itself(error) for error in errors) and current_budget().left() >= DOT_RESERVE
+    would be the same (``Drawing``): they ended by themselves, and the work cut no corner for want of
+    time (``Budget.hurried``: a graph placed quickly because the budget ran low or dot was busy)."""
+    return all(ended_by_itself(error) for error in errors) and not current_budget().hurried
 
 
 class Drawing:
     """What the server draws from one run (a page's fragment, a picture), kept by this process
     (``RunCache.drawn``) and answered again as drawn — no run, no work — to the same code drawn with
-    the same ``params``, in the same language. Kept only when it would be drawn the same again: its
-    runs ended by themselves (``runcache.ended_by_itself``: not cut, not a partial view) and the
-    layout was not hurried by the request's budget (below ``DOT_RESERVE`` seconds left, a graph
-    component is placed quickly instead of by dot; the budget only shrinks, so enough left at the end
-    means enough all along); ``note`` is told, in the work's thread, once it is drawn."""
+    the same ``params``, in the same language. Kept only when it would be drawn the same again
+    (``drawn_steadily``); ``note`` is told, in the work's thread, once it is drawn."""
 
     def __init__(self, request: Request, code: str, options: Mapping[str, Any],
                  params: tuple[str, ...]) -> None:

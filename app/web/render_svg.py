@@ -69,7 +69,7 @@ def _pair_key(pair: tuple[Example, Example]) -> str:
 
 def _stable(code: str, body: str, errors: tuple[RunError | None, ...]) -> bool:
     """Whether the next drawing would be this one (else it is neither cached nor kept): every run ended
-    by itself and the layout was not hurried (``gates.drawn_steadily``), and nothing in the picture
+    by itself and the work was not hurried (``gates.drawn_steadily``), and nothing in the picture
     differs between processes (an object's address)."""
     return drawn_steadily(*errors) and not volatile(code, body.encode())
 

@@ -201,10 +201,15 @@ def test_pages_and_pictures_drawn_before_are_answered_as_drawn(app_client: TestC
 
 def test_a_drawing_hurried_by_its_budget_is_not_kept() -> None:
     from app.budget import Budget, use_budget
+    from app.render.layout import Box, LayoutCache, lay_out
     from app.web.gates import drawn_steadily
 
     assert drawn_steadily(None)
-    with use_budget(Budget(0.05)):  # less than the layout's reserve left: it may have placed quickly
-        assert not drawn_steadily(None)
+    boxes, edges = [Box("a", 40, 20, 0, 0), Box("b", 40, 20, 0, 0)], [("a", "b")]
+    with use_budget(Budget(0.05)) as budget:  # less than the layout's reserve left: dot is skipped
+        assert lay_out(boxes, edges, LayoutCache()).quick == 1
+        assert budget.hurried and not drawn_steadily(None)
+    with use_budget(Budget(60)):  # the control: time enough, dot lays it out
+        assert lay_out(boxes, edges, LayoutCache()).quick == 0 and drawn_steadily(None)
     assert not drawn_steadily(failed("timeout", "timeout.wall").error)
     assert not drawn_steadily(None, failed("output", None, "ServerBudget").error)  # a partial view
