@@ -9,18 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_checks import unavailable
 
 from app.bench.cluster_kit import Missing, Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shortlinks"))
 import pg_server as postgres  # noqa: E402
-
-
-def unavailable(reason: str) -> None:
-    # In CI a missing service is a broken setup (.ci/run installs them), not a reason to skip.
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture

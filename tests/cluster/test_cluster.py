@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from checks import assert_answered_from_cache, assert_no_run
+from cluster_checks import assert_answered_from_cache, assert_no_run, unavailable
 
 from app.bench.cluster_kit import Cluster, Missing, Redis, client, server_timing
 from app.web.permalink import decode_code, encode_code
@@ -36,8 +36,6 @@ def code(n: int | str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(pg_database: str) -> Iterator[Cluster]:
-    from conftest import unavailable
-
     try:
         redis = Redis()
         redis.start()

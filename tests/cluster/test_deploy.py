@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cluster_checks import unavailable
 
 from app.bench.cluster_kit import Missing, tool
 from app.config import Settings
@@ -110,8 +111,6 @@ def test_the_compose_file_fits_the_app() -> None:
 
 
 def _tool(name: str, package: str) -> str:
-    from conftest import unavailable
-
     try:
         return tool(name, package)
     except Missing as error:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis as redis_client
-from checks import assert_answered_from_cache, assert_no_run
+from cluster_checks import assert_answered_from_cache, assert_no_run
 from fastapi.testclient import TestClient
 
 from app.bench.cluster_kit import Redis as RedisServer
@@ -213,3 +213,16 @@ def test_a_drawing_hurried_by_its_budget_is_not_kept() -> None:
         assert lay_out(boxes, edges, LayoutCache()).quick == 0 and drawn_steadily(None)
     assert not drawn_steadily(failed("timeout", "timeout.wall").error)
     assert not drawn_steadily(None, failed("output", None, "ServerBudget").error)  # a partial view
+
+
+def test_a_run_option_keeps_its_own_answers(app_client: TestClient) -> None:
+    """cuda_on_cpu (any run option): the same code asked with and without it is two runs, two drawings."""
+    code = "x = torch.ones(2).cuda()\ny = x * 2\n"
+    for _ in range(2):  # the second time from the cache, each its own
+        simulated = app_client.post("/api/run", json={"code": code, "cuda_on_cpu": True}).json()
+        plain = app_client.post("/api/run", json={"code": code}).json()
+        assert simulated["ok"] and simulated["cuda_on_cpu"] is True
+        assert not plain["ok"] and plain["error"]["code"] == "runtime.no_cuda"
+        page = app_client.post("/run", data={"code": code, "cuda_on_cpu": "1"}).text
+        assert 'data-testid="cuda-notice"' in page
+        assert 'data-testid="cuda-notice"' not in app_client.post("/run", data={"code": code}).text
