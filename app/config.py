@@ -82,6 +82,12 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("DATABASE_URL", "EXPLORER_DATABASE_URL")
     )
     database_pool_size: int = 4
+    # Their bounds (app/shortlinks/store.py): all snippets together, what one client may share in a
+    # day, and the days a link never opened is kept after it was last shared.
+    links_max_bytes: int = 256 * 1024 * 1024
+    links_client_bytes: int = 1024 * 1024
+    links_client_links: int = 200
+    links_unopened_days: float = 14.0
 
 
     @property

@@ -4,6 +4,7 @@ SQLite in a data folder by default; PostgreSQL when ``DATABASE_URL`` names one, 
 """
 
 from app.shortlinks.snippets import InvalidSnippet, Snippet, prepare_snippet
-from app.shortlinks.store import LinkStore, StoreUnavailable, open_store
+from app.shortlinks.store import Limits, LinkStore, QuotaExceeded, StoreFull, StoreUnavailable, open_store
 
-__all__ = ["InvalidSnippet", "LinkStore", "Snippet", "StoreUnavailable", "open_store", "prepare_snippet"]
+__all__ = ["InvalidSnippet", "Limits", "LinkStore", "QuotaExceeded", "Snippet", "StoreFull",
+           "StoreUnavailable", "open_store", "prepare_snippet"]

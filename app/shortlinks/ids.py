@@ -1,4 +1,5 @@
-"""Short-link ids: a prefix of the base32 SHA-256 of the normalised code.
+"""Short-link ids: a prefix of the base32 of a 256-bit digest of the normalised code (the store's
+keyed hash of its SHA-256, ``app.shortlinks.store``).
 
 Lower-case RFC 4648 base32 (a-z, 2-7) survives URLs, case-folding tools and being read aloud.
 Ten characters (50 bits) keep links short; when a prefix is already taken by *other* code, the

@@ -3,23 +3,44 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from app.shortlinks.ids import DEFAULT_LENGTH
-from app.shortlinks.store import SCHEMA_COLUMNS, LinkStore, StoreUnavailable
+from app.shortlinks.store import Limits, LinkStore, StoreUnavailable, Tx
 
-# Any constant: serialises CREATE TABLE IF NOT EXISTS between replicas starting at once, which
-# otherwise can fail with a unique violation in PostgreSQL's catalogue.
+# Any constant: serialises the schema's creation between replicas starting at once, which otherwise
+# can fail with a unique violation in PostgreSQL's catalogue.
 _SCHEMA_LOCK_KEY = 0x5E_A6_11_4C
+
+
+class _PostgresTx(Tx):
+    def __init__(self, connection: psycopg.Connection) -> None:
+        self.connection = connection
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        cursor = self.connection.execute(sql.replace("?", "%s"), params)
+        return cursor.fetchall() if cursor.description else []
+
+    def run(self, sql: str, params: tuple = ()) -> int:
+        cursor = self.connection.execute(sql.replace("?", "%s"), params)
+        if cursor.description:  # (a statement with RETURNING)
+            return len(cursor.fetchall())
+        return cursor.rowcount
 
 
 class PostgresLinkStore(LinkStore):
     backend = "postgresql"
+    LOCK = " FOR UPDATE"
+    SKIP = " FOR UPDATE SKIP LOCKED"
+    SIZE = "octet_length(code)"
 
-    def __init__(self, url: str, pool_size: int = 4, id_length: int = DEFAULT_LENGTH) -> None:
-        super().__init__(id_length)
+    def __init__(self, url: str, pool_size: int = 4, id_length: int = DEFAULT_LENGTH,
+                 limits: Limits | None = None) -> None:
+        super().__init__(id_length, limits)
         # A small bounded pool per process: a viral link must not open one connection per request.
         self._pool = ConnectionPool(
             url,
@@ -45,35 +66,23 @@ class PostgresLinkStore(LinkStore):
             try:
                 with self._pool.connection() as db, db.transaction():
                     db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-                    db.execute(f"CREATE TABLE IF NOT EXISTS short_links ({SCHEMA_COLUMNS})")
+                    columns = {row[0] for row in db.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = 'short_links' "
+                        "AND table_schema = current_schema()").fetchall()}
+                    self._prepare(_PostgresTx(db), columns)
             except (PoolTimeout, psycopg.OperationalError) as error:
                 reason = type(error).__name__
                 raise StoreUnavailable(f"Cannot reach the short-link database ({reason}).") from None
             self._ready = True
 
-    def _query(self, sql: str, params: tuple) -> list[tuple]:
+    @contextmanager
+    def _transaction(self, write: bool = True) -> Iterator[Tx]:
         self._ensure_ready()
         try:
-            with self._pool.connection() as db:
-                cursor = db.execute(sql, params)
-                return cursor.fetchall() if cursor.description else [(cursor.rowcount,)]
+            with self._pool.connection() as db, db.transaction():
+                yield _PostgresTx(db)
         except (PoolTimeout, psycopg.OperationalError) as error:
             raise StoreUnavailable(f"The short-link database failed ({type(error).__name__}).") from None
-
-    def _id_for_digest(self, digest: str) -> str | None:
-        rows = self._query("SELECT id FROM short_links WHERE digest = %s", (digest,))
-        return rows[0][0] if rows else None
-
-    def _code_for_id(self, link_id: str) -> str | None:
-        rows = self._query("SELECT code FROM short_links WHERE id = %s", (link_id,))
-        return rows[0][0] if rows else None
-
-    def _insert(self, link_id: str, digest: str, code: str) -> bool:
-        rows = self._query(
-            "INSERT INTO short_links (id, digest, code) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            (link_id, digest, code),
-        )
-        return rows[0][0] == 1
 
     def close(self) -> None:
         self._pool.close()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.shortlinks.ids import DEFAULT_LENGTH
-from app.shortlinks.store import SCHEMA_COLUMNS, LinkStore, StoreUnavailable
+from app.shortlinks.store import Limits, LinkStore, StoreUnavailable, Tx
 
 
 def _private_file(path: Path) -> None:
@@ -26,28 +26,49 @@ def _private_file(path: Path) -> None:
         path.chmod(0o600)
 
 
+class _SqliteTx(Tx):
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self.connection.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: tuple = ()) -> int:
+        cursor = self.connection.execute(sql, params)
+        if cursor.description:  # (a statement with RETURNING)
+            return len(cursor.fetchall())
+        return cursor.rowcount
+
+
 class SqliteLinkStore(LinkStore):
     backend = "sqlite"
+    SIZE = "length(CAST(code AS BLOB))"
 
-    def __init__(self, path: Path, id_length: int = DEFAULT_LENGTH) -> None:
-        super().__init__(id_length)
+    def __init__(self, path: Path, id_length: int = DEFAULT_LENGTH, limits: Limits | None = None) -> None:
+        super().__init__(id_length, limits)
         self.path = Path(path)
         self._ready = False
         self._lock = threading.Lock()
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        # A connection per operation: cheap for SQLite, and safe across FastAPI's worker threads.
+    def _transaction(self, write: bool = True) -> Iterator[Tx]:
+        # A connection per operation: cheap for SQLite, and safe across FastAPI's worker threads. A
+        # writer takes the database's write lock at once (BEGIN IMMEDIATE), so the quota, the total
+        # and the insert of one share are one step for every process on the host.
         self._ensure_schema()
         try:
             connection = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         except sqlite3.Error as error:
             raise StoreUnavailable(f"Cannot open the short-link database: {error}.") from error
         try:
-            yield connection
+            connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            yield _SqliteTx(connection)
+            connection.execute("COMMIT")
         except sqlite3.OperationalError as error:  # locked for too long, disk full, read-only...
             raise StoreUnavailable(f"The short-link database failed: {error}.") from error
         finally:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             connection.close()
 
     def _ensure_schema(self) -> None:
@@ -66,35 +87,24 @@ class SqliteLinkStore(LinkStore):
     def _create_schema(self) -> None:
         connection = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         try:
-            connection.execute(f"CREATE TABLE IF NOT EXISTS short_links ({SCHEMA_COLUMNS})")
             # WAL lets readers in other processes carry on while one writes. Switching needs a moment
             # alone with the file and SQLite does not wait for it (SQLITE_BUSY at once), so retry
             # briefly when a second process starts at the same time; WAL, once set, stays set.
             for attempt in range(100):
                 try:
                     connection.execute("PRAGMA journal_mode=WAL")
-                    return
+                    break
                 except sqlite3.OperationalError as error:
                     if "locked" not in str(error) or attempt == 99:
                         raise
                     time.sleep(0.05)
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                columns = {row[1] for row in connection.execute("PRAGMA table_info(short_links)")}
+                self._prepare(_SqliteTx(connection), columns)
+                connection.execute("COMMIT")
+            finally:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
         finally:
             connection.close()
-
-    def _id_for_digest(self, digest: str) -> str | None:
-        with self._connect() as db:
-            row = db.execute("SELECT id FROM short_links WHERE digest = ?", (digest,)).fetchone()
-        return row[0] if row else None
-
-    def _code_for_id(self, link_id: str) -> str | None:
-        with self._connect() as db:
-            row = db.execute("SELECT code FROM short_links WHERE id = ?", (link_id,)).fetchone()
-        return row[0] if row else None
-
-    def _insert(self, link_id: str, digest: str, code: str) -> bool:
-        with self._connect() as db:
-            cursor = db.execute(
-                "INSERT INTO short_links (id, digest, code) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                (link_id, digest, code),
-            )
-            return cursor.rowcount == 1

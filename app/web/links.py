@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -15,7 +16,15 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.i18n import MAX_TAG, N_
 from app.i18n import gettext as _
-from app.shortlinks import InvalidSnippet, LinkStore, StoreUnavailable, prepare_snippet
+from app.shortlinks import (
+    InvalidSnippet,
+    LinkStore,
+    QuotaExceeded,
+    StoreFull,
+    StoreUnavailable,
+    prepare_snippet,
+)
+from app.web.clients import client_key
 from app.web.gates import take_token
 from app.web.pages import error_page
 from app.web.permalink import encode_code
@@ -86,9 +95,12 @@ def _code_from_body(body: bytes) -> str:
     return data["code"]
 
 
-@router.post("/api/links", status_code=201)
+@router.post("/api/links")
 async def create_link(request: Request) -> JSONResponse:
-    """Store a snippet; the same code always gets the same id. 201 when new, 200 when it existed."""
+    """Store a snippet; the same code always gets the same id. The answer is the same whether the
+    snippet was stored already or not (200), so it tells no one what others shared. Within the
+    store's bounds (``app.shortlinks.store``): a client past its day's quota gets 429, a full store
+    507, each with a sentence that says so."""
     max_code = request.app.state.settings.max_code_bytes
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         return _problem(415, _("Send the snippet as JSON (Content-Type: application/json)."))
@@ -104,12 +116,24 @@ async def create_link(request: Request) -> JSONResponse:
         # bound on the code itself is checked after decoding.
         code = _code_from_body(await _read_body(request, 6 * max_code + 1024))
         snippet = prepare_snippet(code, max_code)
-        link_id, created = await run_in_threadpool(_store(request).put, snippet)
+        link_id, _created = await run_in_threadpool(_store(request).put, snippet, client_key(request))
     except InvalidSnippet as error:
         return _problem(error.status, error.message)
+    except QuotaExceeded as error:
+        limits = _store(request).limits
+        hours = math.ceil(error.retry_after / 3600)
+        detail = _("You have shared as much as one day allows here ({links} links or {kb} KB); you can share "
+                   "again in {hours} h. The link above works without a short one.").format(
+            links=limits.client_links, kb=limits.client_bytes // 1024, hours=hours)
+        return JSONResponse({"detail": detail}, status_code=429,
+                            headers={"Retry-After": str(math.ceil(error.retry_after))})
+    except StoreFull:
+        log.warning("short links: the store is full (EXPLORER_LINKS_MAX_BYTES)")
+        return _problem(507, _("This server keeps no more short links for now. The link above works "
+                               "without a short one."))
     except StoreUnavailable as error:
         return _unavailable(error)
-    return JSONResponse({"id": link_id, "url": f"/s/{link_id}"}, status_code=201 if created else 200)
+    return JSONResponse({"id": link_id, "url": f"/s/{link_id}"})
 
 
 async def _lookup(request: Request, link_id: str) -> str | None:

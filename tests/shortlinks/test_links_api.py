@@ -40,11 +40,11 @@ def share(client: TestClient, code: str) -> tuple[int, dict]:
 
 def test_share_then_follow_then_read(client: TestClient) -> None:
     status, body = share(client, CODE)
-    assert status == 201
+    assert status == 200
     assert body["url"] == f"/s/{body['id']}"
     assert len(body["id"]) == 10
 
-    assert share(client, CODE) == (200, body)  # same code, same id; nothing new
+    assert share(client, CODE) == (200, body)  # same code, same id, the same answer
 
     follow = client.get(body["url"], follow_redirects=False)
     assert follow.status_code == 303
@@ -67,7 +67,7 @@ def test_code_too_long_for_a_url_goes_by_id(backend_settings: Settings) -> None:
     code = "".join(f"s = '{''.join(rng.choices(string.ascii_letters, k=60))}'\n" for _ in range(300))
     with TestClient(create_app(backend_settings, runner=NoRuns())) as client:
         status, body = share(client, code)
-        assert status == 201
+        assert status == 200
         follow = client.get(body["url"], follow_redirects=False)
         assert follow.status_code == 303 and follow.headers["location"] == f"/?s={body['id']}"
         assert client.get(f"/api/links/{body['id']}").json()["code"] == code
@@ -123,7 +123,7 @@ def test_too_big_is_413_both_before_and_after_decoding(client: TestClient) -> No
     status, detail = raw(client, b'{"code": "' + b"#" * 200_000 + b'"}')
     assert status == 413 and "request body is larger" in detail
     # Exactly at the limit is fine.
-    assert share(client, "#" * 2047 + "\n")[0] == 201
+    assert share(client, "#" * 2047 + "\n")[0] == 200
 
 
 def test_wrong_content_type_is_415(client: TestClient) -> None:
@@ -134,7 +134,7 @@ def test_wrong_content_type_is_415(client: TestClient) -> None:
 def test_sharing_is_rate_limited_per_client(backend_settings: Settings) -> None:
     settings = backend_settings.model_copy(update={"rate_burst": 2, "rate_per_minute": 1.0})
     with TestClient(create_app(settings, runner=NoRuns())) as client:
-        assert [share(client, f"x = {n}")[0] for n in range(2)] == [201, 201]
+        assert [share(client, f"x = {n}")[0] for n in range(2)] == [200, 200]
         refused = client.post("/api/links", json={"code": "x = 3"})
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
         assert client.get("/s/aaaaaaaaaa").status_code == 404  # reading is not limited

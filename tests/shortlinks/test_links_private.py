@@ -19,7 +19,7 @@ def test_the_data_folder_and_database_are_private(tmp_path: Path) -> None:
     try:
         data = tmp_path / "nested" / "data"
         store = open_store(Settings(data_dir=data, database_url=None))
-        store.put(prepare_snippet("x = torch.ones(2)", 20480))
+        store.put(prepare_snippet("x = torch.ones(2)", 20480), "192.0.2.1")
         store.close()
     finally:
         os.umask(old)
@@ -34,6 +34,6 @@ def test_an_existing_world_readable_store_is_made_private(tmp_path: Path) -> Non
     (data / "links.sqlite3").touch(mode=0o644)
     os.chmod(data / "links.sqlite3", 0o644)
     store = open_store(Settings(data_dir=data, database_url=None))
-    store.put(prepare_snippet("y = 1", 20480))
+    store.put(prepare_snippet("y = 1", 20480), "192.0.2.1")
     store.close()
     assert _mode(data) == 0o700 and _mode(data / "links.sqlite3") == 0o600

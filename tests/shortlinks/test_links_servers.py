@@ -66,7 +66,7 @@ def server(env: dict[str, str]) -> Iterator[httpx.Client]:
 
 def share(client: httpx.Client, code: str) -> dict:
     response = client.post("/api/links", json={"code": code})
-    assert response.status_code in (200, 201), response.text
+    assert response.status_code == 200, response.text
     return response.json()
 
 

@@ -1,4 +1,5 @@
-"""The store on real SQLite and real PostgreSQL: content-addressed, immutable, collision-safe."""
+"""The store on real SQLite and real PostgreSQL: content-addressed (with the store's key), immutable,
+collision-safe."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ from app.shortlinks.ids import DEFAULT_LENGTH, full_id
 MAX = 20 * 1024
 
 
-def put(store: LinkStore, code: str) -> tuple[str, bool]:
-    return store.put(prepare_snippet(code, MAX))
+def put(store: LinkStore, code: str, client: str = "192.0.2.1") -> tuple[str, bool]:
+    return store.put(prepare_snippet(code, MAX), client)
 
 
 def test_round_trip_and_same_code_same_id(store: LinkStore) -> None:
     code = "import torch\nx = torch.arange(6.)\nv = x.view(2, 3)\n"
     link_id, created = put(store, code)
     assert created
-    assert link_id == full_id(prepare_snippet(code, MAX).digest)[:DEFAULT_LENGTH]
+    assert link_id == full_id(store._keyed(prepare_snippet(code, MAX).digest))[:DEFAULT_LENGTH]
     assert store.get(link_id) == code
     # Again, and in a form that normalises to the same text: same id, nothing new stored.
     assert put(store, code) == (link_id, False)
@@ -53,7 +54,7 @@ def test_prefix_collisions_get_longer_ids_and_never_mix_snippets(backend_setting
         assert any(len(i) > 1 for i in ids), "expected at least one collision"
         for link_id, code in zip(ids, codes, strict=True):
             assert store.get(link_id) == code
-            assert full_id(prepare_snippet(code, MAX).digest).startswith(link_id)
+            assert full_id(store._keyed(prepare_snippet(code, MAX).digest)).startswith(link_id)
             assert put(store, code) == (link_id, False)  # stable once assigned
     finally:
         store.close()
