@@ -81,7 +81,7 @@ class DiscardedOutput:
 
 
 # Frames the user thinks of as part of one line: comprehensions, generator expressions, lambdas.
-# (And the engine's own one-line calls made on the snippet's behalf: app.engine.watch.CALL_FRAME.)
+# (And the engine's own one-line calls made on the snippet's behalf: app.engine.calls.CALL_FRAME.)
 INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<torch-call>"})
 
 

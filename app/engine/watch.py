@@ -21,37 +21,18 @@ that may make them asks for a whole snapshot (``Touches.whole``).
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from app.engine.calls import call_as_caller, caller
 from app.engine.ids import tensor_pointer
 from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of, tensors_in, versions_of
 
 # Snippet source that may change tensors in ways no torch function call shows.
 # (``.metadata``: a node's metadata dict written, which nothing else sees; app.engine.hooks)
 WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b")
-
-
-# A warning torch raises from C++ names the Python frame that made the call: make that the caller's
-# line, not this module's, so the snippet's output reads as it would without us. The call runs in
-# a one-line code object compiled with the caller's file name and line number (and its globals, for
-# the warnings registry). Its name is one the tracer skips (``app.engine.tracer.INLINE_FRAMES``).
-CALL_FRAME = "<torch-call>"
-_call_codes: dict[tuple[str, int], Any] = {}
-
-
-def call_as_caller(caller: Any, func: Any, args: Any, kwargs: Any) -> Any:
-    key = (caller.f_code.co_filename, caller.f_lineno)
-    code = _call_codes.get(key)
-    if code is None:
-        source = "\n" * (max(key[1], 1) - 1) + "__r = __f(*__a, **__k)"
-        code = _call_codes[key] = compile(source, key[0], "exec").replace(co_name=CALL_FRAME)
-    slot = {"__f": func, "__a": args, "__k": kwargs}
-    exec(code, caller.f_globals, slot)  # noqa: S102 - our own one-line call
-    return slot["__r"]
 
 
 class Touches(TorchFunctionMode):
@@ -76,21 +57,21 @@ class Touches(TorchFunctionMode):
         if plan.kind == READS:
             if kwargs:  # ``out=``
                 self._note(tuple(plan.written(args, kwargs)), WRITES)
-            return call_as_caller(sys._getframe(1), func, args, kwargs)
+            return call_as_caller(caller(), func, args, kwargs)
         if plan.kind == EXPOSES:
             self._note(args, EXPOSES)
             self._note(tuple(kwargs.values()), WRITES)
-            return call_as_caller(sys._getframe(1), func, args, kwargs)
+            return call_as_caller(caller(), func, args, kwargs)
         # what it only reads is not marked (nor the storages under it)
         self._note(tuple(plan.written(args, kwargs)), WRITES)
         if not plan.versions:
-            return call_as_caller(sys._getframe(1), func, args, kwargs)
+            return call_as_caller(caller(), func, args, kwargs)
         tensors = tensors_in(args)
         if kwargs:
             tensors += tensors_in(kwargs.values())
         before = versions_of(tensors)
         try:
-            return call_as_caller(sys._getframe(1), func, args, kwargs)
+            return call_as_caller(caller(), func, args, kwargs)
         finally:
             # what its insides wrote in place moved its version
             written = moved(tensors, before)

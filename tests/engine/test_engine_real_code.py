@@ -8,7 +8,7 @@ ones."""
 from __future__ import annotations
 
 import pytest
-from torch_oracle import assert_same_as_plain, assert_steps_match_plain
+from torch_oracle import assert_same_as_plain, assert_steps_match_plain, trace
 
 from tests.engine.test_engine_incremental import _assert_same
 
@@ -219,6 +219,41 @@ for i in range(2):
 }
 
 
+# Warnings and printed output point at the snippet, as a plain run's do: the engine's own frames around
+# a torch call (its mode, torch's handle_torch_function) must not shift what ``stacklevel`` counts.
+WARNINGS = {
+    "softmax without dim, at the top, in a function and in a module": """
+x = torch.randn(2, 3)
+y = F.softmax(x)
+z = F.log_softmax(x)
+def f(t):
+    return F.softmin(t)
+w = f(x)
+s = nn.Softmax()(x)
+class Net(nn.Module):
+    def forward(self, t):
+        return F.softmax(t)
+n = Net()(x)
+print(y.sum(dim=1))
+""",
+    "warnings from C++, from Python, and the snippet's own": """
+import warnings
+a = torch.randn(2, 3, requires_grad=True)
+b = a * 2
+g = b.grad
+d = F.dropout2d(torch.randn(2, 3, 4))
+u = F.upsample(torch.randn(1, 1, 2), scale_factor=2)
+def old(t):
+    warnings.warn("old() is going away", DeprecationWarning, stacklevel=2)
+    return t
+warnings.simplefilter("always")
+k = old(a)
+k = old(a)
+print(torch.ones(2))
+""",
+}
+
+
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
@@ -237,8 +272,6 @@ def test_checkpointing(name: str) -> None:
 
 
 def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
-    from torch_oracle import trace
-
     result = trace(CHECKPOINT["non-reentrant checkpoint then backward"])
     assert result["ok"], result["error"]
     before_backward = [s for s in result["steps"] if s["line"] == 9][-1]
@@ -249,3 +282,9 @@ def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
 @pytest.mark.parametrize("name", CUSTOM_FUNCTIONS)
 def test_custom_functions(name: str) -> None:
     _check(CUSTOM_FUNCTIONS[name])
+
+
+@pytest.mark.parametrize("name", WARNINGS)
+def test_warnings_point_at_the_snippet(name: str) -> None:
+    _check(WARNINGS[name])
+    assert "<snippet>:" in trace(WARNINGS[name].strip("\n") + "\n")["steps"][-1]["stdout"]

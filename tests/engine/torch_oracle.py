@@ -24,7 +24,7 @@ from torch import nn
 from app.engine import EngineLimits, trace_snippet
 from app.schema import RunResult
 
-PLAIN_FILENAME = "<plain>"
+PLAIN_FILENAME = "<snippet>"  # as the engine names it: warnings name the same file
 SEED = 0  # the engine seeds torch and random with 0 before every run
 
 
@@ -48,7 +48,7 @@ def run_plain(source: str) -> Plain:
     with redirect_stdout(buffer), redirect_stderr(buffer), warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
-            exec(compile(source, PLAIN_FILENAME, "exec"), namespace)  # noqa: S102
+            exec(compile(source, PLAIN_FILENAME, "exec", dont_inherit=True), namespace)  # noqa: S102
         except Exception as exc:  # the snippet's error is part of its behaviour
             error = exc
             tb = exc.__traceback__
@@ -390,7 +390,7 @@ def assert_steps_match_plain(source: str, skip: frozenset[str] = frozenset()) ->
         warnings.showwarning = _show_warning
         sys.settrace(global_trace)
         try:
-            exec(compile(source, PLAIN_FILENAME, "exec"), namespace)  # noqa: S102
+            exec(compile(source, PLAIN_FILENAME, "exec", dont_inherit=True), namespace)  # noqa: S102
         except Exception:  # noqa: BLE001, S110 - the trace's own error is compared by the caller
             pass
         finally:

@@ -1,0 +1,105 @@
+"""The engine's own frames around the snippet's torch calls, kept out of what the snippet prints.
+
+The engine's ``TorchFunctionMode`` (``app.engine.watch.Touches``) sees each torch call and makes it
+itself, so frames of its own stand between the code that called torch and the torch code that runs.
+Two things count those frames: a warning torch raises from C++ names the Python frame that made the
+call, and a Python warning counts ``stacklevel`` frames up from the code that warns (``F.softmax``
+without ``dim`` warns 3 up, naming the snippet's line; ``nn.Softmax()`` 5 up, naming
+``module.py:1778``). So the call runs in a one-line code object compiled with the caller's file name
+and line number (and run with its globals, for the warnings registry), and while the snippet runs,
+``warnings.warn`` counts frames as Python's own does except that it steps from such a call straight
+to its caller's caller: the frames between (the mode's, torch's ``handle_torch_function``, the
+Python function's first entry) are not the snippet's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+
+# The name of the one-line call's frame: one the tracer skips (app.engine.tracer.INLINE_FRAMES).
+CALL_FRAME = "<torch-call>"
+_call_codes: dict[tuple[str, int], Any] = {}
+# A torch function written in Python (F.softmax) reaches the mode through torch's
+# handle_torch_function, called from the function's own first frame: its caller is two frames up.
+_HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
+
+
+def caller() -> FrameType:
+    """The frame that called the torch function the mode is handling (asked from its
+    ``__torch_function__``): the frame above it, or above a Python function's
+    ``handle_torch_function`` and the function's first entry."""
+    frame = sys._getframe(2)
+    if frame.f_code is _HANDLE_TORCH_FUNCTION:
+        entry = frame.f_back  # the Python function's first entry
+        if entry is not None and entry.f_back is not None:
+            return entry.f_back
+    return frame
+
+
+def call_as_caller(caller: FrameType, func: Any, args: Any, kwargs: Any) -> Any:
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    code = _call_codes.get(key)
+    if code is None:
+        source = "\n" * (max(key[1], 1) - 1) + "__r = __f(*__a, **__k)"
+        code = _call_codes[key] = compile(source, key[0], "exec").replace(co_name=CALL_FRAME)
+    slot = {"__f": func, "__a": args, "__k": kwargs, "__c": caller}
+    exec(code, caller.f_globals, slot)  # noqa: S102 - our own one-line call
+    return slot["__r"]
+
+
+def _back(frame: FrameType) -> FrameType | None:
+    """The frame a plain run has above ``frame``: above one of our calls, its caller's caller."""
+    if frame.f_code.co_name == CALL_FRAME:
+        stood_for = frame.f_locals.get("__c")
+        if stood_for is not None:
+            return stood_for.f_back
+    return frame.f_back
+
+
+def _is_internal(frame: FrameType) -> bool:
+    filename = frame.f_code.co_filename  # as Python's warnings module tells importlib's frames
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+def warn(message: Any, category: Any = None, stacklevel: int = 1, source: Any = None) -> None:
+    """Python 3.11's ``warnings.warn``, frame for frame, with ``_back`` for ``f_back``."""
+    if isinstance(message, Warning):
+        category = message.__class__
+    if category is None:
+        category = UserWarning
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        raise TypeError(f"category must be a Warning subclass, not '{type(category).__name__}'")
+    frame: FrameType | None = sys._getframe(1)
+    if stacklevel <= 1 or _is_internal(frame):
+        for _ in range(stacklevel - 1):
+            frame = _back(frame) if frame is not None else None
+    else:
+        for _ in range(stacklevel - 1):
+            frame = _back(frame) if frame is not None else None
+            while frame is not None and _is_internal(frame):
+                frame = _back(frame)
+    if frame is None:
+        globals_, filename, lineno = sys.__dict__, "sys", 1
+    else:
+        globals_, filename, lineno = frame.f_globals, frame.f_code.co_filename, frame.f_lineno
+    module = globals_.get("__name__", "<string>")
+    registry = globals_.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, category, filename, lineno, module, registry, globals_, source)
+
+
+@contextlib.contextmanager
+def counted_as_plain() -> Iterator[None]:
+    """``warnings.warn`` is ``warn`` while the block runs."""
+    original = warnings.warn
+    warnings.warn = warn  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        warnings.warn = original  # type: ignore[assignment]
