@@ -326,6 +326,8 @@ class ForkServerPool:
             "pool": {
                 "prefork": self.prefork,
                 "ready": len(server.ready) if server else 0,
+                # children of the fork server in use that hold a job now (taken, not yet ended)
+                "running": len(server.records) - len(server.ready) if server else 0,
                 "spawns_pending": len(server.spawns) if server else 0,
                 "fork_server_starts": self.launches,
                 "standby": bool(self._standby and self._standby.alive),

@@ -58,7 +58,10 @@ def test_the_fork_server_comes_back(gated_server: Server) -> None:
     starts = gated_server.health().json()["pool"]["fork_server_starts"]
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(gated_server.run, SPIN)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while gated_server.health().json()["pool"]["running"] < 1:  # its child holds the job
+            assert time.monotonic() < deadline and not running.done()
+            time.sleep(0.05)
         os.kill(before, signal.SIGKILL)
         error = running.result()["error"]
     # The run in flight fails with a plain message; its child died with the fork server.
