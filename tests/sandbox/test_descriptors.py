@@ -37,6 +37,10 @@ def _flood(port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
+def _open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
 def _wait_until(predicate, seconds: float) -> bool:  # noqa: ANN001
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -54,7 +58,8 @@ def test_runs_come_back_after_descriptor_exhaustion(starved_server: Server) -> N
     try:
         assert keeper.get("/healthz").status_code == 200
         flood = _flood(starved_server.port, OPEN_FILES * 2)
-        time.sleep(1.5)  # the server accepts what it can, then EMFILE
+        # the server accepts what it can, until its descriptors run out (then EMFILE)
+        assert _wait_until(lambda: _open_files(starved_server.pid) >= OPEN_FILES - 1, 60)
         # Every run takes a pre-forked child and asks for its replacement, whose pipes the kernel
         # cannot hand over now: the run still answers (no 45 s wait), and the pool counts the loss.
         for _ in range(4):
