@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     header_seconds: float = 10.0
     max_header_bytes: int = 16 * 1024
     backlog: int = 256
+    # Answers (app/web/pacing.py, app/serving.py): a client that reads nothing of its answer for
+    # this long is dropped, and the answers one client leaves unread hold at most these bytes.
+    send_seconds: float = 10.0
+    client_pending_bytes: int = 32 * 1024 * 1024
 
     # Short links: SQLite under data_dir, unless DATABASE_URL names a PostgreSQL server
     # (postgresql://...), which lets several replicas share links. Nothing else is stored.

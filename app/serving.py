@@ -11,7 +11,10 @@ them all, so:
 * a connection must send its request head within ``keep_alive_seconds`` of going idle (uvicorn
   arms that timer only after a first response: here it is armed from the start) and the whole head
   within ``header_seconds`` (slow headers); bodies are bounded by ``app.web.limits``;
-* ``h11_max_incomplete_event_size`` bounds a request head's size, ``backlog`` the accept queue.
+* ``h11_max_incomplete_event_size`` bounds a request head's size, ``backlog`` the accept queue;
+* an answer must drain: a connection whose client reads nothing of what it was sent for
+  ``send_seconds`` (the transport's buffer above its high-water mark all that time) is aborted,
+  which drops what it held (``app.web.pacing`` keeps that buffer small, and frees the answer).
 
 Behind a reverse proxy, the proxy's own limits come first; docs/self-host.md says which to set.
 """
@@ -19,7 +22,10 @@ Behind a reverse proxy, the proxy's own limits come first; docs/self-host.md say
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
+import socket
+import struct
 import time
 from typing import Any
 
@@ -48,6 +54,8 @@ class BoundedH11Protocol(H11Protocol):
 
     max_connections = 512
     header_seconds = 10.0
+    send_seconds = 10.0
+    _stalled: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -75,6 +83,34 @@ class BoundedH11Protocol(H11Protocol):
         else:
             self._arm_idle_timer()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stalled is None:
+            self._stalled = self.loop.call_later(self.send_seconds, self._send_stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
+    def _send_stalled(self) -> None:
+        """The client read nothing for ``send_seconds``: drop the connection and what it holds, ours
+        and the kernel's (``close`` would wait for the buffer to be read, forever; and a socket closed
+        with unsent bytes is kept by the kernel, trying to send them, unless it resets)."""
+        self._stalled = None
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+        super().connection_lost(exc)
+
     def on_response_complete(self) -> None:
         self._head_started = time.monotonic()  # the next request's head starts now
         super().on_response_complete()
@@ -93,7 +129,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     protocol = type(
         "BoundedH11Protocol",
         (BoundedH11Protocol,),
-        {"max_connections": connections, "header_seconds": settings.header_seconds},
+        {"max_connections": connections, "header_seconds": settings.header_seconds,
+         "send_seconds": settings.send_seconds},
     )
     return {
         "http": protocol,

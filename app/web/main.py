@@ -23,6 +23,7 @@ from app.web.clients import trusted_networks
 from app.web.framing import FramingPolicy
 from app.web.limits import RequestLimits
 from app.web.locale import LocaleMiddleware
+from app.web.pacing import Paced
 from app.web.rate import RateLimiter
 from app.web.runcache import RunCache
 
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     # Outermost: every answer, the limits' 413/408 included, is made in the request's language.
     app.add_middleware(LocaleMiddleware)
+    # Outside even that: answers go out piece by piece as the client reads them (app/web/pacing.py).
+    app.add_middleware(Paced, client_pending_bytes=settings.client_pending_bytes)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
