@@ -18,6 +18,7 @@ import random
 import resource
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -448,6 +449,13 @@ def probe() -> dict:
         "read_outside", lambda: os.listdir(os.path.dirname(os.path.dirname(os.path.abspath(policy.__file__))))
     )
     attempt("kill_parent", lambda: os.kill(os.getppid(), 0))
+    try:  # not refused by the layers (torch starts threads): said as it is (``/healthz``'s isolation)
+        started = threading.Thread(target=lambda: None)
+        started.start()
+        started.join()
+        outcome["thread"] = "allowed"
+    except RuntimeError:  # "can't start new thread"
+        outcome["thread"] = "refused"
     status = layers.status_fields()
     outcome.update(
         uid=os.getuid(),

@@ -191,6 +191,30 @@ def evaluate_layers(hello: dict, probe: dict, server_euid: int, server_only_env:
     }
 
 
+def isolation(probe: dict, layers: dict[str, Any]) -> dict[str, str]:
+    """What the layers mean for a snippet, in plain words (``/healthz``), from what the probe child
+    tried. No namespace is used: the child shares the server's network, PID and mount namespaces,
+    and seccomp, Landlock and the limits are what stand between a snippet and them."""
+    nproc = (probe.get("rlimits", {}).get("NPROC") or [-1])[0]
+    bound = f"at most {nproc} processes and threads of its uid" if nproc not in (-1, None) else \
+        "no bound of their own (the server's uid)"
+    return {
+        "network": f"no sockets: seccomp refuses socket() (the probe child got {probe.get('socket', '?')}); "
+                   "no network namespace of its own: the child shares the server's",
+        "processes": "refused: seccomp refuses fork and the clone of a process "
+                     f"(probe: {probe.get('fork', '?')})",
+        "threads": f"not refused by the OS layers (probe: {probe.get('thread', '?')}; torch starts its own), "
+                   f"{bound}, within the run's CPU and memory limits; the policy gate refuses the ways a "
+                   "snippet asks for them (threading, concurrent.futures, torch.set_num_threads)",
+        "files": f"writing refused (probe: {probe.get('write_file', '?')}); reading "
+                 + ("only what Landlock allows" if layers.get("landlock") else "NOT limited by Landlock")
+                 + f" (probe outside it: {probe.get('read_outside', '?')})",
+        "namespaces": "none used (network, PID, user, mount): the layers above are seccomp, Landlock, "
+                      "resource limits, no capabilities, not dumpable"
+                      + (", a uid of its own" if layers.get("separate_uid") else ""),
+    }
+
+
 class ForkServerPool:
     """The default runner: fork-server children under the OS layers (``app.sandbox.layers``)."""
 
@@ -212,6 +236,7 @@ class ForkServerPool:
         self._last_launch = 0.0
         self.launches = 0
         self.layers: dict[str, Any] = {}
+        self.isolation: dict[str, str] = {}
         self.landlock_abi = 0
         self.huge_page_mib = 0
         self.start_error: str | None = None
@@ -317,6 +342,7 @@ class ForkServerPool:
             "runner": "forkserver",
             "state": state if server and server.alive else ("failed" if self.start_error else "stopped"),
             "layers": self.layers,
+            "isolation": self.isolation,  # what they mean, said plainly
             "landlock_abi": self.landlock_abi,
             "required": self.required,
             "missing": self.missing,
@@ -508,6 +534,7 @@ class ForkServerPool:
         server_only = set(os.environ) - set(fork_server_env()) - SET_BY_TORCH
         self.layers = evaluate_layers(hello, probe, self.server_euid, server_only)
         self.layers["uid"] = probe.get("uid")
+        self.isolation = isolation(probe, self.layers)
         missing = self.missing
         if missing:
             log.warning(
