@@ -18,6 +18,8 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import torch
+
 
 class _Journal:
     """Undo records for a registry: each entry is a zero-argument function that reverts one change."""
@@ -332,6 +334,21 @@ def _pointer(storage: Any) -> int:
 
 
 ACCUMULATE_SEQUENCE = 2**64 - 1  # torch gives every AccumulateGrad this sequence number
+
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_unwrapped = torch._C._functorch.get_unwrapped
+
+
+def key_leaf(leaf: Any) -> Any:
+    """The tensor whose id keys an ``AccumulateGrad``: its leaf — or, inside a torch.func transform,
+    the tensor the leaf's wrapper stands for: ``variable`` read at another level of ``grad(grad(f))``
+    is another wrapper of the same leaf, and the node must stay the node it was."""
+    try:
+        while _is_wrapped(leaf):
+            leaf = _unwrapped(leaf)
+    except (RuntimeError, TypeError):  # a dead wrapper: it stands for itself
+        pass
+    return leaf
 
 
 def unique_sequence(node: Any) -> int | None:

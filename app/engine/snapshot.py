@@ -36,7 +36,7 @@ import torch
 
 from app.engine.arrays import ArrayReader
 from app.engine.backward import NodeRan, freed_message, tensor_saves
-from app.engine.ids import NodeIds, ObjectIds, StorageIds, tensor_pointer
+from app.engine.ids import NodeIds, ObjectIds, StorageIds, key_leaf, tensor_pointer
 from app.engine.names import NameWalker
 from app.engine.reader import Deferred, Reader, fact_signature
 from app.engine.values import ValueWriter
@@ -45,6 +45,9 @@ from app.engine.watch import Touches
 MAX_TENSORS = 20_000
 MAX_NODES = 20_000
 SETTLE_ROUNDS = 8
+
+
+_functorch_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
 
 
 class _Retry(Exception):  # noqa: N818 - control flow inside this module
@@ -156,6 +159,7 @@ class SnapshotTaker:
         self._capped: dict[str, int] = {}  # caps the whole read of this step reached
         self._capped_last = False
         self.in_backward = False  # reading inside a backward pass: no storage objects (ids.tensor_pointer)
+        self._in_transform = False  # the last step was read inside a torch.func transform
 
     # ---- one step --------------------------------------------------------------------------------
     def take(self, line: int, stdout: str, scopes: list[tuple[str, dict[str, Any]]],
@@ -176,8 +180,14 @@ class SnapshotTaker:
                 self._node_ran(ran, touches)
             self._mark(touches, after_pass=not in_pass)
             delta = None
+            # Inside a torch.func transform (and at the step it ends), what a wrapper tensor or an
+            # AccumulateGrad's variable reads as depends on the transform's level at the moment of
+            # reading, which no call marks: read whole.
+            transformed = _functorch_level() is not None
+            in_transform, self._in_transform = transformed or self._in_transform, transformed
             # (while a cap holds, which objects get in depends on the whole reading order: read whole)
-            if not (self.full or self.cyclic or self._capped_last or (touches is not None and touches.whole)):
+            if not (self.full or self.cyclic or self._capped_last or in_transform
+                    or (touches is not None and touches.whole)):
                 delta = self._incremental(bound, gone)
             if delta is None:
                 self.whole_steps += 1
@@ -202,7 +212,7 @@ class SnapshotTaker:
         roots for this step, torch is about to free what it saved, and what it wrote is dirty."""
         node = ran.node
         leaf = self._leaf(node)
-        key = self.node_ids.key(node, self.tensor_ids.known(leaf) if leaf is not None else None)
+        key = self._key_of(node, leaf)
         nid = self.node_ids.of_key(key)
         self.node_keys.setdefault(nid, key)
         if ran.frees:
@@ -303,7 +313,7 @@ class SnapshotTaker:
             leaf = self._leaf(current)
             if leaf is not None:
                 leaves.add(id(leaf))
-            keys.add(self.node_ids.key(current, self.tensor_ids.known(leaf) if leaf is not None else None))
+            keys.add(self._key_of(current, leaf))
             stack.extend(fn for fn, _ in current.next_functions if fn is not None)
         return keys, leaves
 
@@ -581,9 +591,10 @@ class SnapshotTaker:
                     return candidate
         return None
 
-    def _key_of(self, node: Any) -> Any:
-        leaf = self._leaf(node)
-        return self.node_ids.key(node, self.tensor_ids.known(leaf) if leaf is not None else None)
+    def _key_of(self, node: Any, leaf: Any = None) -> Any:
+        """A node's identity key (``ids.NodeIds.key``); ``leaf``: its leaf, when already read."""
+        leaf = leaf if leaf is not None else self._leaf(node)
+        return self.node_ids.key(node, self.tensor_ids.known(key_leaf(leaf)) if leaf is not None else None)
 
     # ---- commit ----------------------------------------------------------------------------------
     def _commit(self, plan: _Plan) -> dict[str, Any]:

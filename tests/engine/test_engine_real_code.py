@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from torch_oracle import assert_same_as_plain, assert_steps_match_plain, trace
 
+from app.engine import trace_delta
 from tests.engine.test_engine_incremental import _assert_same
 
 # Recurrent nets: nn.GRU / nn.GRUCell save copies (MulBackward0's self) whose CloneBackward0 no
@@ -254,6 +255,42 @@ print(torch.ones(2))
 }
 
 
+# torch.func: inside a transform, tensors are wrappers whose facts depend on the transform's level at
+# the moment of reading (an AccumulateGrad's variable is another wrapper of the same leaf at each
+# level; a vmap's batched tensor has no numbers of its own).
+TORCH_FUNC = {
+    "nested grad": """
+from torch.func import grad
+def f(x):
+    return torch.sin(x)
+x = torch.tensor(1.0)
+d2 = grad(grad(f))(x)
+print(d2)
+""",
+    "per-sample gradients, jacobians, hessian, vjp, jvp": """
+from torch.func import functional_call, vmap, grad, jacrev, jacfwd, hessian, vjp, jvp
+model = nn.Linear(3, 1)
+params = {k: v.detach() for k, v in model.named_parameters()}
+def loss_fn(params, x, y):
+    out = functional_call(model, params, (x.unsqueeze(0),))
+    return F.mse_loss(out, y.unsqueeze(0))
+x = torch.randn(4, 3)
+y = torch.randn(4, 1)
+per_sample = vmap(grad(loss_fn), in_dims=(None, 0, 0))(params, x, y)
+def f(t):
+    return (t.sin() * t).sum()
+v = torch.tensor([0.5, 1.0])
+J = jacrev(torch.sin)(v)
+Jf = jacfwd(torch.sin)(v)
+H = hessian(f)(v)
+out, pullback = vjp(torch.sin, v)
+(g,) = pullback(torch.ones(2))
+o2, t2 = jvp(torch.sin, (v,), (torch.ones(2),))
+val, aux = grad(lambda t: (f(t), t.cos()), has_aux=True)(v)
+""",
+}
+
+
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
@@ -288,3 +325,13 @@ def test_custom_functions(name: str) -> None:
 def test_warnings_point_at_the_snippet(name: str) -> None:
     _check(WARNINGS[name])
     assert "<snippet>:" in trace(WARNINGS[name].strip("\n") + "\n")["steps"][-1]["stdout"]
+
+
+@pytest.mark.parametrize("name", TORCH_FUNC)
+def test_torch_func_transforms(name: str) -> None:
+    source = TORCH_FUNC[name].strip("\n") + "\n"
+    _check(source)
+    from app.schema import DeltaTrace
+    from app.trace.consistency import problem
+
+    assert problem(DeltaTrace.model_validate(trace_delta(source))) is None  # what the sandbox checks

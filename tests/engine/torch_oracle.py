@@ -311,7 +311,19 @@ def _plain_facts(t: torch.Tensor) -> dict[str, Any]:
             "version": None if inference else t._version,
             "values": t.detach().clone() if t.numel() <= 64 and t.layout == torch.strided else None,
             "grad": t.grad is not None,
+            "unreadable": _unreadable(t),
         }
+
+
+def _unreadable(t: torch.Tensor) -> str | None:
+    """What torch says when asked for a small tensor's numbers (a vmap's batched tensor has none)."""
+    if t.numel() > 64 or t.layout != torch.strided:
+        return None
+    try:
+        t.tolist()
+    except RuntimeError as error:
+        return first_sentence(str(error).split("\n")[0])
+    return None
 
 
 def _resolve_at(frame: Any, namespace: dict[str, Any], label: str) -> Any:
@@ -407,7 +419,8 @@ def assert_steps_match_plain(source: str, skip: frozenset[str] = frozenset()) ->
             node = step["nodes"][fact["grad_fn"]]["name"] if fact["grad_fn"] else None
             assert node == plain["grad_fn"], (where, "grad_fn", node, plain["grad_fn"])
             assert (fact["grad"] is not None) == plain["grad"], (where, "grad")
-            if plain["values"] is not None:
+            assert fact["unavailable"].get("values") == plain["unreadable"], (where, fact["unavailable"])
+            if plain["values"] is not None and plain["unreadable"] is None:
                 actual = torch.tensor(decode(fact["values"]), dtype=plain["values"].dtype)
                 torch.testing.assert_close(actual, plain["values"], rtol=0, atol=0, equal_nan=True,
                                            msg=lambda m, where=where: f"{where}: {m}")
