@@ -114,3 +114,68 @@ for i in range({n}):
     out = torch.randn(4)
     preds.append(out.numpy())
 """
+
+# Issue 27: real code at model size, as a new user would paste it. A small CNN trained 3 epochs × 5
+# batches through a DataLoader.
+CNN = """\
+from torch.utils.data import DataLoader, TensorDataset
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv(x)))
+        return self.fc(x.flatten(1))
+
+data = TensorDataset(torch.randn(20, 1, 8, 8), torch.randint(0, 3, (20,)))
+loader = DataLoader(data, batch_size=4)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+for epoch in range(3):
+    for xb, yb in loader:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+"""
+
+# An LSTM that carries its hidden state from one chunk of a sequence to the next (detached).
+LSTM = """\
+lstm = nn.LSTM(input_size=4, hidden_size=8)
+head = nn.Linear(8, 1)
+opt = torch.optim.Adam([*lstm.parameters(), *head.parameters()], lr=0.01)
+seq = torch.randn(20, 1, 4)
+state = None
+for t in range(0, 20, 5):
+    out, state = lstm(seq[t:t + 5], state)
+    loss = head(out[-1]).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    state = tuple(s.detach() for s in state)
+"""
+
+# One TransformerEncoderLayer trained a few steps with Adam.
+TRANSFORMER = """\
+layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
+opt = torch.optim.Adam(layer.parameters(), lr=1e-3)
+x = torch.randn(2, 5, 16)
+for step in range(3):
+    out = layer(x)
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+# A loop that never ends, each iteration slow enough that the wall limit (5 s), not the step limit,
+# cuts it.
+FOREVER = """\
+x = torch.randn(200, 200)
+while True:
+    x = torch.tanh(x @ x)
+"""
