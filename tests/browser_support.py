@@ -69,6 +69,18 @@ def run_code(page, code: str) -> None:
     wait_for_run(page, before)
 
 
+def open_memory(page) -> None:
+    """Open every group of the memory view (a run at model size shows each as one closed line), as a
+    reader would: a click on each closed line, the module lines inside Parameters after it."""
+    closed = page.locator("[data-testid=memory-view] details:not([open]):not([hidden]) > summary")
+    for _ in range(64):
+        found = [line for line in closed.all() if line.is_visible()]
+        if not found:
+            return
+        found[0].click()
+    raise AssertionError("the memory view's groups did not open")
+
+
 def step_label(page) -> str:
     return page.get_by_test_id("step-label").inner_text()
 

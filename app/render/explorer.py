@@ -21,6 +21,7 @@ from app.render.backward import payload as passes_payload
 from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
+from app.render.loops import LoopBytes, LoopGrowth, read_loops
 from app.render.memory import MemoryBuilder, MemoryView
 from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cuda_notice, cut_notice, error_view
 from app.render.steps import Driver, StepInput, ViewBuilder
@@ -71,6 +72,8 @@ class ExplorerView:
     backward: frozenset[int] = frozenset()  # steps inside a line's backward pass: the line has not finished
     gpu: tuple[GpuPoint, ...] = ()  # per step, what a CUDA device would report (app/trace/gpu.py, a model)
     cuda: Notice | None = None  # the code's cuda ran on the CPU (cuda_on_cpu): what is on cuda:0 is simulated
+    loops: tuple[LoopGrowth, ...] = ()  # what an iteration of each loop adds to memory
+    loop_ends: frozenset[int] = frozenset()  # steps where a loop's header found no next item
 
     @property
     def step_count(self) -> int:
@@ -113,8 +116,9 @@ class ExplorerBuild:
         self.facts = FactsBuilder(self.gpu)
         self.graph = GraphBuilder(tracks)
         self.passes = Passes()
+        self.alive = LoopBytes()
         self.driver = Driver([self.steps, self.variables, self.memory, self.gpu, self.facts, self.graph,
-                              self.passes, *also])
+                              self.passes, self.alive, *also])
 
     @property
     def count(self) -> int:
@@ -133,6 +137,8 @@ class ExplorerBuild:
         steps = self.steps
         initial = count - 1 if step is None else max(0, min(step, count - 1))
         limits = limits or RunLimits()
+        finished = trace.error is None and not trace.truncated
+        loops = read_loops(code, steps.lines, self.alive.bytes, finished)
         return ExplorerView(
             code=code, lines=tuple(steps.lines), initial=max(initial, 0), limits=limits,
             notice=cut_notice(trace, limits), caps=cap_notice(trace), error=error_view(trace.error),
@@ -140,6 +146,7 @@ class ExplorerBuild:
             variables=views[0], tracks=self.tracks, stdout="".join(steps.parts),
             stdout_grew=tuple(steps.grew), facts=views[2], backward=frozenset(steps.backward),
             passes=tuple(self.passes.finish(count)), gpu=tuple(self.gpu.points), cuda=cuda_notice(trace),
+            loops=loops.growth, loop_ends=loops.ended,
         )
 
 
@@ -172,9 +179,10 @@ def client_payload(view: ExplorerView) -> dict[str, Any]:
         "folds": [[k, entries] for k, entries in view.folds.items()],
         "code": view.code,
         "errorLine": view.error.line if view.error else None,
-        "errorText": view.error.text if view.error else None,
+        "errorText": view.error.note if view.error else None,
         "passes": passes_payload(list(view.passes)),
         "backward": sorted(view.backward),
+        "loopEnds": sorted(view.loop_ends),
     }
 
 
@@ -186,6 +194,8 @@ def step_label(view: ExplorerView, step: int) -> str:
     parts = {"n": step + 1, "count": view.step_count, "line": view.lines[step]}
     if step in view.backward:
         return _("Step {n} of {count} · line {line}, inside its backward pass").format(**parts)
+    if step in view.loop_ends:
+        return _("Step {n} of {count} · the loop at line {line} ended").format(**parts)
     return _("Step {n} of {count} · after line {line} ran").format(**parts)
 
 

@@ -14,25 +14,29 @@ leak is then a handful of strips, and each step records only what it changed: a 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import NamedTuple
 
-from app.i18n import N_
 from app.i18n import gettext as _
+from app.i18n import ngettext
 from app.render import fmt
 from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
 from app.render.folds import Entry, Members
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
 from app.render.grid import Grid, grid, reads_as
+from app.render.kinds import GRAPH, KINDS, Kind, storage_kind, tensor_kind_of
 from app.render.names import family, holders_of, holders_text, id_order, tensor_kind
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
 from app.schema import StorageFact, TensorFact
 
-SMALL_LIMIT = 64  # storages of at most this many elements are drawn cell by cell
 CELLS_PER_LINE = 6
+CELL_LIMIT = 2 * CELLS_PER_LINE  # storages of at most this many elements are drawn cell by cell (two
+#                                  lines at most, the names on the first); longer ones as one scaled bar
 BINS = 32
 LEVELS = 4  # coverage shades of a scaled strip: 1 (a sliver) .. 4 (every byte)
 MAX_ROWS = 12  # footprint rows per strip; further tensors on one storage are counted
@@ -46,10 +50,9 @@ ITEMSIZE = {
     "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 
-GROUPS = (  # (name, title, hint): marked here, translated when the view is finished
-    ("named", N_("Reached from your variables"), N_("storages a variable (or its .grad / ._base) reaches")),
-    ("graph", N_("Held by the graph"), N_("storages only the autograd graph keeps alive: saved tensors")),
-)
+LARGEST = 5  # storages in the "largest" list
+OPEN_UP_TO = 12  # a view that never draws more strips than this opens its groups; a larger one shows
+#                  each group as one line, closed
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,9 @@ class Strip:
     more_k: int  # "+3 more tensors on this storage"
     size: str  # "6 × float32 · 24 B"
     scale: str  # how a large storage is drawn, else ""
-    cells: int
+    cells: int  # cells drawn one by one (0: the storage is drawn as one scaled bar)
     scaled: bool
+    valued: bool  # the storage's values are read (cells_k holds them): a bar shows them as one line
     per_bin: int
     lines: tuple[tuple[int, int], ...]
     rows: tuple[Row, ...]
@@ -103,11 +107,26 @@ class Family:
 
 @dataclass(frozen=True)
 class Group:
-    k: int
-    name: str
+    """One kind of memory (``app.render.kinds``): one line, its storages and bytes at the step, that
+    opens into its strips — or, for parameters, into one such group per module."""
+
+    k: int  # vis: the group has storages at the step
+    size_k: int  # text: "3 storages · 1.2 KiB"
+    name: str  # its kind: parameter, gradient, …, graph
     title: str
     hint: str
     families: tuple[Family, ...]
+    parts: tuple[Group, ...] = ()  # parameters: a group per module
+
+
+@dataclass(frozen=True)
+class Largest:
+    """One line of the "largest storages" list: the storage's first tensor, what it is, its size."""
+
+    k: int  # vis; ref: the storage's first tensor (data-t)
+    name_k: int
+    kind_k: int
+    size_k: int
 
 
 @dataclass(frozen=True)
@@ -116,9 +135,17 @@ class MemoryView:
     groups: tuple[Group, ...]
     folds: dict[int, list[Entry]]  # fold key -> its members over the run
     buffers: Buffers | None = None  # numpy arrays on buffers of their own
+    largest: tuple[Largest, ...] = ()  # empty: the run never holds more storages than the list
+    open: bool = True  # groups start open (a small view) or closed, one line each
+
+    def leaf_groups(self) -> Iterator[Group]:
+        """The groups that hold strips: each kind's, and a module's for parameters."""
+        for group in self.groups:
+            yield group
+            yield from group.parts
 
     def strips(self) -> Iterator[tuple[Group, Strip]]:
-        for group in self.groups:
+        for group in self.leaf_groups():
             for fam in group.families:
                 for strip in (*fam.first, *fam.last):
                     yield group, strip
@@ -151,12 +178,13 @@ def _levels(cover: tuple[float, ...]) -> tuple[int, ...]:
 class _Shape(NamedTuple):
     """What a strip's elements are made of: members of a family all have the same."""
 
-    group: str
+    group: Kind
     count: int
     element_size: int
     dtype: str
     nbytes: int
     scaled: bool
+    valued: bool
     rows: tuple[tuple[Layout, str], ...]  # (layout, how it reads its cells: grid.reads_as) of each drawn row
 
 
@@ -191,7 +219,7 @@ class _Slot:
 @dataclass
 class _Family:
     index: int
-    group: str
+    group: Kind
     title: str
     shape: _Shape | None  # None: a group's overflow, drawn as a count only
     order: int  # where it sits in its group: where its first member's storage first appeared
@@ -201,6 +229,7 @@ class _Family:
     fold_k: int | None = None
     count_k: int | None = None
     hidden: int = 0
+    shown: int = 0  # slots showing a member
     members: Members = field(default_factory=Members)
 
     def wanted(self) -> list[str]:
@@ -218,13 +247,19 @@ class MemoryBuilder:
     def __init__(self, tracks: Tracks) -> None:
         self.tracks = tracks
         self.empty_k = tracks.key(("memory-empty",))
-        self.group_k = {name: tracks.key(("group", name)) for name, _, _ in GROUPS}
-        self.group_alive = dict.fromkeys(self.group_k, 0)
+        self.tallies: dict[Kind, _Tally] = {}  # a group's storages and bytes; PARAMETERS: all modules'
+        self._tallied: dict[str, tuple[Kind, int]] = {}  # storage -> the group and bytes it counts in
+        self._retallied: dict[Kind, None] = {}  # in order: the payload is the same in any process
         self.records: dict[str, _Record] = {}
         self.member_of: dict[str, _Family] = {}
         self.families: dict[tuple, _Family] = {}
         self.first_seen: dict[str, int] = {}  # storage -> its rank in order of first appearance
-        self.per_group = dict.fromkeys(self.group_k, 0)
+        self.per_group: dict[Kind, int] = {}  # families per group
+        self.strips_shown = 0  # strips the step draws
+        self.most_strips = 0  # the most strips one step draws
+        self.largest = [self._largest_slot(i) for i in range(LARGEST)]
+        self._top: list[str] = []  # the storages the list shows, largest first
+        self.most_storages = 0
         self._marked: set[str] = set()  # storages whose "changed" / "bump" marks end at the next step
         self._texts: dict[str, tuple[StorageFact, tuple[str, ...]]] = {}  # storage -> (fact, cell texts)
         # tensor -> (fact, its storage's element size, (its layout, how it reads its cells), its version
@@ -258,9 +293,16 @@ class MemoryBuilder:
             self._update(sid, step, touched, sid not in dirty)
         for fam in sorted(touched.values(), key=lambda f: f.index):
             self._assign(fam, step.index)
-        for name, k in self.group_k.items():
-            self.tracks.change_vis(k, step.index, self.group_alive[name] > 0)
+        for group in self._retallied:
+            tally = self.tallies[group]
+            self.tracks.change_vis(tally.k, step.index, tally.storages > 0)
+            self.tracks.change_text(tally.size_k, step.index, _size_text(tally.storages, tally.nbytes))
+        self._retallied.clear()
         self.tracks.change_vis(self.empty_k, step.index, not state.storages)
+        self.most_storages = max(self.most_storages, len(self.records))
+        self.most_strips = max(self.most_strips, self.strips_shown)
+        if dirty:
+            self._rank(dirty, step.index)
 
     def _update(self, sid: str, step: StepInput, touched: dict[int, _Family], unmark: bool = False) -> None:
         """``unmark``: nothing the record reads changed at this step (no tensor on the storage, the
@@ -287,10 +329,14 @@ class MemoryBuilder:
             fam = self._family(sid, record)
             fam.alive[sid] = None
             self.member_of[sid] = fam
-            self.group_alive[fam.group] += 1
             touched[fam.index] = fam
         elif record != prev and sid in fam.slot_of:
             self._show(fam.slots[fam.slot_of[sid]], sid, record, step.index)
+        tallied = self._tallied.get(sid)
+        if tallied != (fam.group, record.shape.nbytes):  # joined, or an overflow member grew
+            if tallied is not None:
+                self._untally(sid)
+            self._tally(sid, fam.group, record.shape.nbytes)
         first = record.rows[0].tensor if record.rows else None
         fam.members.set(sid, step.index, _member_label(record), first)
 
@@ -298,9 +344,11 @@ class MemoryBuilder:
         state, holding, old_tensors = step.state, step.holding, step.changes.old_tensors
         tids = sorted(step.users.get(sid), key=id_order)
         drawn = tids[:MAX_ROWS]
-        group = "named" if holding.storage_named(sid) else "graph"
+        group = (storage_kind([tensor_kind_of(holding, tid, state.tensors[tid]) for tid in tids])
+                 if holding.storage_named(sid) else GRAPH)
         count = storage.nbytes // max(storage.element_size, 1)
-        scaled = storage.values is None or count > SMALL_LIMIT
+        valued = storage.values is not None
+        scaled = not valued or count > CELL_LIMIT
         layouts, rows = [], []
         for tid in drawn:
             fact = state.tensors[tid]
@@ -317,7 +365,7 @@ class MemoryBuilder:
             rows.append(_RowNow(tid, step.label(tid), kind, version, bumped))
         cells = None
         changed = ""
-        if not scaled and storage.values is not None:
+        if valued:
             cells = self._cells(sid, storage, count)
             old_storage = step.changes.old_storages.get(sid)
             if (prev is not None and prev.cells is not None and old_storage is not None
@@ -325,11 +373,11 @@ class MemoryBuilder:
                 pairs = enumerate(zip(prev.cells, cells, strict=False))
                 changed = SEP.join(str(i) for i, (a, b) in pairs if a != b)
         note = None
-        if group == "graph":
+        if group is GRAPH:
             roles = [role for tid in tids for role in holders_of(holding, tid)]
             note = _("held by {holders}").format(holders=holders_text(roles)) if roles else None
         labels = [row.label for row in rows]
-        shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled,
+        shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled, valued,
                        tuple(layouts))
         title = family(labels[0]) if labels else _("storage")
         return _Record(shape, family(" · ".join(labels)), title, cells, changed, note, len(tids) - len(drawn),
@@ -363,14 +411,14 @@ class MemoryBuilder:
         if fam is not None:
             return fam
         group = record.shape.group
-        if self.per_group[group] >= MAX_FAMILIES:
+        if self.per_group.get(group, 0) >= MAX_FAMILIES:
             overflow = ("overflow", group)
             fam = self.families.get(overflow)
             if fam is None:
                 fam = self.families[overflow] = _Family(len(self.families), group, _("other storages"), None,
                                                         1 << 62)  # after every family
             return fam
-        self.per_group[group] += 1
+        self.per_group[group] = self.per_group.get(group, 0) + 1
         # A storage whose family changes (x gets a view d: "x" becomes "x · d") keeps its place.
         fam = self.families[key] = _Family(len(self.families), group, record.title, record.shape,
                                            self.first_seen[sid])
@@ -379,8 +427,65 @@ class MemoryBuilder:
     def _leave(self, fam: _Family, sid: str, index: int) -> None:
         del fam.alive[sid]
         del self.member_of[sid]
-        self.group_alive[fam.group] -= 1
+        self._untally(sid)
         fam.members.leave(sid, index)
+
+    # ---- groups and the largest storages ---------------------------------------------------------
+    def _tally_of(self, group: Kind) -> _Tally:
+        tally = self.tallies.get(group)
+        if tally is None:
+            tally = self.tallies[group] = _Tally(self.tracks.key(("group", *group)),
+                                                 self.tracks.key(("group", *group, "size")))
+        return tally
+
+    def _tally(self, sid: str, group: Kind, nbytes: int) -> None:
+        """``sid`` counts in ``group`` (and, a parameter, in all parameters') from this step on."""
+        self._tallied[sid] = (group, nbytes)
+        for key in _tallies(group):
+            tally = self._tally_of(key)
+            tally.storages += 1
+            tally.nbytes += nbytes
+            self._retallied[key] = None
+
+    def _untally(self, sid: str) -> None:
+        group, nbytes = self._tallied.pop(sid)
+        for key in _tallies(group):
+            tally = self.tallies[key]
+            tally.storages -= 1
+            tally.nbytes -= nbytes
+            self._retallied[key] = None
+
+    def _largest_slot(self, i: int) -> Largest:
+        k = self.tracks.key
+        return Largest(k(("largest", i)), k(("largest", i, "name")), k(("largest", i, "kind")),
+                       k(("largest", i, "size")))
+
+    def _rank_key(self, sid: str) -> tuple[int, int]:
+        return (-self.records[sid].shape.nbytes, self.first_seen[sid])
+
+    def _rank(self, dirty: set[str], index: int) -> None:
+        """Keep the list of the largest storages (biggest first, the older first among equals): made
+        again only when a storage it shows changed, or one that changed would now be in it."""
+        top = self._top
+        records = self.records
+        if top and len(top) == min(LARGEST, len(records)) and dirty.isdisjoint(top):
+            last = self._rank_key(top[-1])
+            if not any(sid in records and self._rank_key(sid) < last for sid in dirty):
+                return
+        self._top = top = heapq.nsmallest(LARGEST, records, key=self._rank_key)
+        kinds = dict(_kind_titles())
+        for slot, sid in itertools.zip_longest(self.largest, top):
+            if slot is None:
+                break
+            record = records.get(sid) if sid is not None else None
+            self.tracks.change_vis(slot.k, index, record is not None)
+            if record is None:
+                self.tracks.change_ref(slot.k, index, None)
+                continue
+            self.tracks.change_ref(slot.k, index, record.rows[0].tensor if record.rows else None)
+            self.tracks.change_text(slot.name_k, index, _names(record))
+            self.tracks.change_text(slot.kind_k, index, kinds[record.shape.group.kind])
+            self.tracks.change_text(slot.size_k, index, fmt.nbytes(record.shape.nbytes))
 
     # ---- slots -----------------------------------------------------------------------------------
     def _assign(self, fam: _Family, index: int) -> None:
@@ -402,6 +507,8 @@ class MemoryBuilder:
                     del fam.slot_of[slot.showing]
                 slot.showing = None
                 self._hide(slot.strip, index)
+        self.strips_shown += len(want) - fam.shown
+        fam.shown = len(want)
         hidden = len(fam.alive) - len(want)
         if hidden != fam.hidden:
             if fam.fold_k is None:
@@ -455,7 +562,7 @@ class MemoryBuilder:
             else:
                 levels = _levels(coverage(layout, shape.nbytes, BINS))
             description = f"{fmt.shape(layout.shape)} · stride {fmt.shape(layout.stride)}"
-            drawn = grid(layout, shape.count, dtype == shape.dtype, values=not shape.scaled)
+            drawn = grid(layout, shape.count, dtype == shape.dtype, values=shape.valued)
             rows.append(Row(k((*key, "row", r)), k((*key, "row", r, "label")), k((*key, "row", r, "version")),
                             description, layout_flags(layout), marks, levels, drawn))
         cells = 0 if shape.scaled else shape.count
@@ -465,13 +572,13 @@ class MemoryBuilder:
             k(key), k((*key, "note")), k((*key, "cells")), k((*key, "more")),
             f"{shape.count} × {shape.dtype} · {fmt.nbytes(shape.nbytes)}",
             _("scaled: {n} per block").format(n=per_bin) if shape.scaled else "", cells, shape.scaled,
-            per_bin, lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
+            shape.valued, per_bin, lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
         )
 
     # ---- the view --------------------------------------------------------------------------------
     def finish(self, count: int) -> MemoryView:
         folds: dict[int, list[Entry]] = {}
-        by_group: dict[str, list[Family]] = {name: [] for name in self.group_k}
+        by_group: dict[Kind, list[Family]] = {}
         for fam in sorted(self.families.values(), key=lambda f: (f.order, f.index)):
             entries = fam.members.close(count)
             if fam.fold_k is not None:
@@ -479,11 +586,61 @@ class MemoryBuilder:
             if not fam.slots and fam.fold_k is None:
                 continue
             strips = [slot.strip for slot in fam.slots]
-            by_group[fam.group].append(Family(fam.title, tuple(strips[:FIRST_SLOTS]), fam.fold_k, fam.count_k,
-                                              tuple(strips[FIRST_SLOTS:])))
-        groups = tuple(Group(self.group_k[name], name, _(title), _(hint), tuple(by_group[name]))
-                       for name, title, hint in GROUPS)
-        return MemoryView(self.empty_k, groups, folds, self.buffers.finish())
+            by_group.setdefault(fam.group, []).append(Family(
+                fam.title, tuple(strips[:FIRST_SLOTS]), fam.fold_k, fam.count_k, tuple(strips[FIRST_SLOTS:])))
+        groups = []
+        for kind, title, hint in KINDS:
+            if kind == "parameter":  # a line per module, in the order they appeared, under one for all
+                parts = tuple(self._group(group, group.module, "", families)
+                              for group, families in by_group.items() if group.kind == kind and group.module)
+                loose = by_group.get(Kind(kind), [])  # plain variables: no module line of their own
+                if parts or loose:
+                    tally = self.tallies[PARAMETERS]
+                    groups.append(Group(tally.k, tally.size_k, kind, _(title), _(hint), tuple(loose), parts))
+            elif (group := Kind(kind)) in by_group:
+                groups.append(self._group(group, _(title), _(hint), by_group[group]))
+        opened = self.most_strips <= OPEN_UP_TO
+        # the list when the groups start closed (their strips then show no one) and it says more than them
+        largest = tuple(self.largest) if self.most_storages > LARGEST and not opened else ()
+        if not largest:
+            self.tracks.drop([k for s in self.largest for k in (s.k, s.name_k, s.kind_k, s.size_k)])
+        return MemoryView(self.empty_k, tuple(groups), folds, self.buffers.finish(), largest, open=opened)
+
+    def _group(self, group: Kind, title: str, hint: str, families: list[Family]) -> Group:
+        tally = self.tallies[group]
+        return Group(tally.k, tally.size_k, group.kind, title, hint, tuple(families))
+
+
+@dataclass
+class _Tally:
+    """A group's storages and bytes at the step being read."""
+
+    k: int
+    size_k: int
+    storages: int = 0
+    nbytes: int = 0
+
+
+PARAMETERS = Kind("parameter", "\0all")  # the tally of every module's parameters
+
+
+def _tallies(group: Kind) -> tuple[Kind, ...]:
+    """The lines a storage counts in: its group's; a parameter's in all parameters' too (a parameter
+    no module keeps has no line of its own: it is drawn in that one)."""
+    if group.kind != "parameter":
+        return (group,)
+    return (group, PARAMETERS) if group.module else (PARAMETERS,)
+
+
+def _size_text(storages: int, nbytes: int) -> str | None:
+    if not storages:
+        return None
+    return ngettext("{n} storage · {size}", "{n} storages · {size}", storages).format(
+        n=storages, size=fmt.nbytes(nbytes))
+
+
+def _kind_titles() -> Iterator[tuple[str, str]]:
+    return ((kind, _(title)) for kind, title, _hint in KINDS)
 
 
 def _unmarked(record: _Record) -> _Record:
@@ -500,7 +657,11 @@ def _layout(fact: TensorFact, storage: StorageFact) -> tuple[Layout, str]:
     return Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize), reads_as(fact)
 
 
+def _names(record: _Record) -> str:
+    """The names of a storage's first tensors."""
+    return " · ".join(row.label for row in record.rows[:3]) or _("no tensor")
+
+
 def _member_label(record: _Record) -> str:
     """How a member reads in its family's expanded list: its tensors' names, its size."""
-    names = " · ".join(row.label for row in record.rows[:3]) or _("no tensor")
-    return f"{names} — {record.shape.count} × {record.shape.dtype}"
+    return f"{_names(record)} — {record.shape.count} × {record.shape.dtype}"

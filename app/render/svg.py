@@ -325,8 +325,8 @@ def _draw_strip(cv: Canvas, strip: Strip, group: str, frame: Frame, x: float, y:
             ly = ry + 6
     # the grids under the strip: where the lines (or the scaled rows) end
     gy = top + _body_height(strip)
-    shown = frame.text(strip.cells_k).split(" ") if not strip.scaled else []
-    marked = set(frame.state(strip.cells_k).split()) if not strip.scaled else set()
+    shown = frame.text(strip.cells_k).split(" ") if strip.valued else []
+    marked = set(frame.state(strip.cells_k).split()) if strip.valued else set()
     for row in rows:
         if row.grid:
             gy += _draw_grid(cv, row, row.grid, shown, marked, frame, x, gy, w)
@@ -352,7 +352,7 @@ def memory_height(view: ExplorerView, frame: Frame) -> float:
     if frame.shows(m.empty_k):
         return HEAD_H + 40
     h = HEAD_H + 10
-    for group in m.groups:
+    for group in m.leaf_groups():
         if not frame.shows(group.k):
             continue
         h += 24 + 6
@@ -381,7 +381,7 @@ def draw_memory(cv: Canvas, view: ExplorerView, frame: Frame, x: float, y: float
         cv.text(x + PANEL_PAD, y + HEAD_H + 24, _("No tensors at this step."), 12.5, c["faint"], family=SANS)
         return
     gy = y + HEAD_H + 10
-    for group in m.groups:
+    for group in m.leaf_groups():
         if not frame.shows(group.k):
             continue
         colour = c["saved"] if group.name == "graph" else c["head"]

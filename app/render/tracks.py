@@ -105,6 +105,12 @@ class Tracks:
         """From ``step`` on, the element stands for ``tensor`` (None: for none)."""
         change(_runs_of(self.ref, k), step, tensor)
 
+    def drop(self, keys: list[int]) -> None:
+        """Forget what was recorded for elements the page will not draw after all."""
+        for track in (self.vis, self.text, self.state, self.ref):
+            for k in keys:
+                track.pop(k, None)
+
     def close(self, count: int) -> None:
         """End every run still open at the last step, ``count - 1``."""
         for track in (self.vis, self.text, self.state, self.ref):

@@ -52,7 +52,7 @@ class _Family:
 
 
 def shape_text(shape: list[int]) -> str:
-    return "×".join(map(str, shape)) or "scalar"
+    return "×".join(map(str, shape)) or _("scalar")
 
 
 class VariablesBuilder:

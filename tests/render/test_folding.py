@@ -25,9 +25,11 @@ def _count(frame, k: int | None) -> int:
     return int(frame.text(k).replace(",", "")) if k is not None and frame.text(k) else 0
 
 
-def _folded(view, frame, group_name: str) -> int:
-    group = next(g for g in view.memory.groups if g.name == group_name)
-    folds = [f for f in group.families if f.fold_k is not None and frame.shows(f.fold_k)]
+def _folded(view, frame, named: bool) -> int:
+    """Storages counted in the folds of the groups of named storages (every kind but the graph's), or
+    of the graph's."""
+    folds = [f for g in view.memory.leaf_groups() if (g.name != "graph") == named
+             for f in g.families if f.fold_k is not None and frame.shows(f.fold_k)]
     return sum(_count(frame, f.count_k) for f in folds)
 
 
@@ -42,12 +44,12 @@ def check_memory(view, step: Step, index: int) -> None:
     strip says what the whole step says about it."""
     frame = frame_at(view, index)
     named, names, held = named_storages(step), names_in(step), holders(step)
-    shown = {"named": set(), "graph": set()}
+    shown: dict[bool, set[str]] = {True: set(), False: set()}
     for group, strip in shown_strips(view, index):
         sid = frame.ref(strip.k)
         assert sid in step.storages
-        shown[group.name].add(sid)
-        assert (group.name == "named") == (sid in named)
+        shown[group.name != "graph"].add(sid)
+        assert (group.name != "graph") == (sid in named)
         tids = sorted((t for t, f in step.tensors.items() if f.storage == sid), key=id_order)[:MAX_ROWS]
         assert [frame.ref(r.k) for r in strip.rows] == tids
         for row, tid in zip(strip.rows, tids, strict=True):
@@ -56,16 +58,16 @@ def check_memory(view, step: Step, index: int) -> None:
             assert frame.state(row.k) == tensor_kind(fact, tid in names)
             assert frame.text(row.version_k) == ("" if fact.version is None else f"v{fact.version}")
         storage = step.storages[sid]
-        if not strip.scaled:
+        if strip.valued:
             cells = frame.text(strip.cells_k)
             assert (cells.split(" ") if cells else []) == [fmt.scalar(v) for v in storage.values]
         if group.name == "graph":
             for role in {r for t in tids for r in held.get(t, [])}:
                 assert role in frame.text(strip.note_k)
-    for name in ("named", "graph"):
-        expected = {s for s in step.storages if (s in named) == (name == "named")}
-        assert shown[name] <= expected
-        assert len(shown[name]) + _folded(view, frame, name) == len(expected)
+    for is_named in (True, False):
+        expected = {s for s in step.storages if (s in named) == is_named}
+        assert shown[is_named] <= expected
+        assert len(shown[is_named]) + _folded(view, frame, is_named) == len(expected)
     assert frame.shows(view.memory.empty_k) == (not step.storages)
 
 

@@ -20,7 +20,7 @@ def test_a_storage_only_the_graph_keeps_moves_to_held_by_the_graph() -> None:
     h = steps[1].variables["h"]
     h_storage = steps[1].tensors[h].storage
     group, strip = strip_of(view, h, 2)
-    assert group.name == "named" and frame_at(view, 2).ref(strip.k) == h_storage
+    assert group.name == "yours" and frame_at(view, 2).ref(strip.k) == h_storage
     after_del = 3  # the step after `del h`: SinBackward0 saved h, nobody names it
     group, strip = strip_of(view, h, after_del)
     assert group.name == "graph" and frame_at(view, after_del).ref(strip.k) == h_storage

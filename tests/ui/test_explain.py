@@ -7,7 +7,8 @@ import re
 
 from tests.browser_support import axe_violations, open_page, run_code, serious
 
-MARKS = ("index", "changed", "many", "elements", "grid", "version", "chips", "edges", "held", "gpu")
+MARKS = ("index", "changed", "many", "elements", "bar", "groups", "grid", "version", "chips", "edges",
+         "unreached", "held", "gpu")
 THREE_MIB = "x = torch.zeros(768, 1024)  # 3 MiB of float32\ny = x + 1\nz = y.sum()\n"
 
 
@@ -21,6 +22,7 @@ def test_the_legend_explains_every_mark_and_opens_from_the_keyboard(page) -> Non
     assert legend.locator(".legend-list").is_visible()
     text = legend.inner_text()
     for words in ("Yellow: this step wrote the cell", "×3", "elements 6–11", "after @, the storage cell", "▲",
+                  "one bar", "grouped by what they are",
                   "nn.Linear weight is already at v1", "Struck through: freed",
                   "Dashed blue", "Held by the graph", "a model of PyTorch's CUDA caching allocator"):
         assert words in text, words

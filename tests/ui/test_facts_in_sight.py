@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.browser_support import open_page, run_code
+from tests.browser_support import open_memory, open_page, run_code
 
 # A small CNN step: enough tensors that the panel's own place in the page is far below the fold.
 CNN = """\
@@ -37,6 +37,7 @@ def test_a_hovered_tensors_facts_are_inside_the_viewport(page, width: int) -> No
     detail = "[data-testid=tensor-detail]"
     # the panel's own place is below the fold: without docking its facts would be out of sight
     assert page.evaluate("sel => document.querySelector(sel).getBoundingClientRect().top", detail) > 900
+    open_memory(page)  # a model's memory is one closed line per kind of storage
     row = page.locator("[data-testid=memory-view] .fp:not([hidden]) .fp-name").first
     row.scroll_into_view_if_needed()
     row.hover()
