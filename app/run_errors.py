@@ -38,6 +38,8 @@ TEMPLATES: dict[str, str] = {
     "timeout.cpu_forced": N_("The snippet ran more than {seconds} s of CPU time and kept running after it "
                              "was told to stop (it catches every exception, even the one that stops it), so "
                              "it was ended after {steps:,} steps. The steps up to there are shown."),
+    "timeout.stopped": N_("The run was stopped on request after {steps:,} steps. The steps up to there are "
+                          "shown."),
     "output.trace_stopped": N_("The snippet's trace is larger than {mib} MiB and was stopped."),
     "output.trace_cut": N_("The trace is larger than {mib} MiB; only the first {steps} steps are shown."),
     "memory.killed": N_("The system stopped the snippet, most likely because it used too much memory "

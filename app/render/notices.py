@@ -73,11 +73,19 @@ class ErrorView:
     def text(self) -> str:
         return f"{self.type}: {self.message}" if self.shows_type else self.message
 
+    @property
+    def note(self) -> str:
+        """What the editor says under the failing line: the error is said once, in the run's box."""
+        if self.shows_type:
+            return _("{type} here: its message is in the red box with the run").format(type=self.type)
+        return _("The run stopped here: why is in the red box with the run")
+
 
 @dataclass(frozen=True)
 class Notice:
-    """Why a run stopped before its end: ``cause`` is steps | time | size | memory | output, or
-    server when the server could not show all of it (its budget for drawing ran out)."""
+    """Why a run stopped before its end: ``cause`` is steps | time | size | memory | output, stopped
+    (the reader's Stop), or server when the server could not show all of it (its budget for drawing
+    ran out)."""
 
     cause: str
     text: str
@@ -107,6 +115,9 @@ def cut_notice(trace: DeltaTrace, limits: RunLimits) -> Notice | None:
             n=number(limits.max_steps), shown=shown), None)
     line = error.line
     after = _after(count)
+    if error.kind == "timeout" and error.type == "Stopped":  # the reader's Stop (app.web.stops)
+        return Notice("stopped", _("You stopped the run {after}.{shown}").format(after=after, shown=shown),
+                      line)
     if error.kind == "timeout":
         limit = (_("{seconds} CPU-time limit").format(seconds=_seconds(limits.cpu_seconds))
                  if error.type == "CpuTimeout"

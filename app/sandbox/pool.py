@@ -40,6 +40,7 @@ from app.sandbox import frames
 from app.sandbox.layers import ChildConfig
 from app.sandbox.outcome import Limits, classify
 from app.sandbox.runner import AnswerReader, as_asked, bounds_for, failed, parse_result
+from app.sandbox.stop import RunStop
 from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Bounds
 
@@ -286,13 +287,14 @@ class ForkServerPool:
     deterministic = True
 
     async def run(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None, *,
-                  cuda_on_cpu: bool = False) -> DeltaTrace:
+                  cuda_on_cpu: bool = False, stop: RunStop | None = None) -> DeltaTrace:
         """``on_steps``: each frame's steps, validated and checked (``AnswerReader``), from a thread.
-        ``cuda_on_cpu``: the code's cuda mapped to the CPU (``app.engine.cuda_on_cpu``)."""
-        return await asyncio.to_thread(self.run_blocking, code, on_steps, cuda_on_cpu=cuda_on_cpu)
+        ``cuda_on_cpu``: the code's cuda mapped to the CPU (``app.engine.cuda_on_cpu``). ``stop``: the
+        reader may end the run early (the steps read so far are its answer)."""
+        return await asyncio.to_thread(self.run_blocking, code, on_steps, cuda_on_cpu=cuda_on_cpu, stop=stop)
 
     def run_blocking(self, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None, *,
-                     cuda_on_cpu: bool = False) -> DeltaTrace:
+                     cuda_on_cpu: bool = False, stop: RunStop | None = None) -> DeltaTrace:
         if not (self._server and self._server.alive):
             self.start()
         if not self.serving:
@@ -306,7 +308,7 @@ class ForkServerPool:
             except NoChild:
                 break
             job = {"kind": "run", "code": code, "gate": self.gate, "cuda_on_cpu": cuda_on_cpu}
-            result = self._execute(child, job, bounds_for(code, self.settings), on_steps)
+            result = self._execute(child, job, bounds_for(code, self.settings), on_steps, stop)
             if result is not None:
                 return as_asked(result, cuda_on_cpu)
         return failed("internal", "internal.no_process")
@@ -710,7 +712,8 @@ class ForkServerPool:
         return True
 
     def _execute(self, child: Child, job: dict, bounds: Bounds,
-                 on_steps: Callable[[list[DeltaStep]], None] | None = None) -> DeltaTrace | None:
+                 on_steps: Callable[[list[DeltaStep]], None] | None = None,
+                 stop: RunStop | None = None) -> DeltaTrace | None:
         """One run on ``child``; None when the child never got the job (the caller tries another)."""
         server = child.owner
         try:
@@ -732,8 +735,18 @@ class ForkServerPool:
             child.job_fd = -1
             deadline = time.monotonic() + self.settings.wall_seconds + WALL_GRACE
             reader = AnswerReader(bounds, on_steps)  # reads the steps while the run goes on
-            data, stopped, envelope = frames.read_answer(child.result_fd, self.settings.max_result_bytes,
-                                                         deadline, reader.add)
+            if stop is not None:  # the reader's Stop ends the child: its stream ends, read_answer returns
+                stop.bind(lambda: self._kill(child))
+            try:
+                data, stopped, envelope = frames.read_answer(child.result_fd, self.settings.max_result_bytes,
+                                                             deadline, reader.add)
+            finally:
+                if stop is not None:
+                    stop.unbind()
+            if stop is not None and stop.requested and envelope is None:
+                self._kill(child)
+                child.record.event.wait(EXIT_TIMEOUT)
+                return reader.stopped()
             # Whatever happened, the child must not outlive the request (it may have closed its end
             # early and gone on running). Killing an exiting child is harmless.
             killed = True

@@ -220,6 +220,16 @@ class AnswerReader:
         found = whole_problem(trace, self.bounds) or self.found
         return trace if found is None else unusable(trace, found)
 
+    def stopped(self) -> DeltaTrace:
+        """The answer of a run its reader stopped (``app.sandbox.stop``): the steps handed on so far,
+        kept as ``kept`` keeps them."""
+        return self.kept(failed("timeout", "timeout.stopped", {"steps": len(self._passed())}, "Stopped"))
+
+    def _passed(self) -> list[DeltaStep]:
+        """The steps handed on: before the first bad one, within the run's step bound."""
+        passed = self.steps[: self.found.step or 0] if self.found is not None else self.steps
+        return passed[: self.bounds.max_steps] if self.bounds.max_steps is not None else passed
+
     def kept(self, failure: DeltaTrace) -> DeltaTrace:
         """A run the server ended itself (its deadline, its size cap, a signal: ``outcome.classify``)
         keeps the steps that reached the server before, as a run its own limit stopped does: they
@@ -228,8 +238,7 @@ class AnswerReader:
         error = failure.error
         if failure.steps or self.invalid or error is None or error.kind == "internal":
             return failure
-        passed = self.steps[: self.found.step or 0] if self.found is not None else self.steps
-        passed = passed[: self.bounds.max_steps] if self.bounds.max_steps is not None else passed
+        passed = self._passed()
         if not passed:
             return failure
         if error.code in STEPS_SHOWN:

@@ -25,6 +25,7 @@ from app.budget import BudgetExceeded, current_budget
 from app.heap import collect_due, pause_collector
 from app.i18n import N_, current_locale, gettext, say
 from app.run_errors import Message, Param
+from app.sandbox.stop import RunStop
 from app.schema import DeltaStep, DeltaTrace, RunError
 from app.web.after import after_answer
 from app.web.clients import client_key
@@ -125,12 +126,13 @@ async def run_gated_all(request: Request, codes: tuple[str, ...],
 
 async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
                              partial: Callable[[DeltaTrace, Message], T], *,
-                             cuda_on_cpu: bool = False) -> T | Refusal:
+                             cuda_on_cpu: bool = False, stop: RunStop | None = None) -> T | Refusal:
     """``run_gated``, with the work started before the run: it takes the steps as the sandbox streams
     them (``app.web.streamed``), so most of it is done when the run ends. Its budget runs from its
     start, so it holds the run's wall time (and grace) more than a run's budget; once the run has
     ended it has a run's budget left at most, as if it started then (on a loaded machine the steps
-    may be fed well after the run made them). ``Server-Timing``'s work is what it took after the run."""
+    may be fed well after the run made them). ``Server-Timing``'s work is what it took after the run.
+    ``stop``: the reader may end the run (``app.web.stops``)."""
     async with _slot(request, 1) as (refusal, sweep):
         if refusal is not None:
             return refusal
@@ -138,7 +140,7 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         budget = work_budget(request, waiting=float(state.settings.wall_seconds) + RUN_GRACE_SECONDS)
         work = asyncio.ensure_future(budgeted(request, streamed.consume, budget=budget, timed=False))
         try:
-            result = await run_code(request, code, streamed.feed.put, run_options(cuda_on_cpu))
+            result = await run_code(request, code, streamed.feed.put, run_options(cuda_on_cpu), stop=stop)
         except BaseException:  # a cancelled request: the work is stopped, and the slot held until it is
             streamed.feed.settle(_NO_ANSWER)
             work.cancel()
@@ -162,11 +164,13 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
 
 
 async def run_code(request: Request, code: str, on_steps: Callable[[list[DeltaStep]], None] | None = None,
-                   options: Mapping[str, Any] | None = None) -> DeltaTrace:
+                   options: Mapping[str, Any] | None = None, stop: RunStop | None = None) -> DeltaTrace:
     """One run of ``code``: the sandbox's answer, or the run cache's (``app.web.runcache``) for a
     runner whose answers only the code and the settings decide. ``options``: the run's options,
     given to the runner and to the cache key alike, so no option can be left out of the key.
-    ``on_steps`` gets the steps (a hit's all at once). Its time goes to ``Server-Timing``."""
+    ``on_steps`` gets the steps (a hit's all at once). Its time goes to ``Server-Timing``. ``stop``:
+    the reader may end the run (``app.web.stops``); it changes no answer but a cut one, which the
+    cache does not keep (a timeout), so it is not part of the key."""
     state = request.app.state
     runner, options = state.runner, dict(options or {})
     cache = state.run_cache if getattr(runner, "deterministic", False) and state.run_cache.enabled else None
@@ -185,10 +189,11 @@ async def run_code(request: Request, code: str, on_steps: Callable[[list[DeltaSt
                 on_steps(list(hit.trace.steps))
             return hit.trace
         started = looked
+    asked = {**options, **({"stop": stop} if stop is not None else {})}
     if on_steps is not None:
-        result = await runner.run(code, on_steps, **options)
+        result = await runner.run(code, on_steps, **asked)
     else:
-        result = await runner.run(code, **options)
+        result = await runner.run(code, **asked)
     seconds = time.monotonic() - started
     _count(request, SANDBOX_KEY, seconds)
     if cache is not None:  # kept beside the answer's sending, before the slot is given back

@@ -17,7 +17,7 @@ from app.sandbox.admission import Admission
 from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
 from app.shortlinks import open_store
-from app.web import api, download, embed, links, locale, pages, render_svg
+from app.web import api, download, embed, links, locale, pages, render_svg, stops
 from app.web.after import AfterAnswer
 from app.web.clients import trusted_networks
 from app.web.framing import FramingPolicy
@@ -50,12 +50,14 @@ def create_app(settings: Settings | None = None, runner: Runner | None = None) -
     app.state.rate_limiter = RateLimiter(settings.rate_per_minute, settings.rate_burst, settings.rate_storage)
     app.state.run_cache = RunCache(settings)
     app.state.links = open_store(settings)
+    app.state.stops = stops.Stops()
     app.include_router(api.router)
     app.include_router(links.router)
     app.include_router(embed.router)
     app.include_router(render_svg.router)
     app.include_router(download.router)
     app.include_router(locale.router)
+    app.include_router(stops.router)
     app.include_router(pages.router)  # before /static: it serves /static/vendor/htmx.min.js
     app.mount("/static", StaticFiles(directory=pages.ROOT / "static"), name="static")
     # Bodies are bounded (size, arrival time) before any route reads them; inside the framing policy,

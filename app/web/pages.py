@@ -130,12 +130,13 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
             work = drawing.watch(work)
         partial = lambda r, note: work(partial_result(r, note))  # noqa: E731
         streams = streamed is not None and getattr(request.app.state.runner, "streams", False)
-        if streams and streamed:
-            fed = streamed()
-            fed.made = drawing.made if drawing is not None else None
-            ran = await run_gated_streamed(request, code, fed, partial, cuda_on_cpu=cuda)
-        else:
-            ran = await run_gated(request, code, work, partial, cuda_on_cpu=cuda)
+        with request.app.state.stops.open(form.get("run_id")) as stop:  # the reader's Stop (app.web.stops)
+            if streams and streamed:
+                fed = streamed()
+                fed.made = drawing.made if drawing is not None else None
+                ran = await run_gated_streamed(request, code, fed, partial, cuda_on_cpu=cuda, stop=stop)
+            else:
+                ran = await run_gated(request, code, work, partial, cuda_on_cpu=cuda)
         if not isinstance(ran, Refusal):
             if drawing is not None and isinstance(ran, str):
                 drawing.keep(ran)

@@ -11,6 +11,7 @@ import pytest
 
 from app.config import Settings
 from app.sandbox.pool import ForkServerPool
+from app.sandbox.stop import RunStop
 
 # Thousands of steps: a run of well over a flush interval (50 ms), then a last line.
 LONG = "total = 0\nfor i in range(4000):\n    total += i\nlast = torch.ones(2) * total\n"
@@ -62,3 +63,43 @@ def test_a_run_the_server_must_end_keeps_the_steps_it_streamed(pool: ForkServerP
     assert result.error.code in ("timeout.wall_shown", "timeout.cpu_shown"), result.error
     assert result.truncated and streamed and len(streamed) == len(result.steps)
     assert all(a is b for a, b in zip(streamed, result.steps, strict=True))
+
+
+# Each iteration a 200 × 200 matmul: steps come slower than the wall limit (5 s) would let them end.
+ENDLESS = "x = torch.randn(200, 200)\nwhile True:\n    x = torch.tanh(x @ x)\n"
+
+
+def test_a_run_its_reader_stops_answers_the_steps_read_so_far(pool: ForkServerPool) -> None:
+    """Stop (app.sandbox.stop): asked for once steps have come, the child is ended at once and the
+    answer is the very steps handed on, with an error that says the reader stopped it."""
+    arrivals: list[list] = []
+    stop = RunStop()
+
+    def on_steps(steps: list) -> None:
+        arrivals.append(steps)
+        if len(arrivals) == 3:
+            stop.request()  # from the reading thread; the page's request comes from another one
+
+    result = pool.run_blocking(ENDLESS, on_steps, stop)
+    assert result.error is not None  # ended by the stop, not the wall limit (whose error is a Timeout)
+    assert result.error.type == "Stopped" and result.error.code == "timeout.stopped"
+    streamed = [step for steps in arrivals for step in steps]
+    assert streamed and len(streamed) == len(result.steps)
+    assert all(a is b for a, b in zip(streamed, result.steps, strict=True))
+    assert result.error.params == {"steps": len(result.steps)}
+    # the pool goes on serving
+    assert pool.run_blocking("y = torch.ones(2)\n").ok
+
+
+def test_a_stop_asked_before_the_run_starts_ends_it_at_once(pool: ForkServerPool) -> None:
+    stop = RunStop()
+    stop.request()
+    result = pool.run_blocking(ENDLESS, None, stop)
+    assert result.error is not None and result.error.type == "Stopped"
+
+
+def test_a_stop_after_the_run_ended_changes_nothing(pool: ForkServerPool) -> None:
+    stop = RunStop()
+    result = pool.run_blocking("y = torch.ones(2) * 3\n", None, stop)
+    stop.request()
+    assert result.ok and result.error is None
