@@ -23,7 +23,7 @@
   function source(code) {
     return AX.encode(code).then(function (token) {
       if (token.length <= LONG_TOKEN) return "code=" + token;
-      return fetch("/api/links", {
+      return fetch(window.AXT.request("/api/links"), {
         method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code: code }),
       }).then(function (response) {
         if (!response.ok) throw new Error("short link refused");

@@ -220,10 +220,14 @@
 
   // What the state shown is (app/render/explorer.py step_label writes the same).
   Explorer.prototype.label = function (step) {
-    if (!this.backwardSteps) this.backwardSteps = new Set(this.data.backward || []);
+    if (!this.backwardSteps) {
+      this.backwardSteps = new Set(this.data.backward || []);
+      this.loopEnds = new Set(this.data.loopEnds || []);
+    }
     var t = window.AXT.t, parts = { n: step + 1, count: this.count, line: this.data.lines[step] };
-    return this.backwardSteps.has(step) ? t("Step {n} of {count} · line {line}, inside its backward pass", parts)
-      : t("Step {n} of {count} · after line {line} ran", parts);
+    if (this.backwardSteps.has(step)) return t("Step {n} of {count} · line {line}, inside its backward pass", parts);
+    if (this.loopEnds.has(step)) return t("Step {n} of {count} · the loop at line {line} ended", parts);
+    return t("Step {n} of {count} · after line {line} ran", parts);
   };
 
   // Length of the output printed up to `step` (the payload lists where it grew).
@@ -324,6 +328,39 @@
       nodes.push(dt, dd);
     });
     ui.facts.replaceChildren.apply(ui.facts, nodes);
+    this.dock();
+  };
+
+  // The docked facts never cover the tensor they describe: of the window's four corners (bottom right,
+  // bottom left, top right, top left) the first where the panel covers nothing of the element pointed
+  // at or focused, and the least of the tensor's other elements on screen (a chip, a graph box). One
+  // layout read for the panel: its size.
+  var CORNERS = ["br", "bl", "tr", "tl"], GAP = 16, POINTED = 1e9;
+  Explorer.prototype.dock = function () {
+    var panel = this.ui.detail, lit = this.lit.hl.length ? this.lit.hl : this.lit.sel;
+    if (!panel.hasAttribute("data-tensor")) return;
+    var vw = innerWidth, vh = innerHeight, rects = [], pointed = this.pointedEl;
+    var add = function (el, weight) {
+      var r = el.getBoundingClientRect();
+      if (!r.width && !r.height) { // a memory row is display: contents: its cells are its boxes
+        for (var c = 0; c < el.children.length; c++) add(el.children[c], weight);
+      } else if (r.bottom > 0 && r.top < vh && r.right > 0 && r.left < vw) rects.push([r, weight]);
+    };
+    for (var i = 0; i < lit.length; i++) add(lit[i], 1);
+    if (pointed && pointed.isConnected) add(pointed, POINTED);
+    var size = panel.getBoundingClientRect(), top = stickTop() + 12, best = null, least = Infinity;
+    for (var c = 0; c < CORNERS.length && least > 0; c++) {
+      var corner = CORNERS[c];
+      var x = corner[1] === "l" ? GAP : vw - GAP - size.width, y = corner[0] === "t" ? top : vh - GAP - size.height;
+      var covered = 0;
+      rects.forEach(function (pair) {
+        var r = pair[0];
+        covered += pair[1] * Math.max(0, Math.min(x + size.width, r.right) - Math.max(x, r.left)) *
+                   Math.max(0, Math.min(y + size.height, r.bottom) - Math.max(y, r.top));
+      });
+      if (covered < least) { least = covered; best = corner; }
+    }
+    if (panel.getAttribute("data-dock") !== best) panel.setAttribute("data-dock", best);
   };
 
   // A fold (a chip or a group of strips standing for many) lists its members at this step.
@@ -385,6 +422,7 @@
     });
     root.addEventListener("mouseover", function (event) {
       var target = event.target.closest("[data-t]");
+      self.pointedEl = target;
       self.hover(target ? target.getAttribute("data-t") : null);
       var node = target ? null : event.target.closest("[data-n]");
       if (node !== self.nodeHovered) { self.nodeHovered = node; self.hoverNode(node); }
@@ -402,6 +440,7 @@
     // selects it as a click does (buttons click by themselves).
     root.addEventListener("focusin", function (event) {
       var target = event.target.closest && event.target.closest("[data-t]");
+      if (target) self.pointedEl = target;
       if (target) self.hover(target.getAttribute("data-t"));
     });
     root.addEventListener("keydown", function (event) {
@@ -493,6 +532,36 @@
     if (event.key === "Escape" && current && current.selected) current.select(current.selected);
   });
 
+  // Where the page's sticky parts end (the top bar, the run's stepper), for the CSS that places things
+  // under them (explorer.css: --topbar-h, --stepper-h), kept as they wrap or the window changes.
+  function stickTop() {
+    var style = document.documentElement.style;
+    return (parseFloat(style.getPropertyValue("--topbar-h")) || 0) + (parseFloat(style.getPropertyValue("--stepper-h")) || 0);
+  }
+
+  function measureSticky() {
+    var style = document.documentElement.style, bar = document.querySelector(".topbar");
+    var stepper = document.querySelector(".workspace .run > .stepper, .embed .run > .stepper");
+    var sticky = bar && getComputedStyle(bar).position === "sticky";
+    // set only when they change: a custom property on the root restyles the whole page
+    var values = { "--topbar-h": (sticky ? bar.offsetHeight : 0) + "px", "--stepper-h": (stepper ? stepper.offsetHeight : 0) + "px" };
+    for (var name in values) if (style.getPropertyValue(name) !== values[name]) style.setProperty(name, values[name]);
+  }
+
+  var watching = null;
+  function watchSticky(root) {
+    if (!window.ResizeObserver) { measureSticky(); return; }
+    if (!watching) {
+      watching = new ResizeObserver(measureSticky);
+      var bar = document.querySelector(".topbar");
+      if (bar) watching.observe(bar);
+      window.addEventListener("resize", measureSticky);
+    }
+    var stepper = root.querySelector(":scope > .stepper");
+    if (stepper) watching.observe(stepper);
+    measureSticky();
+  }
+
   function setup(el) {
     var roots = el.matches && el.matches('[data-role="run"]') ? [el] : el.querySelectorAll ? el.querySelectorAll('[data-role="run"]') : [];
     Array.prototype.forEach.call(roots, setupRun); // two in the bug-vs-fix view
@@ -502,6 +571,7 @@
     if (root.explorer) return;
     var started = performance.now();
     root.explorer = current = new Explorer(root);
+    watchSticky(root);
     AX.setupMs = performance.now() - started; // parse, index and the first step (the benchmark reads it)
     AX.explorer = current;
     AX.runs = (AX.runs || 0) + 1; // tests wait on this to know a new run is on screen

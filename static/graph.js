@@ -8,7 +8,9 @@
   "use strict";
 
   var AX = (window.AX = window.AX || {});
-  var ZOOM_STEP = 1.5, PAN_STEP = 80, MAX_FIT = 1.0;
+  // Fit never draws the 12 px labels under 9 px (app/render/graph.py FOLD_BELOW): a larger drawing
+  // is shown at that scale from its top, and panned; zooming out further is the reader's choice.
+  var ZOOM_STEP = 1.5, PAN_STEP = 80, MAX_FIT = 1.0, MIN_FIT = 0.75;
   var lastStep = null;
 
   document.addEventListener("explorer:step", function (event) {
@@ -45,11 +47,22 @@
     return this.section.querySelector('.drawing[data-mode="' + this.mode + '"]');
   };
 
-  // The box of what the current step shows, in drawing coordinates (hidden elements do not count).
+  // The box of what the current step's layout holds, in drawing coordinates: the camera the server
+  // computed for it (app/render/graph.py), read from the drawing's <desc>, not measured: getBBox over a
+  // drawing of a thousand boxes forces a layout of all of them (~0.2 s a call on a long run).
   Viewer.prototype.contentBox = function () {
-    var box = this.drawing().getBBox();
-    return box.width || box.height ? box : null;
+    var desc = this.drawing().querySelector("desc[data-graph-camera]");
+    var parts = desc ? desc.textContent.trim().split(/\s+/).map(Number) : [];
+    if (parts.length !== 4 || !(parts[2] > 0 || parts[3] > 0)) return null;
+    return { x: parts[0], y: parts[1], width: parts[2], height: parts[3] };
   };
+
+  // A node's own box, from its drawn rectangle's attributes (no layout).
+  function nodeBox(node) {
+    var rect = node.querySelector("rect.box");
+    return { x: +rect.getAttribute("x"), y: +rect.getAttribute("y"),
+             width: +rect.getAttribute("width"), height: +rect.getAttribute("height") };
+  }
 
   Viewer.prototype.size = function () {
     return { w: this.svg.clientWidth || 1, h: this.svg.clientHeight || 1 };
@@ -59,9 +72,10 @@
     box = box || this.contentBox();
     if (!box) return;
     var size = this.size(), pad = 16;
-    var k = Math.min((size.w - 2 * pad) / box.width, (size.h - 2 * pad) / box.height, MAX_FIT);
-    // centred across, from the top down: inputs are at the top
-    var x = size.w / 2 - k * (box.x + box.width / 2), y = pad - k * box.y;
+    var k = Math.max(MIN_FIT, Math.min((size.w - 2 * pad) / box.width, (size.h - 2 * pad) / box.height, MAX_FIT));
+    // centred across (or from its left edge when wider than the view), from the top down: inputs are at the top
+    var x = k * box.width <= size.w - 2 * pad ? size.w / 2 - k * (box.x + box.width / 2) : pad - k * box.x;
+    var y = pad - k * box.y;
     this.selection.call(this.zoom.transform, window.d3.zoomIdentity.translate(x, y).scale(k));
   };
 
@@ -69,7 +83,7 @@
   Viewer.prototype.shrinkToFit = function () {
     var box = this.contentBox(), size = this.size(), pad = 16;
     if (!box) return;
-    var k = Math.min((size.w - 2 * pad) / box.width, MAX_FIT);
+    var k = Math.max(MIN_FIT, Math.min((size.w - 2 * pad) / box.width, MAX_FIT));
     var wanted = Math.max(k * box.height + 2 * pad, 180);
     if (wanted < size.h) this.viewport.style.height = Math.ceil(wanted) + "px";
   };
@@ -83,14 +97,28 @@
     this.selection.call(this.zoom.translateBy, dx / k, dy / k);
   };
 
-  // Keep the view while stepping; only when nothing the step shows is on screen, show it all.
+  // Keep the view while stepping; only when nothing the step shows is on screen, show it all. In a
+  // backward pass the node that just ran is kept in sight: the view pans to it when it is not.
   Viewer.prototype.stepped = function (step) {
     if (this.inspected) this.renderInspector();
     var box = this.contentBox();
     if (!box) return;
-    var t = this.transform, size = this.size();
+    if (!this.inView(box)) this.fit();
+    var ran = this.drawing().querySelector('.node[data-state~="ran"]:not([hidden])');
+    if (ran) this.follow(nodeBox(ran));
+  };
+
+  Viewer.prototype.inView = function (box, margin) {
+    var t = this.transform, size = this.size(), m = margin || 0;
     var x0 = t.applyX(box.x), y0 = t.applyY(box.y), x1 = t.applyX(box.x + box.width), y1 = t.applyY(box.y + box.height);
-    if (x1 < 0 || y1 < 0 || x0 > size.w || y0 > size.h) this.fit();
+    return m ? x0 >= m && y0 >= m && x1 <= size.w - m && y1 <= size.h - m : !(x1 < 0 || y1 < 0 || x0 > size.w || y0 > size.h);
+  };
+
+  // Pan (at the same zoom) so that `box` is wholly in the view, centred, when it is not already.
+  Viewer.prototype.follow = function (box) {
+    if (this.inView(box, 8)) return;
+    var size = this.size();
+    this.selection.call(this.zoom.translateTo, box.x + box.width / 2, box.y + box.height / 2, [size.w / 2, size.h / 2]);
   };
 
   Viewer.prototype.setMode = function (mode, focusClass) {
@@ -115,7 +143,7 @@
   Viewer.prototype.classBox = function (klass) {
     var boxes = [];
     this.drawing().querySelectorAll('.node[data-class="' + klass + '"]:not([hidden])').forEach(function (n) {
-      boxes.push(n.getBBox());
+      boxes.push(nodeBox(n));
     });
     if (!boxes.length) return null;
     var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
@@ -237,7 +265,7 @@
         return;
       }
       var unfold = event.target.closest("[data-unfold]");
-      if (unfold) {
+      if (unfold && section.getAttribute("data-unfolds") !== "no") { // unfolded drawn (app/render/graph.py)
         var klass = unfold.closest(".node").getAttribute("data-class");
         self.setMode("all", klass);
         return;

@@ -50,5 +50,14 @@
     try { return Number(value).toLocaleString(lang()); } catch (error) { return String(value); }
   }
 
-  window.AXT = { t: t, tn: tn, lang: lang, number: number };
+  // Every request the page makes carries the page's language (lang=, which the server reads before the
+  // cookie and Accept-Language: app/web/locale.py), so a run is drawn in the language of the page
+  // around it, whatever the browser's own language says (issue 27).
+  function request(url) {
+    if (/[?&]lang=/.test(url)) return url;
+    return url + (url.indexOf("?") < 0 ? "?" : "&") + "lang=" + encodeURIComponent(lang());
+  }
+  document.addEventListener("htmx:configRequest", function (event) { event.detail.path = request(event.detail.path); });
+
+  window.AXT = { t: t, tn: tn, lang: lang, number: number, request: request };
 })();

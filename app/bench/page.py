@@ -15,10 +15,11 @@ a loop that never ends (cut by the 5 s wall limit). Rows:
   the page shows or says (text, ``aria-label``, ``title``, ``placeholder``), leaving out the user's
   code (the editor, every word of the snippet) and torch's own words (its node and saved-tensor
   names, dtypes, attribute names: ``TORCH_WORDS``);
+* the height of an auto-height embed of a gallery bug beside its fix;
 * axe-core (from npm) on the CNN run: serious and critical violations.
 
 ``EXPLORER_BENCH_PAGE`` picks scenarios (``cnn,lstm,transformer,forever``; default: all) and
-``EXPLORER_BENCH_PAGE_CHECKS`` the checks (``phone,lang,axe``; default: all). Needs the test extras
+``EXPLORER_BENCH_PAGE_CHECKS`` the checks (``phone,lang,compare,axe``; default: all). Needs the test extras
 (playwright) and Debian's chromium; without them it says so and reports nothing.
 """
 
@@ -125,18 +126,20 @@ PAGE_WORDS = """() => {
   return out;
 }"""
 
-# torch's and Python's own words (attribute, node and saved-tensor names, dtypes, devices, None), the
-# names of the product, of PyTorch and of the language switch's "English", keys and byte units: they
-# are written so in every language.
+# torch's and Python's own words (attribute, node and saved-tensor names, dtypes, devices, None, its
+# source files), the names of the product, of PyTorch, GPUs, iframes and of the language switch's
+# "English", keys and byte units: they are written so in every language.
 TORCH_WORDS = frozenset("""
 torch nn grad grad_fn next_functions requires_grad is_leaf retains_grad _version _base stride storage
 storage_offset shape dtype device cpu cuda numpy backward zero_grad step self other result mat mat1 mat2
 weight bias input indices output exponent running_mean running_var AccumulateGrad Tensor Parameter
 float16 bfloat16 float32 float64 int8 int16 int32 int64 uint8 bool complex64 complex128
 Autograd Explorer nan inf None True False PyTorch English Ctrl Tab Esc Enter Home End Shift KiB MiB GiB
+autograd state target GPU CUDA CUDACachingAllocator c10 cuda cpp iframe html
 """.split())  # noqa: SIM905 - a list of words reads best as words
-_WORD = re.compile(r"[A-Za-z][A-Za-z_]{2,}")
-_TORCH_NAME = re.compile(r"^[A-Z]\w*(Backward\d*|Grad|Function)$|^_?[a-z]+_[a-z0-9_]+$")
+_WORD = re.compile(r"(?<![A-Za-z0-9_])_*[A-Za-z][A-Za-z0-9_]{2,}")  # _version is one word
+# node names (MulBackward0), attribute names (running_mean), saved tensors' numbered names (result1, mat2)
+_TORCH_NAME = re.compile(r"^[A-Z]\w*(Backward\d*|Grad|Function)$|^_?[a-z]+_[a-z0-9_]+$|^[a-z]+\d+$")
 
 
 def english_words(strings: list[str], code: str) -> list[str]:
@@ -204,7 +207,7 @@ def run() -> list[Row]:
     if sync_playwright is None:
         return []
     scenarios = [s for s in SCENARIOS if s.key in _chosen("EXPLORER_BENCH_PAGE", [s.key for s in SCENARIOS])]
-    checks = _chosen("EXPLORER_BENCH_PAGE_CHECKS", ["phone", "lang", "axe"])
+    checks = _chosen("EXPLORER_BENCH_PAGE_CHECKS", ["phone", "lang", "compare", "axe"])
     server = BenchServer()
     rows: list[Row] = []
     try:
@@ -244,6 +247,12 @@ def run() -> list[Row]:
                 rows.append(Row("page", "CNN, lang=zh-CN, English browser", "English words (distinct)",
                                 len(words), "", 0))
                 zh.close()
+            if "compare" in checks:  # bug beside fix in an auto-height embed (issue 27: 4,812 px)
+                embed = _open(browser, server.url, 1440, 900, "/embed?compare=losses-keep-graphs")
+                height = embed.evaluate("document.documentElement.scrollHeight")
+                case = "embed, bug vs fix (losses-keep-graphs)"
+                rows.append(Row("page", case, "height at 1440 wide", height, "px"))
+                embed.close()
             if "axe" in checks and AXE.is_file():
                 en = _open(browser, server.url, 1440, 900)
                 _run(en, CNN)

@@ -38,6 +38,12 @@ PAD_X = 12
 LABEL_MAX = 28
 CHIP_MAX = 22
 MAX_UNITS = 500  # boxes in one layout; past that, a partial view that says so
+# Boxes one drawing may put in the page over all its layouts. A mode past it is not drawn when a more
+# folded one is: a training loop's graphs, one per iteration, are a few boxes folded and hundreds
+# unfolded, which cost the server their layouts and templates and the browser their parsing and every
+# step switch, for a picture no one reads at that size (issue 27: a small CNN, 435 boxes, twice the
+# fragment of its folded drawings together).
+MAX_DRAWN_BOXES = 300
 EPOCH_HIDDEN_SHARE = 0.3  # a new layout when this share of the laid-out boxes is gone ...
 EPOCH_HIDDEN_MIN = 3  # ... and at least this many
 EPOCH_OVER_SHARE = 0.1  # past MAX_UNITS, a new layout once this share is gone
@@ -112,6 +118,9 @@ class GraphView:
     # state track of the graph's container: graph_backward.PASS_OVER while a pass just ended (None: no
     # pass ever did)
     pass_k: int | None = None
+    # (mode, its title, why): the modes not drawn — the same picture as a folded one at every step, or
+    # too many boxes for a page (MAX_DRAWN_BOXES)
+    not_drawn: tuple[tuple[str, str, str], ...] = ()
 
     def drawing(self, mode: str | None = None) -> Drawing:
         mode = mode or self.default
@@ -161,12 +170,20 @@ class GraphBuilder:
         if modules:
             modes.append("modules")
         drawings = []
+        not_drawn: list[tuple[str, str, str]] = []
         extents: dict[str, tuple[float, float]] = {}
-        for mode in MODES:
-            if mode not in modes:
+        foldings = {mode: fold(events, mode, class_sizes) for mode in MODES if mode in modes}
+        for n, (mode, folding) in enumerate(foldings.items()):
+            more_folded = n + 1 < len(foldings)  # the last mode is always drawn
+            why = _same_as_folded(foldings, mode) if more_folded else None
+            drawer = _Drawer(tracks, folding, events, count, self.cache)
+            if why is None and more_folded and (boxes := drawer.boxes()) > MAX_DRAWN_BOXES:
+                why = _("Not drawn: {boxes} boxes over the run, too many for a page; folded, they are "
+                        "few").format(boxes=number(boxes))
+            if why is not None:
+                not_drawn.append((mode, _(MODE_TITLES[mode]), why))
                 continue
-            folding = fold(events, mode, class_sizes)
-            drawing, extent = _Drawer(tracks, folding, events, count, self.cache).draw()
+            drawing, extent = drawer.draw()
             drawings.append(drawing)
             extents[mode] = extent
         _record_empty(tracks, empty_k, events, count)
@@ -175,19 +192,34 @@ class GraphBuilder:
             pass_k = tracks.key(("graph-pass",))
             for step, state in events.passes:
                 tracks.change_state(pass_k, step, state or "")
-        return GraphView(empty_k, tuple(drawings), _default_mode(extents), _inspector(events, count), pass_k)
+        return GraphView(empty_k, tuple(drawings), _default_mode(extents), _inspector(events, count), pass_k,
+                         tuple(not_drawn))
+
+
+def _same_as_folded(foldings: dict[str, Folding], mode: str) -> str | None:
+    """Why the unfolded drawing is not drawn, when it would be the folded one again: no step shows two
+    members of one folded box ("×2"), so at every step each folded box is the one box it stands for."""
+    if mode != "all" or "repeats" not in foldings:
+        return None
+    if any(value for unit in foldings["repeats"].units.values() for _, value in unit.count):
+        return None
+    return _("Not drawn: no step shows two alike boxes, so “Fold repeats” draws the same")
 
 
 def _default_mode(extents: dict[str, tuple[float, float]]) -> str:
-    """Fold by default when the whole drawing, fitted to the panel, would draw labels too small."""
+    """Fold by default when the whole drawing, fitted to the panel, would draw labels too small: a
+    loop's iterations first, then modules too."""
 
     def scale(extent: tuple[float, float]) -> float:
         w, h = extent
         return min(PANEL_W / max(w, 1), PANEL_H / max(h, 1), 1.0)
 
-    if "repeats" in extents and scale(extents["all"]) < FOLD_BELOW:
-        return "repeats"
-    return "all"
+    drawn = [m for m in MODES if m in extents]  # the least folded first ("all" may be too large to draw)
+    mode = drawn[0]
+    for folded in drawn[1:]:  # fold more while it still draws them too small
+        if scale(extents[mode]) < FOLD_BELOW:
+            mode = folded
+    return mode
 
 
 def _record_empty(tracks: Tracks, empty_k: int, events: Events, count: int) -> None:
@@ -294,13 +326,19 @@ class _Drawer:
         self.mode = folding.mode
         self.nodes: list[GNode] = []
         self.edges: list[GEdge] = []
+        self.epochs: list[tuple[int, int, list[str]]] | None = None
+
+    def boxes(self) -> int:
+        """The boxes this drawing holds over all its layouts (each lays out at most MAX_UNITS)."""
+        self.epochs = self._epochs()
+        return sum(len(keys) for _, _, keys in self.epochs)
 
     def draw(self) -> tuple[Drawing, tuple[float, float]]:
         tracks, mode = self.tracks, self.mode
         camera_k = tracks.key(("graph-camera", mode))
         note_k = tracks.key(("graph-note", mode))
         largest = (0.0, 0.0)
-        epochs = self._epochs()
+        epochs = self.epochs if self.epochs is not None else self._epochs()
         for epoch, (first, last, keys) in enumerate(epochs):
             extent, omitted, placed = self._draw_epoch(epoch, first, last, keys)
             x0, y0, x1, y1 = extent

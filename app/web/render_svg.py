@@ -86,8 +86,11 @@ def _too_large(theme: str) -> Callable[[object, Message], tuple[str, bool]]:
     return partial
 
 
-@router.get("/render.svg", include_in_schema=False)
+@router.api_route("/render.svg", methods=["GET", "HEAD"], include_in_schema=False)
 async def render_image(request: Request) -> Response:
+    """The picture of one step. HEAD (link checkers, previews) says whether the link is good and the
+    picture's headers without running the snippet: a drawn picture's own, or, not drawn yet, its type
+    and ETag (issue 27)."""
     settings = request.app.state.settings
     theme = request.query_params.get("theme", "light")
     theme = theme if theme in ("light", "dark") else "light"
@@ -107,6 +110,8 @@ async def render_image(request: Request) -> Response:
                          params.view, params.theme)
     if drawing is not None and (drawn := await drawing.lookup()) is not None:
         return _svg(drawn, cache=CACHEABLE, etag=etag)
+    if request.method == "HEAD":
+        return _svg("", etag=etag)  # no body is sent for a HEAD; the snippet is not run for one
 
     def kept(body: str, errors: tuple[RunError | None, ...]) -> tuple[str, bool]:
         stable = _stable(code, body, errors)

@@ -147,6 +147,8 @@ export class CodeEditor {
     const extensions = [
       lineNumbers(), highlightActiveLineGutter(), history(), drawSelection(), indentOnInput(), bracketMatching(),
       python(), trailingDotFloat, syntaxHighlighting(highlight), indentUnit.of("    "), EditorState.tabSize.of(4), look, marks,
+      // a long line wraps at the pane's width: nothing is cut off, no sideways scrolling (issue 27)
+      EditorView.lineWrapping,
       Prec.highest(keymap.of([{ key: "Mod-Enter", run: function () { options.onRun(); return true; } }])),
       keymap.of([indentWithTab, ...defaultKeymap, ...historyKeymap]),
       EditorView.contentAttributes.of({

@@ -81,7 +81,7 @@ export class Navigation {
     const fail = function () { return null; };
     if (params.get("code")) return decode(params.get("code")).catch(fail);
     if (params.get("s")) {
-      return fetch("/api/links/" + encodeURIComponent(params.get("s")))
+      return fetch(window.AXT.request("/api/links/" + encodeURIComponent(params.get("s"))))
         .then(function (response) { return response.ok ? response.json() : null; })
         .then(function (link) { return link ? link.code : null; }, fail);
     }

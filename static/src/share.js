@@ -51,7 +51,7 @@ export class Share {
   }
 
   shortLink(code, step) {
-    return fetch("/api/links", {
+    return fetch(window.AXT.request("/api/links"), {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (body) {

@@ -14,7 +14,9 @@ def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:
     panel = page.get_by_test_id("diagnostics")
     item = panel.get_by_test_id("diagnostic")
     assert item.count() == 1 and item.get_attribute("data-rule") == "graph-kept-by-container"
-    assert "holds 3 graphs" in item.inner_text() and "losses.append(loss.item())" in item.inner_text()
+    # one line (issue 27): the title; the message and the fix open from it
+    assert "holds 3 graphs" not in item.inner_text()
+    assert "holds 3 graphs" in item.text_content() and "losses.append(loss.item())" in item.text_content()
     page.get_by_test_id("step-first").click()
     assert step_label(page).startswith("Step 1 of")
     item.locator(".diag-line").click()
@@ -26,6 +28,7 @@ def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:
         assert page.locator(f"[data-testid=memory-view] .fp.diag-hl[data-t='{tid}']").count() >= 1
     assert page.evaluate("AX.explorer.selected") == ids[0]
     assert "here" in item.get_attribute("class")
+    assert "holds 3 graphs" in item.inner_text()  # the click on its line opened it too
 
 
 def test_the_timeline_shows_growth_and_jumps_to_the_clicked_step(page) -> None:

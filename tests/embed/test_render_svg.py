@@ -293,3 +293,15 @@ def test_http_errors_are_images_that_say_why(client: TestClient, query: str, sta
     root = parse(response.text)
     assert_self_contained(root)
     assert says in "\n".join(texts(root))
+
+
+def test_head_says_whether_the_link_is_good_without_a_run(client: TestClient) -> None:
+    """HEAD (a link checker, a preview) is answered, not 405: the picture's type and ETag for a good
+    link (the ETag GET gives), the error status for a bad one."""
+    query = f"code={encode_code(CLONE)}&step=1&view=graph&theme=dark"
+    head = client.head(f"/render.svg?{query}")
+    assert head.status_code == 200 and head.headers["content-type"] == "image/svg+xml"
+    assert head.content == b""
+    got = get_svg(client, query)
+    assert got.status_code == 200 and got.headers["etag"] == head.headers["etag"]
+    assert client.head("/render.svg?code=%%%").status_code == 400

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections import Counter
 from dataclasses import asdict
 from itertools import combinations
 
@@ -20,7 +21,7 @@ from app.render.svg import camera, graph_size
 from app.schema import DeltaTrace
 from app.trace.delta import compress
 from tests.golden import load
-from tests.render.conftest import explore, run_namespace, trace_v1
+from tests.render.conftest import explore, run_namespace, trace, trace_v1
 
 GOLDEN_TRACES = list(load())
 
@@ -236,13 +237,27 @@ def test_past_the_cap_a_partial_view_says_so_and_the_fold_shows_all() -> None:
     code = "ps = [[torch.zeros(1, requires_grad=True) for _ in range(50)] for _ in range(40)]\n"
     view = explore(code)
     frame = frame_at(view, 0)
-    unfolded = view.graph.drawing("all")
-    assert len(unfolded.nodes) == MAX_UNITS
-    note = frame.text(unfolded.note_k)
-    assert note.startswith("Graph too large to lay out: showing the first 500 of its 2,000")
+    # unfolded, 2,000 boxes: too many for a page while a folded drawing shows them all (MAX_DRAWN_BOXES)
+    assert [d.mode for d in view.graph.drawings] == ["repeats"]
+    ((mode, title, why),) = view.graph.not_drawn
+    assert (mode, title) == ("all", "All nodes") and "2,000 boxes" in why
     (box,) = _shown(view.graph.drawing("repeats"), frame)
     assert frame.text(box.count_k) == "×2000"
     assert view.graph.default == "repeats"
+    # drawn anyway, a layout past MAX_UNITS shows the first ones and says so
+    from app.render.graph import _Drawer
+    from app.render.graph_fold import fold
+    from app.render.tracks import Tracks
+
+    builder = _graph_builder(code)
+    events = builder.observer.events
+    sizes = Counter(v.klass for v in events.vertices.values())
+    tracks = Tracks()
+    drawer = _Drawer(tracks, fold(events, "all", sizes), events, view.step_count, builder.cache)
+    unfolded, _extent = drawer.draw()
+    assert len(unfolded.nodes) == MAX_UNITS
+    note = frame_at_tracks(tracks, 0).text(unfolded.note_k)
+    assert note.startswith("Graph too large to lay out: showing the first 500 of its 2,000")
 
 
 def test_a_spent_budget_places_quickly_instead_of_calling_dot() -> None:
@@ -345,3 +360,19 @@ def test_a_chain_of_thousands_of_nodes_built_by_one_line_is_drawn() -> None:
     assert view.step_count == 3
     assert view.graph.nodes  # drawn (folded or capped), not failed
     assert sys.getrecursionlimit() == 1000  # and nothing raised the limit to get there
+
+
+def _graph_builder(code: str):  # noqa: ANN202 - the graph's builder, fed the whole run
+    from app.render.graph import GraphBuilder
+    from app.render.tracks import Tracks
+
+    builder = GraphBuilder(Tracks())
+    drive(trace(code), [builder])
+    return builder
+
+
+def frame_at_tracks(tracks, step: int):  # noqa: ANN001, ANN201
+    from app.render.tracks import Frame
+
+    tracks.close(step + 1)
+    return Frame(tracks, step)

@@ -120,7 +120,7 @@ def test_user_strings_are_text_never_markup(client: TestClient) -> None:
         assert "<" not in raw_json and ">" not in raw_json  # tojson escapes them: no way out
     payload = tags.payload
     assert "<script>alert(1)</script>" in payload["stdout"]
-    assert payload["errorText"] == "ValueError: <b>bold</b> & </script>"
+    assert payload["errorText"] == "ValueError here: its message is in the red box with the run"
 
 
 def test_a_failed_run_keeps_its_steps_and_names_the_line(client: TestClient) -> None:
