@@ -80,7 +80,7 @@ def test_a_run_its_reader_stops_answers_the_steps_read_so_far(pool: ForkServerPo
         if len(arrivals) == 3:
             stop.request()  # from the reading thread; the page's request comes from another one
 
-    result = pool.run_blocking(ENDLESS, on_steps, stop)
+    result = pool.run_blocking(ENDLESS, on_steps, stop=stop)
     assert result.error is not None  # ended by the stop, not the wall limit (whose error is a Timeout)
     assert result.error.type == "Stopped" and result.error.code == "timeout.stopped"
     streamed = [step for steps in arrivals for step in steps]
@@ -94,12 +94,12 @@ def test_a_run_its_reader_stops_answers_the_steps_read_so_far(pool: ForkServerPo
 def test_a_stop_asked_before_the_run_starts_ends_it_at_once(pool: ForkServerPool) -> None:
     stop = RunStop()
     stop.request()
-    result = pool.run_blocking(ENDLESS, None, stop)
+    result = pool.run_blocking(ENDLESS, None, stop=stop)
     assert result.error is not None and result.error.type == "Stopped"
 
 
 def test_a_stop_after_the_run_ended_changes_nothing(pool: ForkServerPool) -> None:
     stop = RunStop()
-    result = pool.run_blocking("y = torch.ones(2) * 3\n", None, stop)
+    result = pool.run_blocking("y = torch.ones(2) * 3\n", None, stop=stop)
     stop.request()
     assert result.ok and result.error is None
