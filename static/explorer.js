@@ -548,7 +548,7 @@
     for (var name in values) if (style.getPropertyValue(name) !== values[name]) style.setProperty(name, values[name]);
   }
 
-  var watching = null;
+  var watching = null, watched = [];
   function watchSticky(root) {
     if (!window.ResizeObserver) { measureSticky(); return; }
     if (!watching) {
@@ -557,8 +557,12 @@
       if (bar) watching.observe(bar);
       window.addEventListener("resize", measureSticky);
     }
+    watched = watched.filter(function (old) { // a run swapped out: its stepper is no longer watched
+      if (!old.isConnected) watching.unobserve(old);
+      return old.isConnected;
+    });
     var stepper = root.querySelector(":scope > .stepper");
-    if (stepper) watching.observe(stepper);
+    if (stepper) { watching.observe(stepper); watched.push(stepper); }
     measureSticky();
   }
 
