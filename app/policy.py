@@ -13,7 +13,6 @@ that one disposable process.
 from __future__ import annotations
 
 import ast
-import builtins
 import dataclasses
 import re
 import string
@@ -42,7 +41,7 @@ from app.policy_names import (
     SETTABLE_FLAGS,
     WALKABLE_MODULES,
 )
-from app.run_errors import TEMPLATES, Param, RefusedType, english
+from app.run_errors import TEMPLATES, Param, english
 
 # What to write instead, for the refusals learners meet most: "policy.instead.<name>" in
 # app/run_errors.py (each a whole sentence, so that it translates as one).
@@ -450,55 +449,3 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Match(self, node: ast.AST) -> None:  # noqa: N802 - class patterns read attributes by name
         self._unsupported(node, "policy.match")
-
-
-# -- the builtins a gated snippet sees (a third layer: the gate already refused what it could see) ----
-
-
-def _guarded_import(
-    name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
-) -> Any:  # noqa: A002
-    # torch's C++ code imports its own submodules (torch.storage on the first torch.tensor call)
-    # through the running frame's builtins, i.e. this function: hand back what is already loaded.
-    # numpy's C code does the same (numpy._core._methods on the first .sum()).
-    if not level and name.split(".")[0] in ("torch", "numpy") and name in sys.modules:
-        return builtins.__import__(name, globals, locals, fromlist, level)
-    if level or name not in ALLOWED_IMPORTS:
-        raise ImportError(english("policy.import_runtime", {"module": name}))
-    return builtins.__import__(name, globals, locals, fromlist, level)
-
-
-class _TypeOfOne(builtins.type):
-    """The metaclass of the ``type`` a gated snippet sees: ``type(x)`` answers x's class, as always,
-    but a class is never made from a namespace dict through it — neither ``type(name, bases, dict)``
-    nor a metaclass reached as ``type(SomeClass)`` (the gate cannot see what a call's callee holds:
-    ``t = type(nn.Module); t("A", (), {...})``). ``isinstance(x, type)`` still answers as usual."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if len(args) != 1 or kwargs:
-            raise RefusedType("policy.type_class")
-        found = builtins.type(args[0])
-        if issubclass(found, builtins.type):
-            raise RefusedType("policy.type_of_class")
-        return found
-
-    def __instancecheck__(cls, instance: Any) -> bool:
-        return isinstance(instance, builtins.type)
-
-    def __subclasscheck__(cls, subclass: Any) -> bool:
-        return issubclass(subclass, builtins.type)
-
-
-class _Type(metaclass=_TypeOfOne):
-    pass
-
-
-_Type.__name__ = _Type.__qualname__ = "type"
-_Type.__module__ = "builtins"  # shown as <class 'type'>
-
-
-def safe_builtins() -> dict[str, Any]:
-    namespace = {k: v for k, v in vars(builtins).items() if k not in BLOCKED_BUILTINS}
-    namespace["__import__"] = _guarded_import
-    namespace["type"] = _Type
-    return namespace

@@ -9,6 +9,7 @@ place for the run and takes them out again.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -98,8 +99,12 @@ class _Event:
 
 
 def _not_simulated(name: str) -> Callable[..., Any]:
+    return _not_simulated_as(f"torch.cuda.{name}")
+
+
+def _not_simulated_as(what: str) -> Callable[..., Any]:
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise NotSimulated(f"torch.cuda.{name}")
+        raise NotSimulated(what)
     return refuse
 
 
@@ -166,6 +171,9 @@ def patches(simulation: Any) -> dict[tuple[Any, str], Any]:
         return made
 
     patches[(torch.Tensor, "_make_subclass")] = staticmethod(parameter)
+    # DataParallel splits batches across real devices (torch's C++ scatter): said by its own name
+    data_parallel = sys.modules["torch.nn.parallel.data_parallel"]  # (torch.nn.parallel's name is a function)
+    patches[(data_parallel, "_check_balance")] = _not_simulated_as("torch.nn.DataParallel")
     autocast = torch.amp.autocast_mode.autocast
     original_init = autocast.__init__
 

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import torch
 
-from app import policy
+from app import policy, policy_builtins
 from app.engine import EngineLimits, trace_delta, trace_snippet
 from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
@@ -193,7 +193,7 @@ def run_job(job: dict, config: layers.ChildConfig, stream: ResultStream | None =
                 "error": error_dict("rejected", "PolicyError", rejection.code, rejection.params,
                                     rejection.line),
             }
-    namespace = policy.safe_builtins() if gate else builtins
+    namespace = policy_builtins.safe_builtins() if gate else builtins
     limits = EngineLimits(max_steps=config.max_steps, max_stdout=config.max_stdout,
                           cuda_on_cpu=job.get("cuda_on_cpu") is True)
     signal.signal(signal.SIGALRM, _raiser(WallTimeReached))

@@ -72,6 +72,7 @@ def _preload() -> None:
 
     import app.engine  # noqa: F401
     import app.policy  # noqa: F401
+    import app.policy_builtins  # noqa: F401
     import app.sandbox.child  # noqa: F401
 
     _preload_tutorial_modules()

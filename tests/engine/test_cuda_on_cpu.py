@@ -227,6 +227,7 @@ print(start.elapsed_time(end) >= 0)
 @pytest.mark.parametrize(("line", "code"), [
     ("torch.cuda.max_memory_allocated()", "runtime.cuda_not_simulated"),
     ("torch.cuda.FloatTensor(2)", "runtime.cuda_not_simulated_detail"),
+    ("nn.DataParallel(nn.Linear(1, 1).cuda())", "runtime.cuda_not_simulated"),
 ])
 def test_what_is_not_simulated_says_so(line: str, code: str) -> None:
     error = simulated(f"x = torch.ones(1).cuda()\n{line}\n")["error"]
