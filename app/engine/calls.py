@@ -1,4 +1,5 @@
-"""The engine's own frames around the snippet's torch calls, kept out of what the snippet prints.
+"""The engine's own frames and modes around the snippet's torch calls, kept out of what the snippet
+prints and out of the paths torch picks.
 
 The engine's ``TorchFunctionMode`` (``app.engine.watch.Touches``) sees each torch call and makes it
 itself, so frames of its own stand between the code that called torch and the torch code that runs.
@@ -10,6 +11,12 @@ and line number (and run with its globals, for the warnings registry), and while
 ``warnings.warn`` counts frames as Python's own does except that it steps from such a call straight
 to its caller's caller: the frames between (the mode's, torch's ``handle_torch_function``, the
 Python function's first entry) are not the snippet's.
+
+torch also asks ``torch.overrides.has_torch_function`` to pick a path, not only to dispatch: in eval
+mode without grad, ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer`` take a fused fast
+path unless it says yes — and any mode on the stack makes it say yes, so under the engine they took
+the slow path, whose results differ in the last bits. While the snippet runs it answers as if the
+engine's modes were not there (``modes_unseen``).
 """
 
 from __future__ import annotations
@@ -103,3 +110,36 @@ def counted_as_plain() -> Iterator[None]:
         yield
     finally:
         warnings.warn = original  # type: ignore[assignment]
+
+
+_has_torch_function = torch.overrides.has_torch_function
+
+
+def _ours(mode: Any) -> bool:
+    return type(mode).__module__.startswith("app.engine.")
+
+
+def has_torch_function_unseen(args: Any) -> bool:
+    """``torch.overrides.has_torch_function``, with the engine's own modes off the stack."""
+    if not _has_torch_function(args):
+        return False
+    stack = torch.overrides._get_current_function_mode_stack()
+    if not stack or not all(_ours(mode) for mode in stack):
+        return True  # a tensor subclass that overrides, or a mode of the snippet's own
+    popped = [torch._C._pop_torch_function_stack() for _ in stack]
+    try:
+        return _has_torch_function(args)
+    finally:
+        for mode in reversed(popped):
+            torch._C._push_on_torch_function_stack(mode)
+
+
+@contextlib.contextmanager
+def modes_unseen() -> Iterator[None]:
+    """``torch.overrides.has_torch_function`` is ``has_torch_function_unseen`` while the block runs
+    (torch's own modules look it up there at each call: the fast paths' checks)."""
+    torch.overrides.has_torch_function = has_torch_function_unseen
+    try:
+        yield
+    finally:
+        torch.overrides.has_torch_function = _has_torch_function

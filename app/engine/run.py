@@ -23,7 +23,7 @@ from torch import nn
 
 from app.engine import cuda_on_cpu
 from app.engine.backward import BackwardWatch, NodeRan, freed_message
-from app.engine.calls import counted_as_plain
+from app.engine.calls import counted_as_plain, modes_unseen
 from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
 from app.engine.tracer import (
@@ -247,7 +247,8 @@ def trace_delta(
     try:
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
-        with warnings.catch_warnings(), counted_as_plain(), touches, hook_watch, _cuda(limits, taker):
+        with warnings.catch_warnings(), counted_as_plain(), modes_unseen(), touches, hook_watch, \
+                _cuda(limits, taker):
             # Shown as a plain run shows them, on stderr (the output), even where the host collects
             # them instead (pytest's capture, a caller's catch_warnings(record=True)).
             warnings.showwarning = _show_warning

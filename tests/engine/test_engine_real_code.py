@@ -291,6 +291,40 @@ val, aux = grad(lambda t: (f(t), t.cos()), has_aux=True)(v)
 }
 
 
+# Attention: in eval mode without grad, nn.MultiheadAttention and the Transformer layers take a fused
+# fast path unless torch.overrides.has_torch_function says a mode is on: the engine's must not count.
+ATTENTION = {
+    "multi-head attention and transformer layers in eval, fast path": """
+mha = nn.MultiheadAttention(4, 2, batch_first=True)
+mha.eval()
+q = torch.randn(2, 3, 4)
+with torch.no_grad():
+    out, w = mha(q, q, q)
+    out2, w2 = mha(q, q, q, need_weights=False)
+mask = torch.tensor([[False, False, True], [False, False, False]])
+with torch.inference_mode():
+    out3, _ = mha(q, q, q, key_padding_mask=mask)
+layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, batch_first=True)
+enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+enc.eval()
+with torch.no_grad():
+    h = enc(q)
+dec = nn.TransformerDecoderLayer(4, 2, dim_feedforward=8, batch_first=True)
+dec.eval()
+with torch.no_grad():
+    d = dec(q, h)
+print(h.shape, d.shape)
+""",
+    "multi-head self-attention with a causal mask, backward": """
+mha = nn.MultiheadAttention(4, 2, batch_first=True)
+x = torch.randn(1, 3, 4, requires_grad=True)
+causal = torch.triu(torch.ones(3, 3, dtype=torch.bool), diagonal=1)
+out, weights = mha(x, x, x, attn_mask=causal)
+out.sum().backward()
+""",
+}
+
+
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
@@ -335,3 +369,25 @@ def test_torch_func_transforms(name: str) -> None:
     from app.trace.consistency import problem
 
     assert problem(DeltaTrace.model_validate(trace_delta(source))) is None  # what the sandbox checks
+
+
+@pytest.mark.parametrize("name", ATTENTION)
+def test_attention(name: str) -> None:
+    _check(ATTENTION[name])
+
+
+def test_has_torch_function_answers_as_in_a_plain_run() -> None:
+    _check("""
+from torch.overrides import TorchFunctionMode
+class Quiet(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+class Sub(torch.Tensor):
+    pass
+t = torch.ones(2)
+print(torch.overrides.has_torch_function((t,)))
+print(torch.overrides.has_torch_function((t.as_subclass(Sub),)))
+with Quiet():
+    print(torch.overrides.has_torch_function((t,)))
+    u = t * 2
+""")
