@@ -27,13 +27,13 @@ import orjson
 import torch
 
 from app import policy, policy_builtins
-from app.engine import EngineLimits, trace_delta, trace_snippet
+from app.engine import EngineLimits, trace_delta
 from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
 from app.run_errors import error_dict
 from app.sandbox import layers
 from app.sandbox.frames import FRAME_MAX, encode_frame, read_frame, write_all
-from app.sandbox.seccomp import Libseccomp
+from app.sandbox.seccomp import Filters
 
 EXIT_SETUP_FAILED = 71
 EXIT_JOB_FAILED = 73
@@ -130,9 +130,10 @@ def _silence_stops() -> None:
 
 
 def warm_up(source: str = WARM_UP, max_steps: int = 50) -> None:
-    """Fault in the code and data pages a run touches, so the request path pays none of it."""
+    """Fault in the code and data pages a run touches, so the request path pays none of it. (The delta
+    trace, as a run makes it: a child never validates or expands one.)"""
     policy.check(source)
-    trace_snippet(source, EngineLimits(max_steps=max_steps, max_stdout=4096))
+    trace_delta(source, EngineLimits(max_steps=max_steps, max_stdout=4096))
 
 
 def _error(kind: str, error_type: str, message: str, line: int | None = None) -> dict:
@@ -370,11 +371,11 @@ def serve_one(
     config: layers.ChildConfig,
     uid: int | None,
     fork_server_pid: int,
-    libseccomp: Libseccomp,
+    filters: Filters,
 ) -> None:
     """The whole life of a child. Never returns."""
     try:
-        facts = layers.harden(config, uid, (job_fd, result_fd), fork_server_pid, libseccomp)
+        facts = layers.harden(config, uid, (job_fd, result_fd), fork_server_pid, filters)
         # Fresh randomness per child: the fork server's state must not predict a child's
         # (the engine then seeds torch and random with 0 per run, for reproducible permalinks).
         random.seed()

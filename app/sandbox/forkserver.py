@@ -244,11 +244,11 @@ def _threads() -> int:
 class ForkServer:
     def __init__(self, control: socket.socket, config: dict) -> None:
         from app.sandbox.layers import ChildConfig
-        from app.sandbox.seccomp import Libseccomp
+        from app.sandbox.seccomp import Filters, Libseccomp
 
         self.control = control
         self.pid = os.getpid()
-        self.libseccomp = Libseccomp()
+        self.filters = Filters(Libseccomp())
         app_root = config.pop("app_root")
         self.workdir = tempfile.mkdtemp(prefix="explorer-run-")
         os.chmod(self.workdir, 0o555)
@@ -293,7 +293,7 @@ class ForkServer:
         if pid == 0:  # the child: never returns
             try:
                 self.control.detach()
-                child.serve_one(job_r, result_w, self.config, uid, self.pid, self.libseccomp)
+                child.serve_one(job_r, result_w, self.config, uid, self.pid, self.filters)
             finally:
                 os._exit(child.EXIT_SETUP_FAILED)
         os.close(job_r)

@@ -23,7 +23,7 @@ import signal
 from dataclasses import dataclass, field
 
 from app.sandbox import landlock
-from app.sandbox.seccomp import ENOSYS, Libseccomp, allow_rules, deny_rules
+from app.sandbox.seccomp import Filters
 
 PR_SET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 3, 4, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAPABILITY_VERSION_3 = 47, 4, 0x20080522
@@ -113,7 +113,7 @@ def harden(
     uid: int | None,
     keep_fds: tuple[int, ...],
     fork_server_pid: int,
-    libseccomp: Libseccomp,
+    filters: Filters,
 ) -> dict:
     """Apply every layer to this (single-threaded, just forked) process; return what is in force."""
     # 1. Signals as a fresh process has them (the fork server listens for SIGCHLD); own session.
@@ -167,10 +167,9 @@ def harden(
 
     os.chdir(config.workdir)
 
-    # 8. The deny-list by argument, then the allow-list (deny by default) on top: loading the second
-    # filter needs seccomp(), which the allow-list itself does not grant.
-    rules = libseccomp.load(deny_rules(os.getpid()))
-    rules += libseccomp.load(allow_rules(), default=ENOSYS)
+    # 8. The deny-list by argument, then the allow-list (deny by default) on top, compiled by the fork
+    # server (app.sandbox.seccomp.Filters).
+    rules = filters.install(os.getpid())
 
     return {
         "uid": os.getuid(),

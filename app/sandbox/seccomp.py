@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import struct
+import tempfile
 from dataclasses import dataclass
 
 ACT_ALLOW = 0x7FFF0000
@@ -287,6 +289,14 @@ class SeccompError(OSError):
     pass
 
 
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+INSTRUCTION = struct.Struct("=HBBI")  # struct sock_filter: code, jt, jf, k
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 class Libseccomp:
     """The handful of libseccomp calls we need. Construct it before any sandbox restriction."""
 
@@ -327,9 +337,37 @@ class Libseccomp:
         }
         self.numbers = {n: lib.seccomp_syscall_resolve_name(n.encode()) for n in sorted(names)}
 
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.seccomp_export_bpf.restype = ctypes.c_int
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._seccomp_number = lib.seccomp_syscall_resolve_name(b"seccomp")
+
     def load(self, rules: list[Rule], no_new_privs: bool = True, default: int = ACT_ALLOW) -> int:
         """Install ``rules`` for every thread of this process (TSYNC; no_new_privs unless told, which
         needs CAP_SYS_ADMIN); calls no rule names get ``default``. Returns the number of rules installed."""
+        return self._build(rules, no_new_privs, default, self._lib.seccomp_load)[1]
+
+    def compile(self, rules: list[Rule], default: int = ACT_ALLOW) -> tuple[bytes, int]:
+        """The BPF program ``load`` would install (``install`` installs it), and its number of rules."""
+        with tempfile.TemporaryFile() as out:
+            export = self._lib.seccomp_export_bpf
+            count = self._build(rules, True, default, lambda ctx: export(ctx, out.fileno()))[1]
+            out.seek(0)
+            return out.read(), count
+
+    def install(self, program: bytes) -> None:
+        """Install a compiled program for every thread (as ``load`` does: no_new_privs must be set)."""
+        if not program or len(program) % INSTRUCTION.size or self._seccomp_number < 0:
+            raise SeccompError("not a seccomp program")
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = _SockFprog(len(program) // INSTRUCTION.size, ctypes.addressof(buffer))
+        rc = self._libc.syscall(ctypes.c_long(self._seccomp_number), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+                                ctypes.c_long(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog))
+        if rc != 0:  # -1 and errno, or the id of a thread that could not be synchronised
+            code = ctypes.get_errno() if rc < 0 else errno.ESRCH
+            raise SeccompError(code, f"seccomp(SET_MODE_FILTER): {errno.errorcode.get(code, code)}")
+
+    def _build(self, rules: list[Rule], no_new_privs: bool, default: int, finish) -> tuple[int, int]:  # noqa: ANN001
         lib = self._lib
         ctx = lib.seccomp_init(default)
         if not ctx:
@@ -353,9 +391,71 @@ class Libseccomp:
                         -rc, f"seccomp rule for {rule.syscall}: {errno.errorcode.get(-rc, rc)}"
                     )
                 count += 1
-            rc = lib.seccomp_load(ctx)
+            rc = finish(ctx)
             if rc < 0:
-                raise SeccompError(-rc, f"seccomp_load: {errno.errorcode.get(-rc, rc)}")
-            return count
+                raise SeccompError(-rc, f"seccomp load or export: {errno.errorcode.get(-rc, rc)}")
+            return rc, count
         finally:
             lib.seccomp_release(ctx)
+
+
+# Stand-ins for a child's pid while the deny-list is compiled ahead (``Filters``): three, so that the
+# instructions they fill are told apart from everything else in the program.
+_PID_STAND_INS = (0x3ADE0001, 0x3ADE0002, 0x3ADE0003)
+
+
+class Filters:
+    """Both filters compiled once, in the fork server, and installed by each child with one
+    ``seccomp()`` call each: compiling them took ~5 ms of a child's ~19 ms of CPU, for every run.
+
+    The deny-list names the child's pid (signals only to itself), known only after the fork: it is
+    compiled for stand-in pids and the instructions holding the stand-in are filled with the child's
+    pid — only where compiling for different pids changes nothing else, checked here against a
+    program compiled for a real pid; otherwise each child compiles its own, as ``Libseccomp.load``
+    does."""
+
+    def __init__(self, libseccomp: Libseccomp) -> None:
+        self.libseccomp = libseccomp
+        self.allow, allowed = libseccomp.compile(allow_rules(), default=ENOSYS)
+        programs = [libseccomp.compile(deny_rules(pid)) for pid in _PID_STAND_INS]
+        self.deny: bytes | None = programs[0][0]
+        self.rules = allowed + programs[0][1]
+        self._pid_at = _stand_in_places(programs[0][0], [program for program, _ in programs])
+        probe = 4242
+        if self._pid_at is None or self.deny_for(probe) != libseccomp.compile(deny_rules(probe))[0]:
+            self.deny = None
+
+    def deny_for(self, pid: int) -> bytes:
+        """The deny-list program of the process ``pid``."""
+        assert self.deny is not None and self._pid_at is not None
+        program = bytearray(self.deny)
+        for offset in self._pid_at:
+            code, jt, jf, _ = INSTRUCTION.unpack_from(program, offset)
+            INSTRUCTION.pack_into(program, offset, code, jt, jf, pid)
+        return bytes(program)
+
+    def install(self, pid: int) -> int:
+        """Install the deny-list of ``pid`` (this process), then the allow-list on top: loading the
+        second needs seccomp(), which the allow-list itself does not grant. Returns the rule count."""
+        if self.deny is None:
+            self.libseccomp.load(deny_rules(pid))
+        else:
+            self.libseccomp.install(self.deny_for(pid))
+        self.libseccomp.install(self.allow)
+        return self.rules
+
+
+def _stand_in_places(template: bytes, programs: list[bytes]) -> list[int] | None:
+    """The offsets of the instructions that hold the stand-in pid: every program the same length, and
+    differing only in the ``k`` of those instructions, each holding its own stand-in there."""
+    if any(len(program) != len(template) or len(program) % INSTRUCTION.size for program in programs):
+        return None
+    places = []
+    for offset in range(0, len(template), INSTRUCTION.size):
+        fields = [INSTRUCTION.unpack_from(program, offset) for program in programs]
+        if len(set(fields)) == 1:
+            continue
+        if len({f[:3] for f in fields}) != 1 or [f[3] for f in fields] != list(_PID_STAND_INS):
+            return None
+        places.append(offset)
+    return places or None

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -14,10 +15,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from app.sandbox import frames
+from app.sandbox import frames, layers
 from app.sandbox.admission import Admission
 from app.sandbox.outcome import Limits, classify
-from app.sandbox.seccomp import EACCES, EPERM, deny_rules
+from app.sandbox.seccomp import EACCES, ENOSYS, EPERM, Filters, Libseccomp, allow_rules, deny_rules
 
 T = TypeVar("T")
 LIMITS = Limits(wall_seconds=5, cpu_seconds=5, memory_mib=512, max_result_bytes=1 << 20)
@@ -247,6 +248,52 @@ def test_deny_rules_cover_the_issue() -> None:
     assert by_name["clone3"] == {0x00050000 | errno.ENOSYS}
     kill = next(r for r in rules if r.syscall == "kill")
     assert kill.conditions == ((0, 1, 1234, 0),)  # arg0 != own pid
+
+
+def test_filters_compiled_ahead_are_the_ones_a_child_would_compile() -> None:
+    """The fork server compiles both filters once; a child fills its own pid into the deny-list's
+    program. That program is byte for byte what libseccomp compiles for the pid, whatever the pid."""
+    libseccomp = Libseccomp()
+    filters = Filters(libseccomp)
+    assert filters.deny is not None  # the fast path is taken here (else every child compiles its own)
+    assert filters.allow == libseccomp.compile(allow_rules(), default=ENOSYS)[0]
+    for pid in (1, 2, 77, 1234, 65535, 4_194_304, os.getpid()):
+        assert filters.deny_for(pid) == libseccomp.compile(deny_rules(pid))[0], pid
+    assert filters.deny_for(1234) != filters.deny_for(1235)
+
+
+def test_an_installed_filter_refuses_what_it_lists() -> None:
+    """A child installs the compiled programs with one seccomp() call each (in a forked process here):
+    signals to another pid, sockets, writes and new processes are refused with the listed errors."""
+    filters = Filters(Libseccomp())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        outcome = {}
+        try:
+            os.close(read)
+            layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+            outcome["rules"] = filters.install(os.getpid())
+            for name, action in (("kill other", lambda: os.kill(os.getppid(), 0)),
+                                 ("kill self", lambda: os.kill(os.getpid(), 0)),
+                                 ("socket", lambda: socket.socket().close()),
+                                 ("write", lambda: open("/tmp/seccomp-probe", "w").close()),  # noqa: SIM115
+                                 ("fork", lambda: os._exit(0) if os.fork() == 0 else None)):
+                try:
+                    action()
+                    outcome[name] = "allowed"
+                except OSError as error:
+                    outcome[name] = errno.errorcode.get(error.errno or 0, "?")
+            outcome["mode"] = layers.status_fields().get("Seccomp")
+        finally:
+            os.write(write, json.dumps(outcome).encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        outcome = json.loads(answer.read())
+    os.waitpid(pid, 0)
+    assert outcome == {"rules": filters.rules, "kill other": "EPERM", "kill self": "allowed",
+                       "socket": "EPERM", "write": "EACCES", "fork": "EPERM", "mode": "2"}, outcome
 
 
 def test_the_unconfined_runner_needs_the_explicit_dev_override(tmp_path) -> None:
