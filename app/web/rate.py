@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
 from limits import RateLimitItemPerSecond
 from limits.errors import StorageError
-from limits.storage import MemoryStorage, storage_from_string
+from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from app.web.shared import Breaker, redis_options
@@ -44,7 +46,7 @@ class RateLimiter:
         self.burst = max(1, math.ceil(per_minute) if burst is None else burst)
         window = math.ceil(self.burst * 60 / per_minute) if per_minute > 0 else YEAR
         self.item = RateLimitItemPerSecond(self.burst, max(1, min(window, YEAR)))
-        self.local = MovingWindowRateLimiter(MemoryStorage())
+        self.local = _Window(self.burst, self.item.get_expiry())
         self.storage = storage
         self.shared: MovingWindowRateLimiter | None = None
         self.breaker: Breaker | None = None
@@ -73,9 +75,9 @@ class RateLimiter:
             else:
                 self.breaker.succeeded()
                 return wait
-        if self.local.hit(self.item, client, cost=cost):
+        if self.local.hit(client, cost, time.time()):
             return 0.0
-        return self._wait(self.local, client)
+        return max(0.5, self.local.reset(client) - time.time())
 
     async def atake(self, client: str, cost: int = 1) -> float:
         if self.shared is None or self.breaker is None or not self.breaker.allows():
@@ -101,3 +103,50 @@ class RateLimiter:
         shared = self.breaker.error is None
         return {**state, **self.breaker.health(), "shared": shared,
                 **({} if shared else {"fallback": "per replica"})}
+
+
+class _Window:
+    """The moving window in this process's memory (``memory://``, and a replica's own while Redis is
+    down): each client's hits of the last ``seconds``, with their costs. Not ``limits``'
+    ``MemoryStorage``: it starts a timer thread on every hit that comes 10 ms after the last one's
+    (every request of a steady stream: a thread made and run per request, on the request's path)."""
+
+    SWEEP_EVERY = 1024  # takes between drops of the clients whose last hit has left the window
+
+    def __init__(self, limit: int, seconds: float) -> None:
+        self.limit, self.seconds = limit, seconds
+        self._hits: dict[str, deque[tuple[float, int]]] = {}  # oldest first
+        self._spent: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._takes = 0
+
+    def hit(self, client: str, cost: int, now: float) -> bool:
+        """Spend ``cost`` at ``now`` if the window has room for it."""
+        with self._lock:
+            self._takes += 1
+            if self._takes % self.SWEEP_EVERY == 0:
+                self._sweep(now)
+            hits = self._hits.setdefault(client, deque())
+            spent = self._expire(client, hits, now)
+            if spent + cost > self.limit:
+                return False
+            hits.append((now, cost))
+            self._spent[client] = spent + cost
+            return True
+
+    def reset(self, client: str) -> float:
+        """When the client's oldest hit in the window leaves it (now, when it has none)."""
+        with self._lock:
+            hits = self._hits.get(client)
+            return hits[0][0] + self.seconds if hits else time.time()
+
+    def _expire(self, client: str, hits: deque[tuple[float, int]], now: float) -> int:
+        spent = self._spent.get(client, 0)
+        while hits and hits[0][0] <= now - self.seconds:
+            spent -= hits.popleft()[1]
+        return spent
+
+    def _sweep(self, now: float) -> None:
+        for client in [c for c, hits in self._hits.items() if not hits or hits[-1][0] <= now - self.seconds]:
+            del self._hits[client]
+            self._spent.pop(client, None)

@@ -33,6 +33,24 @@ def test_the_window_moves() -> None:
     assert spend(limiter, "a", 1) == [True]
 
 
+def test_taking_in_memory_starts_no_thread(monkeypatch) -> None:
+    """(``limits``' MemoryStorage started a timer thread on every hit that came 10 ms after the last
+    one's: a thread made per request of a steady stream, on its path.) And a client's window is
+    dropped once it is empty, so the memory holds only the clients of the last window."""
+    limiter = RateLimiter(per_minute=60 * 1000, burst=1000)  # 1,000 in any second
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda thread: (started.append(thread), start(thread)))
+    for index in range(40):
+        assert limiter.take(f"client-{index % 4}") == 0
+        time.sleep(0.012)
+    assert started == []
+    limiter.local.SWEEP_EVERY = 1
+    time.sleep(1.1)
+    limiter.take("last")
+    assert set(limiter.local._hits) == {"last"}
+
+
 def test_replicas_share_one_budget_in_redis(redis: RedisServer) -> None:
     replicas = [RateLimiter(per_minute=1, burst=5, storage=redis.url) for _ in range(2)]
     answers: list[bool] = []
