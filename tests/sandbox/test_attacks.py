@@ -118,6 +118,17 @@ def truncated(result: dict, _ctx: Context) -> None:
     assert result["truncated"] and result["ok"] and steps == Settings().max_steps, result["error"]
 
 
+def stopped_by_a_limit(result: dict, _ctx: Context) -> None:
+    """An endless loop is stopped by the step limit, with exactly that many steps, or, on a machine
+    too busy to make them within the 2 s clock, by the time limit with the steps so far. Which one
+    comes first is a race this test must not run; the step limit alone is tested where no clock can
+    come first (test_pool.py's tight server: 10 steps)."""
+    if (result["error"] or {}).get("kind") == "timeout":
+        assert_steps(result)
+    else:
+        truncated(result, _ctx)
+
+
 def assert_steps(result: dict) -> None:
     assert len(result["steps"]) > 100, len(result["steps"])
 
@@ -381,7 +392,7 @@ ATTACKS: list[Attack] = [
         gate_rejects=False,
     ),
     Attack("native-loop", "n = sum(range(10 ** 13))", kind("timeout"), gate_rejects=False),
-    Attack("step-loop", "n = 0\nwhile True:\n    n += 1", truncated, gate_rejects=False),
+    Attack("step-loop", "n = 0\nwhile True:\n    n += 1", stopped_by_a_limit, gate_rejects=False),
     Attack(
         "catch-everything-loop",
         "while True:\n    try:\n        while True:\n            pass\n"
