@@ -56,7 +56,11 @@ def test_a_run_the_server_must_end_keeps_the_steps_it_streamed(pool: ForkServerP
     before are the run up to there, and are kept (``AnswerReader.kept``)."""
     arrivals: list[list] = []
     code = ("for i in range(3000):\n    x = i\n"  # steps for well over a flush interval first
-            "a = torch.randn(2000, 2000)\nb = torch.linalg.matrix_power(a, 2 ** 30)\n")  # ~1 TFLOP, one call
+            # ~6.7 TFLOP in one call (~124 products of 3000 x 3000): a minute or more on any one core,
+            # so the call outlasts the server's deadline and the CPU limit's kill (2 ** 30 and 2000 x
+            # 2000, ~0.5 TFLOP, returned within the limits on a fast AVX-512 core, and the child
+            # answered itself)
+            "a = torch.randn(3000, 3000)\nb = torch.linalg.matrix_power(a, 2 ** 62 - 1)\n")
     result = pool.run_blocking(code, arrivals.append)
     streamed = [step for steps in arrivals for step in steps]
     assert result.error is not None and result.error.kind == "timeout", result.error
