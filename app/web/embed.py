@@ -131,7 +131,7 @@ async def _compare(request: Request, params: EmbedParams, pair: tuple[Example, E
                       compare_peak=fmt_bytes(view.peak) if view else "", title=title,
                       open_href=playground_href(params.source, "", params.step))
 
-    ran = await run_compare(request, pair, params.step, page,
+    ran = await run_compare(request, pair, params.step, lambda view, _traces: page(view),
                             lambda note: page(problem=(_("Cannot draw this run"), say(note))))
     if isinstance(ran, Refusal):
         refused = html_response(page(problem=(ran.heading, ran.message)), ran.status)

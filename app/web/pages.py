@@ -296,13 +296,15 @@ async def _stored_code(request: Request, link_id: str) -> str | None:
 
 
 async def run_compare(request: Request, pair: tuple[Example, Example], step: int | None,
-                      draw: Callable[[CompareView], T], partial: Callable[[Message], T]) -> T | Refusal:
-    """Run both sides of a gallery pair (counted as two runs: ``run_gated_all``) and ``draw`` them;
+                      draw: Callable[[CompareView, tuple[DeltaTrace, ...]], T],
+                      partial: Callable[[Message], T]) -> T | Refusal:
+    """Run both sides of a gallery pair (counted as two runs: ``run_gated_all``) and ``draw`` them
+    (with the answers they were drawn from, whose errors say whether the drawing may be kept);
     ``partial(note)`` when the server could not draw them within its budget."""
     bug, fix = pair
     limits = run_limits(request.app.state.settings)
     return await run_gated_all(request, (shown(bug, fix).code, shown(fix, bug).code),
-                               lambda traces: draw(compare_view(bug, fix, traces, step, limits)),
+                               lambda traces: draw(compare_view(bug, fix, traces, step, limits), traces),
                                lambda _traces, note: partial(note))
 
 
@@ -336,7 +338,8 @@ async def compare_page(request: Request) -> Response:
         return render("compare.html", heading=title, compare=view, which="both", problem=problem,
                       opens=opens, compare_peak=fmt_bytes(view.peak) if view else "")
 
-    ran = await run_compare(request, pair, _parse_step(request.query_params.get("step")), page,
+    ran = await run_compare(request, pair, _parse_step(request.query_params.get("step")),
+                            lambda view, _traces: page(view),
                             lambda note: page(problem=(_("Cannot draw this run"), i18n.say(note))))
     if isinstance(ran, Refusal):
         refused = html_response(page(problem=(ran.heading, ran.message)), ran.status)

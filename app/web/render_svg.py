@@ -122,9 +122,8 @@ async def render_image(request: Request) -> Response:
     def draw(result: DeltaTrace) -> tuple[str, bool]:
         return kept(_draw(result, code, params, run_limits(settings)), (result.error,))
 
-    def draw_pair(view: CompareView) -> tuple[str, bool]:
-        errors = tuple(side.view.error for side in view.sides)
-        return kept(compare_svg(view, params.view, params.theme), errors)
+    def draw_pair(view: CompareView, traces: tuple[DeltaTrace, ...]) -> tuple[str, bool]:
+        return kept(compare_svg(view, params.view, params.theme), tuple(trace.error for trace in traces))
 
     # The page's gates, answered as image statuses: 429 (rate), 503 (busy or no sandbox); a compare
     # is two runs (``run_compare``).
