@@ -135,7 +135,7 @@ storage_offset shape dtype device cpu cuda numpy backward zero_grad step self ot
 weight bias input indices output exponent running_mean running_var AccumulateGrad Tensor Parameter
 float16 bfloat16 float32 float64 int8 int16 int32 int64 uint8 bool complex64 complex128
 Autograd Explorer nan inf None True False PyTorch English Ctrl Tab Esc Enter Home End Shift KiB MiB GiB
-autograd state target GPU CUDA CUDACachingAllocator c10 cuda cpp iframe html
+autograd state target GPU CPU CUDA CUDACachingAllocator c10 cuda cpp iframe html
 """.split())  # noqa: SIM905 - a list of words reads best as words
 _WORD = re.compile(r"(?<![A-Za-z0-9_])_*[A-Za-z][A-Za-z0-9_]{2,}")  # _version is one word
 # node names (MulBackward0), attribute names (running_mean), saved tensors' numbered names (result1, mat2)
