@@ -588,6 +588,11 @@
   document.addEventListener("htmx:beforeSwap", function (event) {
     var old = event.detail.target;
     if (!event.detail.shouldSwap || !old || !old.matches || !old.matches('[data-role="run"]')) return;
+    // htmx gives the new run the old one's classes until it settles, "a run is on its way" among them
+    // (htmx-request, #run is an hx-indicator): it was drawn at half opacity and faded in for 0.17 s,
+    // and while its opacity was under 1 the run was a stacking context under the sticky top bar,
+    // with the full-screen graph and its stepper (position: fixed) shut inside it.
+    old.classList.remove("htmx-request");
     if (old.querySelector("[hx-get], [hx-post], [data-hx-get], [data-hx-post], [hx-trigger]")) return;
     if (current && current.root === old) current = null;
     old.explorer = null;
