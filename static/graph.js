@@ -31,7 +31,13 @@
     this.data = JSON.parse(section.querySelector('script[data-role="graph-data"]').textContent);
     this.mode = section.getAttribute("data-default");
     this.inspected = null; // [unit element] while the inspector is open
-    this.zoom = window.d3.zoom().scaleExtent([0.02, 6]).on("zoom", function (event) {
+    // The view's extent is its laid-out size (0 once swapped out). d3-zoom's default reads the svg's
+    // width as an SVGLength, 100 %, which throws where nothing resolves it: on a run swapped out
+    // before its first frame (Back and Forward in quick succession).
+    this.zoom = window.d3.zoom().scaleExtent([0.02, 6]).extent(function () {
+      var size = self.size();
+      return [[0, 0], [size.w, size.h]];
+    }).on("zoom", function (event) {
       self.transform = event.transform;
       self.layer.setAttribute("transform", event.transform.toString());
     });
@@ -40,7 +46,11 @@
     this.transform = window.d3.zoomIdentity;
     this.bind();
     // The drawing must be laid out by the browser before it can be measured.
-    requestAnimationFrame(function () { self.shrinkToFit(); self.fit(); });
+    requestAnimationFrame(function () {
+      if (!self.svg.isConnected) return; // swapped out before this frame: nothing to fit
+      self.shrinkToFit();
+      self.fit();
+    });
   }
 
   Viewer.prototype.drawing = function () {
@@ -301,12 +311,16 @@
         event.stopPropagation(); // the arrows pan here; elsewhere they step (explorer.js)
       }
     });
-    document.addEventListener("keydown", function (event) {
-      if (event.key !== "Escape" || AX.graph !== self) return;
-      if (self.inspected) self.closeInspector();
-      else if (section.classList.contains("graph-wide")) self.toggleWide(false);
-    });
   };
+
+  // Escape closes the inspector, then full screen, of the graph on screen. One listener for the page:
+  // one per viewer kept every run's viewer, and the drawing it holds, alive after it was swapped out.
+  document.addEventListener("keydown", function (event) {
+    var viewer = AX.graph;
+    if (event.key !== "Escape" || !viewer) return;
+    if (viewer.inspected) viewer.closeInspector();
+    else if (viewer.section.classList.contains("graph-wide")) viewer.toggleWide(false);
+  });
 
   function setup(el) {
     var sections = el.matches && el.matches('[data-role="graph"]') ? [el] : el.querySelectorAll ? el.querySelectorAll('[data-role="graph"]') : [];

@@ -162,3 +162,19 @@ def test_a_post_accumulate_grad_hook_is_named_as_such_in_both_languages(page) ->
         acc.locator(".label").click()
         inspector = page.locator("[data-role=graph-inspector]")
         assert f": {label}" in inspector.inner_text()
+
+
+def test_a_run_swapped_out_before_its_first_frame_raises_nothing(page) -> None:
+    """Back and Forward in quick succession swap a run out before the browser paints its first frame.
+    Its graph's first fit, due at that frame, then met a detached svg, and d3-zoom's default extent
+    read the svg's width (100 %: nothing to resolve it against): "Failed to read the 'value' property
+    from 'SVGLength'". The frames are held here so that the swap comes first on any machine."""
+    open_page(page)
+    page.evaluate("() => { window.heldFrames = []; requestAnimationFrame = (f) => heldFrames.push(f); }")
+    run_code(page, "a = torch.ones(2)\n")
+    first = page.evaluate("() => AX.graph.svg.isConnected && heldFrames.length")
+    run_code(page, "b = torch.zeros(3) + 1\n")
+    assert first and page.evaluate("() => heldFrames.length") > first  # both runs' first fits are due
+    page.evaluate("() => heldFrames.splice(0).forEach((f) => f(performance.now()))")
+    assert page.evaluate("() => AX.graph.svg.isConnected")
+    assert page.locator("#graph-view [data-role=graph-zoom]").get_attribute("transform")  # the new one fitted
