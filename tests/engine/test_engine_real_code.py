@@ -8,7 +8,7 @@ ones."""
 from __future__ import annotations
 
 import pytest
-from torch_oracle import assert_same_as_plain, assert_steps_match_plain, trace
+from torch_oracle import CHECKPOINT_SLOT, assert_same_as_plain, assert_steps_match_plain, trace
 
 from app.engine import trace_delta
 from tests.engine.test_engine_incremental import _assert_same
@@ -79,6 +79,29 @@ h0 = torch.zeros(2, 1, 3)
 out, hn = rnn(x, h0)
 out.mean().backward()
 """,
+    "two-layer GRU, a bias-free GRUCell loop, then eval": """
+gru = nn.GRU(3, 4, num_layers=2, batch_first=True)
+x = torch.randn(2, 5, 3, requires_grad=True)
+out, h = gru(x)
+cell = nn.GRUCell(3, 4, bias=False)
+hc = torch.zeros(2, 4)
+outs = []
+for t in range(3):
+    hc = cell(x[:, t], hc)
+    outs.append(hc)
+loss = out.sum() + torch.stack(outs).pow(2).sum()
+loss.backward()
+gru.eval()
+with torch.no_grad():
+    o2, h2 = gru(x)
+""",
+    "GRU with dropout between layers, LSTM with projections": """
+gru = nn.GRU(2, 3, num_layers=2, dropout=0.5)
+out, h = gru(torch.randn(4, 1, 2))
+lstm = nn.LSTM(2, 4, proj_size=2)
+o2, (h2, c2) = lstm(torch.randn(3, 1, 2))
+(out.sum() + o2.sum()).backward()
+""",
 }
 
 
@@ -107,6 +130,23 @@ y = checkpoint(f, x, use_reentrant=True)
 loss = y.sum()
 loss.backward()
 """,
+    "nested non-reentrant checkpoints with keywords, graph retained": """
+from torch.utils.checkpoint import checkpoint
+block = nn.Sequential(nn.Linear(3, 3), nn.GELU(), nn.Linear(3, 3), nn.Tanh())
+opt = torch.optim.SGD(block.parameters(), lr=0.1)
+def inner(t):
+    return checkpoint(lambda u: u.sigmoid() * u, t, use_reentrant=False)
+def outer(t, scale=1.0):
+    return inner(block(t)) * scale
+x = torch.randn(2, 3, requires_grad=True)
+for i in range(2):
+    y = checkpoint(outer, x, scale=2.0, use_reentrant=False, preserve_rng_state=False)
+    loss = y.pow(2).sum()
+    opt.zero_grad()
+    loss.backward(retain_graph=True)
+    opt.step()
+g = x.grad
+""",
     "checkpointed blocks in a training loop": """
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 blocks = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 2), nn.ReLU())
@@ -118,6 +158,15 @@ for step in range(2):
     loss = checkpoint(lambda t: t.pow(2).mean(), out, use_reentrant=False)
     loss.backward()
     opt.step()
+""",
+    "a checkpointed block with batch norm: its running stats move again in the recompute": """
+from torch.utils.checkpoint import checkpoint
+net = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3), nn.ReLU())
+x = torch.randn(4, 2, requires_grad=True)
+y = checkpoint(net, x, use_reentrant=False)
+m1 = net[1].running_mean.clone()
+y.sum().backward()
+m2 = net[1].running_mean
 """,
 }
 
@@ -217,6 +266,88 @@ for i in range(2):
     out.sum().backward()
     opt.step()
 """,
+    "tuples of locals, mark_dirty, a Function inside a helper": """
+class Two(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        a = x.exp()
+        b = x * 3
+        ctx.save_for_backward(a)
+        return a, b
+    @staticmethod
+    def backward(ctx, ga, gb):
+        (a,) = ctx.saved_tensors
+        return ga * a + gb * 3
+class AddOne(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.add_(1)
+        ctx.mark_dirty(x)
+        return x
+    @staticmethod
+    def backward(ctx, g):
+        return g
+x = torch.randn(3, requires_grad=True)
+a, b = Two.apply(x)
+c = a.clone()
+d = AddOne.apply(c)
+def use(t):
+    r, s = Two.apply(t)
+    return r + s
+u = use(x)
+(d.sum() + b.sum() + u.sum()).backward()
+""",
+    "grads not materialised, an output kept in a class-level list": """
+class NoMat(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.set_materialize_grads(False)
+        ctx.k = k
+        out = x * k
+        return out, k
+    @staticmethod
+    def backward(ctx, g, _):
+        return (None if g is None else g * ctx.k), None
+class Cached(torch.autograd.Function):
+    cache = []
+    @staticmethod
+    def forward(ctx, x):
+        out = x.tanh()
+        Cached.cache.append(out)
+        ctx.save_for_backward(out)
+        return out
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (1 - out * out)
+x = torch.randn(3, requires_grad=True)
+ys = [NoMat.apply(x, k)[0] for k in (1.0, 2.0)]
+c = Cached.apply(x)
+kept = Cached.cache[0]
+(sum(y.sum() for y in ys) + c.sum()).backward()
+""",
+    "module hooks that replace inputs and outputs": """
+lin = nn.Linear(3, 2)
+def hook(module, input, output):
+    doubled = output * 2
+    return doubled
+h = lin.register_forward_hook(hook)
+pre = lin.register_forward_pre_hook(lambda m, inp: (inp[0] + 1,))
+y = lin(torch.randn(4, 3))
+y.sum().backward()
+""",
+    "a forward hook with kwargs and a full backward hook": """
+lin = nn.Linear(3, 2)
+def fwd(module, args, kwargs, output):
+    return output.relu()
+lin.register_forward_hook(fwd, with_kwargs=True)
+grads = []
+lin.register_full_backward_hook(lambda m, gi, go: grads.append(go[0]))
+x = torch.randn(4, 3, requires_grad=True)
+y = lin(x)
+y.sum().backward()
+g0 = grads[0]
+""",
 }
 
 
@@ -251,6 +382,35 @@ warnings.simplefilter("always")
 k = old(a)
 k = old(a)
 print(torch.ones(2))
+""",
+    "softmax in a Sequential, a comprehension and a lambda; deprecations; stacklevel 3": """
+import warnings
+x = torch.randn(2, 3)
+sm = nn.Sequential(nn.Linear(3, 3), nn.Softmax())
+a = sm(x)
+b = [F.log_softmax(r) for r in x.unsqueeze(0)]
+c = (lambda t: F.softmax(t))(x)
+s = F.sigmoid(x)
+t = F.tanh(x)
+r = torch.range(0, 2)
+def deep(t):
+    warnings.warn("deep one", UserWarning, stacklevel=3)
+    return t
+def mid(t):
+    return deep(t)
+m = mid(x)
+print(a.shape)
+""",
+    "copy-constructed tensors, meshgrid, broadcasting mse_loss, softmax in a module": """
+a = torch.randn(2, 3)
+b = torch.tensor(a)
+gx, gy = torch.meshgrid(torch.arange(2), torch.arange(3))
+l = F.mse_loss(torch.randn(3, 1), torch.randn(3))
+class M(nn.Module):
+    def forward(self, t):
+        return F.softmax(t) * torch.tensor(t)
+o = M()(a)
+print(l.shape)
 """,
 }
 
@@ -287,6 +447,17 @@ out, pullback = vjp(torch.sin, v)
 (g,) = pullback(torch.ones(2))
 o2, t2 = jvp(torch.sin, (v,), (torch.ones(2),))
 val, aux = grad(lambda t: (f(t), t.cos()), has_aux=True)(v)
+""",
+    "triple grad, jacfwd(jacrev), jacrev(jacrev), vmap of nested grad": """
+from torch.func import grad, jacrev, jacfwd, vmap
+def f(x):
+    return (x.sin() * x.exp()).sum()
+x = torch.tensor([0.3, 0.7])
+d3 = grad(lambda t: grad(lambda u: grad(lambda v: (v ** 4).sum())(u).sum())(t).sum())(x)
+H = jacfwd(jacrev(f))(x)
+H2 = jacrev(jacrev(f))(x)
+hv = vmap(grad(grad(torch.sin)))(x)
+print(d3, H.shape, hv)
 """,
 }
 
@@ -347,7 +518,7 @@ def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
     assert result["ok"], result["error"]
     before_backward = [s for s in result["steps"] if s["line"] == 9][-1]
     messages = {m for node in before_backward["nodes"].values() for m in node["saved_errors"].values()}
-    assert messages == {"Not kept: torch.utils.checkpoint recomputes it during backward."}
+    assert messages == {CHECKPOINT_SLOT}
 
 
 @pytest.mark.parametrize("name", CUSTOM_FUNCTIONS)

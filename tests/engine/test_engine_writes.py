@@ -130,6 +130,27 @@ with torch.inference_mode():
     bn = nn.BatchNorm1d(5)
     bn(torch.randn(3, 5))
 """,
+    "fused and foreach optimizers held in a list, batch norm in functional_call": """
+ps = [torch.randn(3, requires_grad=True) for _ in range(2)]
+opts = [torch.optim.Adagrad(ps, lr=0.1, fused=True), torch.optim.RMSprop(ps, lr=0.01, foreach=True),
+        torch.optim.NAdam(ps, foreach=False), torch.optim.AdamW(ps, fused=True),
+        torch.optim.SGD(ps, lr=0.1, momentum=0.9, fused=True)]
+for step in range(2):
+    loss = sum((p * p).sum() for p in ps)
+    for o in opts:
+        o.zero_grad()
+    loss.backward()
+    for o in opts:
+        o.step()
+from torch.func import functional_call
+bn = nn.BatchNorm1d(2)
+bufs = {"running_mean": torch.zeros(2), "running_var": torch.ones(2), "num_batches_tracked": torch.tensor(0)}
+out = functional_call(bn, {**dict(bn.named_parameters()), **bufs}, (torch.randn(5, 2),))
+lazy = nn.LazyBatchNorm1d()
+z = lazy(torch.randn(4, 2))
+o = torch.batch_norm(torch.randn(4, 2), None, None, bufs["running_mean"], bufs["running_var"], True, 0.5,
+                     1e-5, False)
+""",
     "a CNN with batch norm trained through a DataLoader": """
 from torch.utils.data import DataLoader, TensorDataset
 X = torch.randn(16, 1, 6, 6)
