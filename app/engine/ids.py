@@ -340,9 +340,9 @@ _unwrapped = torch._C._functorch.get_unwrapped
 
 
 def key_leaf(leaf: Any) -> Any:
-    """The tensor that keys an ``AccumulateGrad``: its leaf — or, inside a torch.func transform, the
-    tensor the leaf's wrapper stands for: ``variable`` read at another level of ``grad(grad(f))`` is
-    another wrapper of the same leaf, and the node must stay the node it was."""
+    """The tensor whose id keys an ``AccumulateGrad``: its leaf — or, inside a torch.func transform,
+    the tensor the leaf's wrapper stands for: ``variable`` read at another level of ``grad(grad(f))``
+    is another wrapper of the same leaf, and the node must stay the node it was."""
     try:
         while _is_wrapped(leaf):
             leaf = _unwrapped(leaf)
@@ -364,9 +364,8 @@ def unique_sequence(node: Any) -> int | None:
 class NodeIds:
     """Ids for autograd graph nodes (``n1`` …), from the node's own identity (see the module docstring).
 
-    An ``AccumulateGrad`` is keyed by its leaf's C++ tensor and its metadata dict; when it leaves the
-    trace (``retire``) its key is forgotten, because torch makes a new one for the leaf once the old
-    graph is gone.
+    An ``AccumulateGrad`` is keyed by its leaf's tensor id; when it leaves the trace (``retire``) its
+    key is forgotten, because torch makes a new one for the leaf once the old graph is gone.
     """
 
     def __init__(self) -> None:
@@ -378,17 +377,12 @@ class NodeIds:
     def count(self) -> int:
         return self._count
 
-    def key(self, node: Any, leaf: Any) -> Hashable:
-        """A node's identity while it lives; ``leaf``: an ``AccumulateGrad``'s variable (or None)."""
+    def key(self, node: Any, leaf_id: str | None) -> Hashable:
         sequence = unique_sequence(node)
         if sequence is None:
-            # Which AccumulateGrad: its leaf's C++ tensor, which it holds (the leaf's Python object
-            # may die and be made anew while the graph keeps the tensor), and its metadata dict, which
-            # lives exactly as long as it does (reading ``metadata`` makes an empty one, as any
-            # reader's first access would).
-            if leaf is None:
-                return ("object", id(node))
-            return ("leaf", key_leaf(leaf)._cdata, id(node.metadata))
+            # Which AccumulateGrad of the leaf: its metadata dict lives exactly as long as it does
+            # (reading ``metadata`` makes an empty one, as any reader's first access would).
+            return ("leaf", leaf_id, id(node.metadata)) if leaf_id is not None else ("object", id(node))
         return (sequence, type(node).__name__)
 
     def of_key(self, key: Hashable) -> str:
@@ -401,6 +395,14 @@ class NodeIds:
 
     def known_key(self, key: Hashable) -> str | None:
         return self._by_key.get(key)
+
+    def also(self, key: Hashable, node_id: str) -> None:
+        """Let ``key`` find ``node_id`` too (an AccumulateGrad first met before its leaf had an id)."""
+        if self._by_key.get(key) != node_id:
+            previous = self._by_key.get(key)
+            self._by_key[key] = node_id
+            self.journal.note(lambda: self._by_key.pop(key, None) if previous is None
+                              else self._by_key.__setitem__(key, previous))
 
     def _undo_new(self, key: Hashable) -> None:
         self._by_key.pop(key, None)

@@ -22,7 +22,7 @@ from torch.autograd.function import BackwardCFunction
 
 from app.engine.cuda_on_cpu import SIMULATING, device_of
 from app.engine.hooks import inspector_facts
-from app.engine.ids import tensor_pointer
+from app.engine.ids import key_leaf, tensor_pointer
 from app.engine.names import iterate_sequence, kind_of, object_dict
 from app.engine.values import MAX_VALUES, nest
 
@@ -181,7 +181,7 @@ class Reader:
     def node_id(self, node: Any) -> str:
         ids = self.run.node_ids
         leaf = self._leaf_of(node)
-        key = ids.key(node, leaf)
+        key = ids.key(node, self.run.tensor_ids.known(key_leaf(leaf)) if leaf is not None else None)
         nid = ids.of_key(key)
         self.add_node(nid, node, key)
         return nid
@@ -371,6 +371,10 @@ class Reader:
         leaf = self._leaf_of(node)
         if leaf is not None:
             fact["variable"] = self.tensor_id(leaf)
+            key = self.run.node_ids.key(node, self.run.tensor_ids.known(key_leaf(leaf)))
+            if self.node_keys.get(nid) != key:  # met before its leaf had an id: file it under the leaf
+                self.run.node_ids.also(key, nid)
+                self.node_keys[nid] = key
         fact.update(inspector_facts(node, leaf))  # metadata keys, hooks (app.engine.hooks)
         for attribute in saved_names(node, self.run.saved_names):
             self._read_saved(fact, nid, node, attribute)

@@ -36,7 +36,7 @@ import torch
 
 from app.engine.arrays import ArrayReader
 from app.engine.backward import NodeRan, freed_message, tensor_saves
-from app.engine.ids import NodeIds, ObjectIds, StorageIds, tensor_pointer
+from app.engine.ids import NodeIds, ObjectIds, StorageIds, key_leaf, tensor_pointer
 from app.engine.names import NameWalker
 from app.engine.reader import Deferred, Reader, fact_signature
 from app.engine.values import ValueWriter
@@ -594,7 +594,7 @@ class SnapshotTaker:
     def _key_of(self, node: Any, leaf: Any = None) -> Any:
         """A node's identity key (``ids.NodeIds.key``); ``leaf``: its leaf, when already read."""
         leaf = leaf if leaf is not None else self._leaf(node)
-        return self.node_ids.key(node, leaf)
+        return self.node_ids.key(node, self.tensor_ids.known(key_leaf(leaf)) if leaf is not None else None)
 
     # ---- commit ----------------------------------------------------------------------------------
     def _commit(self, plan: _Plan) -> dict[str, Any]:
