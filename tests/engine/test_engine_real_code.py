@@ -493,6 +493,16 @@ causal = torch.triu(torch.ones(3, 3, dtype=torch.bool), diagonal=1)
 out, weights = mha(x, x, x, attn_mask=causal)
 out.sum().backward()
 """,
+    "scaled dot-product attention, layer norm, dropout, group norm of a leaf no name holds": """
+q = torch.randn(1, 2, 3, 4, requires_grad=True)
+o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+ln = nn.LayerNorm(4)
+h = ln(o)
+d = F.dropout(h, 0.3, training=True)
+gn = nn.GroupNorm(2, 2)
+k = gn(torch.randn(1, 2, 3, requires_grad=True))
+(d.sum() + k.sum()).backward()
+""",
 }
 
 
