@@ -321,12 +321,24 @@ class DeltaTrace(_Fact):
 Severity = Literal["error", "warning", "info"]
 
 
+class Patch(_Fact):
+    """One edit of the snippet: lines ``start`` to ``end`` (1-based, inclusive) become ``text`` (its
+    lines joined by newlines; "" removes them). ``end`` = ``start`` - 1 inserts ``text`` before line
+    ``start``. A finding's patches, applied together, are its fix as code (``app.diagnostics.patch``)."""
+
+    start: int = Field(ge=1)
+    end: int = Field(ge=0)
+    text: str = Field(max_length=MAX_TEXT)
+
+
 class Diagnostic(_Fact):
     """A pitfall found in the trace, computed by the server (``app.diagnostics``), never by the worker.
 
     ``rule`` is a stable id (e.g. ``graph-kept-by-container``); ``step`` indexes ``steps`` (the
     snapshot where it applies) and ``line`` is that snippet line; ``tensors`` are the ids the views
-    highlight; ``lines`` are other lines involved (e.g. where a version was bumped).
+    highlight; ``lines`` are other lines involved (e.g. where a version was bumped). ``patch``: the fix as
+    edits of the snippet, when the fix is one the code can carry out (the page's "Try this fix").
+    ``title``, ``message`` and ``fix`` are for people; ``rule`` is for programs.
     """
 
     rule: str = Field(max_length=64)
@@ -339,6 +351,7 @@ class Diagnostic(_Fact):
     tensors: list[str] = Field(default_factory=list)
     lines: list[int] = Field(default_factory=list)
     bytes: int | None = None
+    patch: list[Patch] = Field(default_factory=list, max_length=16, exclude_if=_empty)
 
 
 class MemoryAccount(_Fact):

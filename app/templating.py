@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from app import i18n
 from app.diagnostics import Analysis
-from app.diagnostics.view import diagnostics_context
+from app.render.findings import TryLink, findings_context
 from app.render import build_explorer, client_payload, frame_at
 from app.render.compare import partner
 from app.render.explorer import ExplorerView, phase_text, step_label
@@ -119,17 +119,20 @@ def render(name: str, **context: Any) -> str:
             ctx.vars.clear()
 
 
-def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimits) -> dict[str, Any]:
+def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimits,
+                try_link: TryLink | None = None) -> dict[str, Any]:
     """Everything ``_run.html`` needs (pure: the embed mode, the standalone page and tests call it too)."""
     analysis = Analysis(result, code)  # fed by the views' replay: the trace is replayed once
     view = build_explorer(result, code, step, limits, also=[analysis])
-    return fragment_context(view, result, code, analysis)
+    return fragment_context(view, result, code, analysis, try_link=try_link)
 
 
 def fragment_context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analysis,
-                     measured: Sequence[int] | None = None) -> dict[str, Any]:
+                     measured: Sequence[int] | None = None, try_link: TryLink | None = None) -> dict[str, Any]:
     """``_run.html``'s context from a built view and the analysis its replay fed (``measured``: the
-    real CUDA device's figures, ``app.diagnostics.view.timeline_view``)."""
+    real CUDA device's figures, ``app.render.findings.timeline_view``; ``try_link``: how a finding's
+    fix opens beside the code, when a server can run both — the web layer's)."""
     frame = frame_at(view)
+    found = analysis.report()  # the rules run here, fed by the views' replay; the views only draw
     return {"view": view, "frame": frame, "payload": client_payload(view), "twin": partner(code),
-            **diagnostics_context(result, code, frame.step, analysis, view.gpu, measured)}
+            **findings_context(found, code, frame.step, try_link=try_link, gpu=view.gpu, measured=measured)}

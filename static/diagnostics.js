@@ -1,4 +1,6 @@
-// Diagnostics panel and memory timeline: jump to a step, light up the tensors a finding involves.
+// Diagnostics panel, four-way table and memory timeline: jump to a step, light up the tensors a finding
+// involves, and mark on the graph the parameters a cut separated from the loss (from the step of the
+// cut on, while the run is stepped).
 //
 // Hooks into the explorer only through its public surface: AX.go(step), AX.explorer (the current
 // run) and the "explorer:step" event it dispatches. Uses data-goto (not data-step, which the
@@ -13,7 +15,7 @@
 
   var t = window.AXT.t;
 
-  // The server's unit ladder (app/render/fmt.py byte_unit, app/diagnostics/trace.py fmt_bytes).
+  // The server's unit ladder (app/units.py byte_unit, fmt_bytes).
   function fmt(n) {
     if (n < 10 * 1024) return t("{n} bytes", { n: window.AXT.number(n) });
     var units = ["KiB", "MiB", "GiB"], value = n / 1024, i = 0;
@@ -55,7 +57,24 @@
     return Math.max(0, Math.min(steps - 1, bar * perBar));
   }
 
+  // A finding that says a parameter is never trained marks, from its step on, what the cut left
+  // alone: the parameters (and the value the cut made) get .diag-cut wherever they are drawn.
+  function markCuts(scope, step) {
+    scope.querySelectorAll(".diag-cut").forEach(function (el) { el.classList.remove("diag-cut"); });
+    scope.querySelectorAll(".diag[data-cut]").forEach(function (item) {
+      if (step < +item.getAttribute("data-goto")) return;
+      var run = item.closest('[data-role="run"]') || scope;
+      item.getAttribute("data-cut").split(" ").forEach(function (tid) {
+        if (!TENSOR_ID.test(tid)) return;
+        run.querySelectorAll('[data-role="graph"] [data-t="' + tid + '"]')
+          .forEach(function (el) { el.classList.add("diag-cut"); });
+      });
+    });
+  }
+
   document.addEventListener("click", function (event) {
+    var row = event.target.closest(".fourway-row[data-goto]");
+    if (row) { showFinding(row); return; }
     var item = event.target.closest(".diag[data-goto]");
     if (item) {
       if (event.target.closest(".diag-line") || !window.getSelection().toString()) showFinding(item);
@@ -81,10 +100,11 @@
       if (!section.points) section.points = JSON.parse(data.textContent);
       var p = section.points[step];
       if (p) {
-        var parts = { step: step + 1, variables: fmt(p[0]), graph: fmt(p[1]), shared: fmt(p[2]) };
+        // The total first: the figure a finding quotes "at step N" is this one.
+        var parts = { step: step + 1, total: fmt(p[3]), variables: fmt(p[0]), graph: fmt(p[1]), shared: fmt(p[2]) };
         var text = p[2]
-          ? t("step {step}: {variables} through variables · {graph} held only by the graph · {shared} shared", parts)
-          : t("step {step}: {variables} through variables · {graph} held only by the graph", parts);
+          ? t("step {step}: {total} in all — {variables} through variables · {graph} held only by the graph · {shared} shared", parts)
+          : t("step {step}: {total} in all — {variables} through variables · {graph} held only by the graph", parts);
         // the GPU model's figures (app/trace/gpu.py), and what a real device said when it ran on one
         if (p.length > 5) text += " · " + t("on a GPU (model): {allocated} allocated, {reserved} reserved",
                                             { allocated: fmt(p[4]), reserved: fmt(p[5]) });
@@ -95,5 +115,6 @@
     scope.querySelectorAll(".diag[data-goto]").forEach(function (item) {
       item.classList.toggle("here", +item.getAttribute("data-goto") === step);
     });
+    markCuts(scope, step);
   });
 })();

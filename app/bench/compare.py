@@ -14,9 +14,10 @@ import time
 from app.bench import Row
 from app.bench.analysis import engine
 from app.bench.snippets import LEAK
+from app.diagnostics import report
 from app.gallery import EXAMPLES, Example, get_example
 from app.heap import collector_paused
-from app.render.compare import compare_view, line_map, step_map
+from app.render.compare import CompareView, compare_view, line_map, step_map
 
 REPEAT = 3
 
@@ -43,10 +44,15 @@ def _measure(bug: Example, fix: Example) -> tuple[str, float, float, float]:
 
     traces = (engine(bug.code)[1], engine(fix.code)[1])
     case = f"{bug.slug}, {len(traces[0].steps) + len(traces[1].steps):,} steps"
-    view = compare_view(bug, fix, traces)
-    build_ms = _best(lambda: compare_view(bug, fix, traces))
+
+    def build() -> CompareView:  # as app.web.pages.run_compare: both analyses, then both views
+        found = (report(traces[0], bug.code), report(traces[1], fix.code))
+        return compare_view(bug, fix, traces, found=found)
+
+    view = build()
+    build_ms = _best(build)
     page_ms = _best(lambda: render("compare.html", heading="", compare=view, which="both", problem=None,
-                                   opens=[], compare_peak=""))
+                                   opens=[], compare_peak="", edit=None))
     lines = line_map(bug.code, fix.code)
     match_ms = _best(lambda: step_map(view.bug.view.lines, view.fix.view.lines, lines), 5)
     return case, build_ms, page_ms, match_ms

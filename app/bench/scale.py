@@ -114,8 +114,8 @@ def _stages(delta: dict, code: str) -> dict[str, float]:
     import json
 
     from app.diagnostics import Analysis, analyze
-    from app.diagnostics.view import diagnostics_context
     from app.render import build_explorer, client_payload, frame_at
+    from app.render.findings import findings_context
     from app.schema import DeltaTrace
     from app.trace.consistency import Bounds, problem
     from app.web.pages import render
@@ -136,7 +136,7 @@ def _stages(delta: dict, code: str) -> dict[str, float]:
     fed = Analysis(trace, code)  # as app.web.pages.run_context: one replay feeds views and diagnostics
     view = build_explorer(trace, code, also=[fed])
     built = time.perf_counter()
-    diagnostics = diagnostics_context(trace, code, view.initial, fed)
+    diagnostics = findings_context(fed.report(), code, view.initial)
     diagnosed = time.perf_counter()
     html = render("_run.html", view=view, frame=frame_at(view), payload=client_payload(view), **diagnostics)
     rendered = time.perf_counter()

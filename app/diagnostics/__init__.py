@@ -10,8 +10,11 @@ from typing import Any
 
 from app.budget import BudgetExceeded, current_budget
 from app.diagnostics.context import Context
+from app.diagnostics.fourway import made
 from app.diagnostics.index import Index
 from app.diagnostics.memory import Accounting, account, as_accounts
+from app.diagnostics.outcome import outcome
+from app.diagnostics.report import Made, Outcome, Report
 from app.diagnostics.rules import RULE_IDS, RULES
 from app.diagnostics.source import SourceFacts
 from app.schema import DeltaResponse, DeltaStep, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult
@@ -21,6 +24,21 @@ from app.trace.replay import State
 log = logging.getLogger(__name__)
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 Found = tuple[list[Diagnostic], list[MemoryChange]]  # what ``analysis`` gives: diagnostics, accounting
+
+
+def report(trace: DeltaTrace, code: str) -> Report:
+    """``analysis`` and the rest of the ``Report``, from one replay."""
+    accounting = Accounting()
+    context = Context.build(trace, code, accounting)
+    return _report(context, accounting)
+
+
+def _report(context: Context, accounting: Accounting) -> Report:
+    found = _findings(context)
+    rows = made(context)
+    ended = outcome(context)
+    context.memo.clear()
+    return Report(found, accounting.changes, rows, ended, ran=len(context) > 0)
 
 
 def diagnose(trace: DeltaTrace, code: str) -> list[Diagnostic]:
@@ -72,6 +90,11 @@ class Analysis:
             self._result = found, self.accounting.changes
         return self._result
 
+    def report(self) -> Report:
+        """``result()`` and the rest of the ``Report`` (the page's panels), from the index it was fed."""
+        self.index.finish(self._state if self._state is not None else State())
+        return _report(Context(self.trace, self.index, SourceFacts(self.code)), self.accounting)
+
 
 def _findings(context: Context) -> list[Diagnostic]:
     """A rule that crashes is skipped and logged: one bug in a rule must not cost the user the trace."""
@@ -109,5 +132,5 @@ def analyze_v1(trace: DeltaTrace, code: str, found: Found | None = None) -> RunR
     return RunResponse.model_construct(**fields, diagnostics=diagnostics, memory=as_accounts(memory))
 
 
-__all__ = ["RULE_IDS", "Analysis", "Found", "account", "analysis", "analyze", "analyze_v1", "as_accounts",
-           "diagnose"]
+__all__ = ["RULE_IDS", "Analysis", "Found", "Made", "Outcome", "Report", "account", "analysis", "analyze",
+           "analyze_v1", "as_accounts", "diagnose", "report"]

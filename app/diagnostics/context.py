@@ -29,7 +29,8 @@ class Context:
 
     @classmethod
     def build(cls, trace: DeltaTrace, code: str, accounting: Accounting | None = None) -> Context:
-        return cls(trace, Index(trace, accounting=accounting), SourceFacts(code))
+        # The rules quote the memory chart's figures: the index always feeds an accounting.
+        return cls(trace, Index(trace, accounting=accounting or Accounting()), SourceFacts(code))
 
     def __len__(self) -> int:
         return len(self.index)

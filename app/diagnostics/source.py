@@ -95,6 +95,38 @@ class LineFacts:
     names: set[str] = field(default_factory=set)
     assigned: set[str] = field(default_factory=set)
     deliberate_cut: bool = False  # `v = <expr>.detach()` (maybe then .clone()...): a chosen boundary
+    node: ast.stmt | None = field(default=None, repr=False, compare=False)  # the statement itself
+    withs: tuple[ast.With, ...] = field(default=(), repr=False, compare=False)  # the `with` blocks around it
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A ``for`` / ``while`` statement: its lines, the function it is in, and where its body starts (a
+    fix inserted "at the top of each iteration" goes there)."""
+
+    start: int
+    end: int
+    func: str | None
+    node: ast.For | ast.AsyncFor | ast.While = field(repr=False, compare=False)
+    parent: tuple[int, int] | None = None  # the loop around it, in the same function
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.start, self.end
+
+    @property
+    def body_line(self) -> int:
+        return self.node.body[0].lineno
+
+    @property
+    def body_indent(self) -> int:
+        """The body's indentation, in characters."""
+        return self.node.body[0].col_offset
+
+
+def calls_method(node: ast.AST, *names: str) -> bool:
+    """``node`` is a call of a method with one of these names: ``x.detach()`` for "detach"."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
 
 
 def expr_keys(expr: ast.expr) -> list[str]:
@@ -254,11 +286,12 @@ def _header_end(stmt: ast.stmt) -> int:
 
 
 def _facts(
-    stmt: ast.stmt, source: str, func: str | None, loop: tuple[int, int] | None, grad_off: bool
+    stmt: ast.stmt, source: str, func: str | None, loop: tuple[int, int] | None, grad_off: bool,
+    withs: tuple[ast.With, ...] = (),
 ) -> LineFacts:
     facts = LineFacts(line=stmt.lineno, end_line=_header_end(stmt),
                       text=(ast.get_source_segment(source, stmt) or "").split("\n")[0],
-                      func=func, loop=loop, grad_off=grad_off)
+                      func=func, loop=loop, grad_off=grad_off, node=stmt, withs=withs)
     if isinstance(stmt, ast.AugAssign):
         facts.writes.append(_write(stmt.target, type(stmt.op).__name__, stmt))
         if isinstance(stmt.value, ast.List | ast.Tuple):
@@ -324,36 +357,46 @@ class SourceFacts:
     """Line → facts of the statement that runs there (a compound statement's header line included)."""
 
     def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines = source.splitlines()
         self.by_line: dict[int, LineFacts] = {}
         self.loops: list[tuple[int, int]] = []
+        self.loop_info: dict[tuple[int, int], Loop] = {}
+        self.tree: ast.Module | None = None
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
-        self._walk(tree.body, source, None, None, False)
+        self.tree = tree
+        self._walk(tree.body, source, None, None, False, ())
 
     def _walk(self, body: list[ast.stmt], source: str, func: str | None, loop: tuple[int, int] | None,
-              grad_off: bool) -> None:
+              grad_off: bool, withs: tuple[ast.With, ...]) -> None:
         for stmt in body:
             own_loop = loop
             if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
                 own_loop = (stmt.lineno, stmt.end_lineno or stmt.lineno)
                 self.loops.append(own_loop)
-            facts = _facts(stmt, source, func, own_loop, grad_off)
+                self.loop_info[own_loop] = Loop(own_loop[0], own_loop[1], func, stmt, loop)
+            facts = _facts(stmt, source, func, own_loop, grad_off, withs)
             for line in range(facts.line, facts.end_line + 1):
                 self.by_line.setdefault(line, facts)
-            inner_func, inner_loop, inner_off = func, own_loop, grad_off
+            inner_func, inner_loop, inner_off, inner_withs = func, own_loop, grad_off, withs
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                inner_func, inner_loop = stmt.name, None
+                inner_func, inner_loop, inner_withs = stmt.name, None, ()
                 inner_off = grad_off or any(_is_grad_off(d) for d in stmt.decorator_list)
             if isinstance(stmt, ast.With | ast.AsyncWith):
                 inner_off = grad_off or any(_is_grad_off(item.context_expr) for item in stmt.items)
+                inner_withs = (*withs, stmt)  # type: ignore[assignment]
             for child in ("body", "orelse", "finalbody"):
                 nested = getattr(stmt, child, None)
                 if isinstance(nested, list) and nested and isinstance(nested[0], ast.stmt):
-                    self._walk(nested, source, inner_func, inner_loop, inner_off)
+                    self._walk(nested, source, inner_func, inner_loop, inner_off, inner_withs)
             for handler in getattr(stmt, "handlers", []):
-                self._walk(handler.body, source, inner_func, inner_loop, inner_off)
+                self._walk(handler.body, source, inner_func, inner_loop, inner_off, inner_withs)
+
+    def loop(self, span: tuple[int, int] | None) -> Loop | None:
+        return self.loop_info.get(span) if span is not None else None
 
     def at(self, line: int) -> LineFacts | None:
         return self.by_line.get(line)

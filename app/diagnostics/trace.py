@@ -14,9 +14,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from app.diagnostics.index import MODIFIED_MARK, At, Index, node_edges, tensor_edges
-from app.i18n import decimal, number
 from app.i18n import gettext as _
-from app.render.fmt import byte_unit
 from app.schema import NodeFact, TensorFact
 from app.trace.holding import ACCUMULATE_GRAD
 
@@ -152,6 +150,18 @@ def label(view: At, tid: str) -> str:
     return held_by(holder)
 
 
+def sentences(*parts: str) -> str:
+    """Sentences one after the other, as the request's language writes them (Chinese: no space)."""
+    return _join(parts)
+
+
+def _join(parts: tuple[str, ...]) -> str:
+    out = ""
+    for part in (p.strip() for p in parts if p and p.strip()):
+        out = part if not out else _("{first} {then}").format(first=out, then=part)
+    return out
+
+
 def listing(items: Iterable[str]) -> str:
     """``a, b, c`` in the request's language (Chinese lists with 、)."""
     return _(", ").join(items)
@@ -215,12 +225,3 @@ def saved_by(view: At, storage: str) -> list[tuple[str, str, str]]:
 
 def node_label(name: str) -> str:
     return name.removeprefix("torch::autograd::")
-
-
-def fmt_bytes(n: int) -> str:
-    """``1,234 bytes`` below 10 KiB (exact, in a sentence), else the memory view's units
-    (``app.render.fmt.byte_unit``) with one decimal, in the request's language."""
-    if n < 10 * 1024:
-        return _("{n} bytes").format(n=number(n))
-    value, unit = byte_unit(n)
-    return f"{decimal(value)} {unit}"

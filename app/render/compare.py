@@ -24,16 +24,25 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any
 
-from app.diagnostics import analysis
-from app.diagnostics.trace import fmt_bytes
-from app.diagnostics.view import DiagnosticView, TimelineView, diagnostic_view, timeline_view
+from app.diagnostics.report import Report
 from app.gallery import EXAMPLES, Example, code_comments, get_example, localized
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView, build_explorer, client_payload, frame_at
+from app.render.findings import (
+    DiagnosticView,
+    MadeRow,
+    TimelineView,
+    TryLink,
+    change_line,
+    diagnostic_view,
+    fourway_rows,
+    timeline_view,
+)
 from app.render.notices import RunLimits
 from app.render.svg import GAP, PAD, SANS, THEMES, Canvas, clean, render_svg
 from app.render.tracks import Frame
 from app.schema import DeltaTrace
+from app.units import fmt_bytes
 
 ROLES = ("bug", "fix")
 
@@ -49,6 +58,8 @@ class Side:
     diagnostics: list[DiagnosticView]
     timeline: TimelineView  # on the scale both sides share
     changed: frozenset[int]  # its lines the other side does not have as they are
+    fourway: list[MadeRow]
+    ran: bool
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,8 @@ class CompareView:
     to_fix: tuple[int, ...]  # bug step -> the fix's matching step
     to_bug: tuple[int, ...]
     peak: int  # bytes at the top of both charts
+    change: str = ""  # what the second side changes, in one line (memory at the end, growth, gradients)
+    is_fix: bool = False  # the second side is a finding's fix of the first ("Try this fix")
 
     @property
     def sides(self) -> tuple[Side, Side]:
@@ -112,16 +125,18 @@ def _first_difference(code: str, other: str) -> str:
 MAX_TITLE = 60
 
 
-def heading(bug: Example, fix: Example) -> str:
+def heading(bug: Example, fix: Example, is_fix: bool = False) -> str:
     """The compare's heading (page, embed, picture), from the sides as ``shown``."""
     if bug.slug:
         return _("Bug vs fix: {bug} / {fix}").format(bug=bug.title, fix=fix.title)
-    return _("Code A vs code B")
+    return _("Your code vs the fix") if is_fix else _("Code A vs code B")
 
 
-def _badge(role: str, gallery: bool) -> str:
+def _badge(role: str, gallery: bool, fix: bool = False) -> str:
     if gallery:
         return _("The bug") if role == "bug" else _("The fix")
+    if fix:
+        return _("Your code") if role == "bug" else _("With the fix")
     return _("Code A") if role == "bug" else _("Code B")
 
 
@@ -220,9 +235,13 @@ def step_map(a_lines: tuple[int, ...] | list[int], b_lines: tuple[int, ...] | li
 
 
 def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrace],
-                 step: int | None = None, limits: RunLimits | None = None) -> CompareView:
+                 step: int | None = None, limits: RunLimits | None = None,
+                 found: tuple[Report, Report] | None = None, try_link: TryLink | None = None,
+                 is_fix: bool = False) -> CompareView:
     """Both sides of a pair; ``step`` (0-based, default: its last) is the bug's step shown first, the fix
-    shows its match."""
+    shows its match. ``found``: each side's ``Report``, asked for by the web layer (rendering runs no
+    rule; without it the sides show no findings). ``try_link``: how the first side's findings link to
+    their fix. ``is_fix``: the second side is a finding's fix of the first."""
     gallery = bool(bug.slug)
     bug, fix = shown(bug, fix), shown(fix, bug)
     # matched on the traces' own lines (what the views' lines are), so each side is built once
@@ -238,19 +257,22 @@ def compare_view(bug: Example, fix: Example, traces: tuple[DeltaTrace, DeltaTrac
     # both sides open at the same point of the program.
     fix_step = to_fix[bug_view.initial] if to_fix else None
     views = [bug_view, build_explorer(traces[1], fix.code, fix_step, limits)]
-    found = [analysis(trace, example.code) for example, trace in zip((bug, fix), traces, strict=True)]
-    peak = max((m.total_bytes for _, memory in found for m in memory), default=0)
+    reports = found or (Report([], []), Report([], []))
+    peak = max((m.total_bytes for r in reports for m in r.memory), default=0)
     sides = []
-    for role, example, view, (diagnostics, memory) in zip(ROLES, (bug, fix), views, found, strict=True):
+    for role, example, view, found_here in zip(ROLES, (bug, fix), views, reports, strict=True):
         frame = frame_at(view)
+        link = try_link if role == "bug" else None
         sides.append(Side(
-            role=role, badge=_badge(role, gallery), example=example, view=view, frame=frame,
+            role=role, badge=_badge(role, gallery, is_fix), example=example, view=view, frame=frame,
             payload=client_payload(view),
-            diagnostics=[diagnostic_view(d) for d in diagnostics],
-            timeline=timeline_view(memory, frame.step, peak=peak, gpu=view.gpu),
-            changed=_changed(aligned[role]),
+            diagnostics=[diagnostic_view(d, example.code, link) for d in found_here.diagnostics],
+            timeline=timeline_view(found_here.memory, frame.step, peak=peak, gpu=view.gpu),
+            changed=_changed(aligned[role]), fourway=fourway_rows(found_here.made), ran=found_here.ran,
         ))
-    return CompareView(bug=sides[0], fix=sides[1], to_fix=tuple(to_fix), to_bug=tuple(to_bug), peak=peak)
+    change = change_line(reports[0].outcome, reports[1].outcome, gallery or is_fix)
+    return CompareView(bug=sides[0], fix=sides[1], to_fix=tuple(to_fix), to_bug=tuple(to_bug), peak=peak,
+                       change=change, is_fix=is_fix)
 
 
 CHART_H = 60.0  # the memory chart's drawing height in the SVG (the timeline view's bars are 0..60)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.units import byte_unit, nbytes  # noqa: F401 - the views' byte units live below them
+
 
 def scalar(value: Any) -> str:
     """A value that fits a memory cell: at most about six characters."""
@@ -72,29 +74,6 @@ def shape(dims: list[int] | tuple[int, ...]) -> str:
     if len(dims) == 1:
         return f"({dims[0]},)"
     return "(" + ", ".join(map(str, dims)) + ")"
-
-
-UNITS = ("KiB", "MiB", "GiB")
-
-
-def byte_unit(count: int) -> tuple[float, str]:
-    """The one unit ladder of every byte count the explorer writes (memory strips, notices, the
-    diagnostics, the memory chart): bytes, then KiB below 1 MiB, MiB below 1 GiB, then GiB. Never
-    "3072.0 KiB" in one place and "3.0 MiB" in another."""
-    if count < 1024:
-        return float(count), "B"
-    value = count / 1024
-    for unit in UNITS[:-1]:
-        if round(value, 1) < 1024:  # as written: 1,048,575 bytes is "1.0 MiB", not "1024.0 KiB"
-            return value, unit
-        value /= 1024
-    return value, UNITS[-1]
-
-
-def nbytes(count: int) -> str:
-    """``24 B``, ``3.9 KiB``, ``3.0 MiB``: one decimal from KiB up."""
-    value, unit = byte_unit(count)
-    return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def leaves(values: Any) -> list[Any]:

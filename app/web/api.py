@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from app.diagnostics import Analysis, Found, analyze, analyze_v1
 from app.i18n import gettext as _
 from app.i18n import say
-from app.render.fmt import nbytes
 from app.run_errors import Message, english
 from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse, RunResult
 from app.trace.delta import expand, expanded_size
+from app.units import nbytes
 from app.web.gates import Refusal, run_gated, run_gated_streamed, take_token
 from app.web.streamed import Streamed
 

@@ -13,7 +13,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.diagnostics.trace import fmt_bytes
 from app.gallery import Example
 from app.i18n import gettext as _
 from app.i18n import say
@@ -22,6 +21,7 @@ from app.render.compare import CompareView, heading, shown
 from app.render.explorer import ExplorerBuild, ExplorerView
 from app.render.notices import RunLimits
 from app.schema import DeltaTrace
+from app.units import fmt_bytes
 from app.web.embed_params import (
     VIEWS,
     EmbedParams,

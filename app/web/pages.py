@@ -17,8 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 
 from app import i18n
-from app.diagnostics import Analysis
-from app.diagnostics.trace import fmt_bytes
+from app.diagnostics import Analysis, report
 from app.gallery import EXAMPLES, Example, get_example, localized
 from app.i18n import gettext as _
 from app.render.compare import CompareView, code_pair, compare_view, heading, shown, twin_pair
@@ -26,6 +25,7 @@ from app.render.explorer import ExplorerBuild
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaStep, DeltaTrace, RunError
+from app.units import fmt_bytes
 
 # The templates' environment lives beside the standalone page's renderer (no FastAPI there); its names
 # are still importable from here.
@@ -89,7 +89,21 @@ class StreamedRunContext:
     def finish(self, result: DeltaTrace) -> dict[str, Any]:
         self.analysis.bind(result)
         view = self.build.finish(result, self.code, self.step, self.limits)
-        return playground(fragment_context(view, result, self.code, self.analysis), self.code)
+        return playground(fragment_context(view, result, self.code, self.analysis,
+                                           try_link=try_fix_link(self.code)), self.code)
+
+
+def compare_link(code: str, other: str, fix: bool = False) -> str:
+    """The compare page of two codes (``fix``: the second is a finding's fix of the first)."""
+    query = {"code": encode_code(code), "compare_code": encode_code(other)}
+    if fix:
+        query["fix"] = "1"
+    return "/compare?" + urlencode(query)
+
+
+def try_fix_link(code: str) -> Callable[[str], str]:
+    """"Try this fix": the user's code beside the code a finding's patch makes of it."""
+    return lambda fixed: compare_link(code, fixed, fix=True)
 
 
 async def posted_form(request: Request) -> tuple[dict[str, str], str]:
@@ -203,7 +217,7 @@ async def run_fragment(request: Request) -> HTMLResponse:
     limits = run_limits(settings)
 
     def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **playground(run_context(result, code, step, limits), code))
+        return render("_run.html", **playground(run_context(result, code, step, limits, try_fix_link(code)), code))
 
     def streamed() -> Streamed[str]:
         return Streamed(lambda: Drawn.run(code, step, limits), draw)
@@ -297,15 +311,21 @@ async def _stored_code(request: Request, link_id: str) -> str | None:
 
 async def run_compare(request: Request, pair: tuple[Example, Example], step: int | None,
                       draw: Callable[[CompareView, tuple[DeltaTrace, ...]], T],
-                      partial: Callable[[Message], T]) -> T | Refusal:
+                      partial: Callable[[Message], T], is_fix: bool = False) -> T | Refusal:
     """Run both sides of a gallery pair (counted as two runs: ``run_gated_all``) and ``draw`` them
     (with the answers they were drawn from, whose errors say whether the drawing may be kept);
     ``partial(note)`` when the server could not draw them within its budget."""
     bug, fix = pair
     limits = run_limits(request.app.state.settings)
-    return await run_gated_all(request, (shown(bug, fix).code, shown(fix, bug).code),
-                               lambda traces: draw(compare_view(bug, fix, traces, step, limits), traces),
-                               lambda _traces, note: partial(note))
+    codes = shown(bug, fix).code, shown(fix, bug).code
+
+    def both(traces: tuple[DeltaTrace, ...]) -> T:
+        # the web layer asks for the analyses (the rules run here) and hands them to the view
+        found = (report(traces[0], codes[0]), report(traces[1], codes[1]))
+        return draw(compare_view(bug, fix, traces, step, limits, found, try_link=try_fix_link(codes[0]),
+                                 is_fix=is_fix), traces)
+
+    return await run_gated_all(request, codes, both, lambda _traces, note: partial(note))
 
 
 @router.get("/compare", response_class=HTMLResponse)
@@ -313,16 +333,21 @@ async def compare_page(request: Request) -> Response:
     """Bug vs fix: ``?example=<slug>`` (either side of a gallery pair), or any two codes
     ``?code=<token>&compare_code=<token>``; ``&step=N`` (the first side's)."""
     query = request.query_params
+    is_fix, edit = query.get("fix") == "1", None
     if query.get("code", "").strip() or query.get("compare_code", "").strip():
         tokens = query.get("code", "").strip(), query.get("compare_code", "").strip()
         try:
             pair = code_pair(*decode_pair(*tokens, request.app.state.settings.max_code_bytes))
         except PermalinkError as error:
             return error_page(request, 400, _("This link's code cannot be opened"), str(error))
+        labels = ((_("Open your code in the playground"), _("Open the fix in the playground")) if is_fix else
+                  (_("Open code A in the playground"), _("Open code B in the playground")))
         opens = [(f"/?{urlencode({'code': token})}", label, testid) for token, label, testid in (
-            (tokens[0], _("Open code A in the playground"), "open-bug"),
-            (tokens[1], _("Open code B in the playground"), "open-fix"))]
+            (tokens[0], labels[0], "open-bug"), (tokens[1], labels[1], "open-fix"))]
+        # the second side can be edited and both run again
+        edit = {"code": tokens[0], "fix": "1" if is_fix else ""}
     else:
+        is_fix = False
         slug = query.get("example", "")
         pair = twin_pair(slug)
         if pair is None:
@@ -332,20 +357,43 @@ async def compare_page(request: Request) -> Response:
         opens = [(f"/?{urlencode({'example': bug.slug})}", label, testid) for bug, label, testid in (
             (pair[0], _("Open the bug in the playground"), "open-bug"),
             (pair[1], _("Open the fix in the playground"), "open-fix"))]
-    title = heading(shown(pair[0], pair[1]), shown(pair[1], pair[0]))
+    title = heading(shown(pair[0], pair[1]), shown(pair[1], pair[0]), is_fix)
 
     def page(view: CompareView | None = None, problem: tuple[str, str] | None = None) -> str:
         return render("compare.html", heading=title, compare=view, which="both", problem=problem,
-                      opens=opens, compare_peak=fmt_bytes(view.peak) if view else "")
+                      opens=opens, compare_peak=fmt_bytes(view.peak) if view else "", edit=edit)
 
     ran = await run_compare(request, pair, _parse_step(request.query_params.get("step")),
                             lambda view, _traces: page(view),
-                            lambda note: page(problem=(_("Cannot draw this run"), i18n.say(note))))
+                            lambda note: page(problem=(_("Cannot draw this run"), i18n.say(note))), is_fix)
     if isinstance(ran, Refusal):
         refused = html_response(page(problem=(ran.heading, ran.message)), ran.status)
         refused.headers["Retry-After"] = str(ran.retry_after)
         return refused
     return html_response(ran)
+
+
+@router.post("/compare", response_class=HTMLResponse)
+async def compare_edited(request: Request) -> Response:
+    """The compare's second side, edited and run again: ``code`` (the first side's token, unchanged),
+    ``compare_source`` (the edited code) and ``fix``; answered with the compare page's address (303),
+    so the page after it is a link like any other."""
+    settings = request.app.state.settings
+    form = await _form(request, 3 * 2 * settings.max_code_bytes + 1024)
+    if "__too_long__" in form or "__bad_form__" in form:
+        kb = settings.max_code_bytes // 1024
+        return error_page(request, 413, _("This code is too long to compare"),
+                          _("Each side may hold at most {kb} KB of code.").format(kb=kb))
+    edited = form.get("compare_source", "").replace("\r\n", "\n")
+    try:
+        first = decode_code(form.get("code", ""), settings.max_code_bytes)
+        if len(edited.encode()) > settings.max_code_bytes:
+            raise PermalinkError(_("The edited code is longer than {kb} KB.").format(
+                kb=settings.max_code_bytes // 1024))
+    except PermalinkError as error:
+        return error_page(request, 400, _("This code cannot be compared"), str(error))
+    address = compare_link(first, edited, fix=form.get("fix") == "1")
+    return Response(status_code=303, headers={**SECURITY_HEADERS, "Location": address})
 
 
 def _example_json(example: Any) -> dict[str, str]:

@@ -65,7 +65,7 @@ def test_worker_cannot_supply_diagnostics() -> None:
 
 def test_playground_fragment_shows_panel_and_timeline(client: TestClient) -> None:
     html = client.post("/run", data={"code": get_example("inplace-through-detach").code}).text
-    assert 'data-testid="diagnostics" data-count="2"' in html
+    assert 'data-testid="diagnostics" data-count="1"' in html
     assert 'data-rule="saved-tensor-modified"' in html and 'data-testid="memory-timeline"' in html
 
 
@@ -73,6 +73,6 @@ def test_diagnostics_and_their_views_never_import_torch() -> None:
     import subprocess
     import sys
 
-    check = ("import sys, app.diagnostics, app.diagnostics.view, app.web.api; "
+    check = ("import sys, app.diagnostics, app.render.findings, app.render.compare, app.web.api; "
              "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", check], check=True, cwd=Path(__file__).resolve().parents[2])

@@ -14,9 +14,10 @@ def test_a_finding_jumps_to_its_step_and_lights_up_its_tensors(page) -> None:
     panel = page.get_by_test_id("diagnostics")
     item = panel.get_by_test_id("diagnostic")
     assert item.count() == 1 and item.get_attribute("data-rule") == "graph-kept-by-container"
-    # one line (issue 27): the title; the message and the fix open from it
+    # one line (issue 27): the label and the title; the message and the fix open from it
     assert "holds 3 graphs" not in item.inner_text()
     assert "holds 3 graphs" in item.text_content() and "losses.append(loss.item())" in item.text_content()
+    assert item.get_by_test_id("diagnostic-label").inner_text() == "Graphs kept in a container"
     page.get_by_test_id("step-first").click()
     assert step_label(page).startswith("Step 1 of")
     item.locator(".diag-line").click()
@@ -43,7 +44,7 @@ def test_the_timeline_shows_growth_and_jumps_to_the_clicked_step(page) -> None:
     page.mouse.click(box["x"] + box["width"] * (9.5 / 12), box["y"] + box["height"] - 2)
     assert step_label(page).startswith("Step 10 of 12 · after line ")
     readout = timeline.locator("[data-role=timeline-readout]").inner_text()
-    assert re.fullmatch(r"step 10: \d+ bytes through variables · \d+ bytes held only by the graph"
-                        r" · on a GPU \(model\): [\d,]+ bytes allocated, 2\.0 MiB reserved", readout)
+    assert re.fullmatch(r"step 10: [\d,]+ bytes in all — [\d,]+ bytes through variables · [\d,]+ bytes held only "
+                        r"by the graph · on a GPU \(model\): [\d,]+ bytes allocated, 2\.0 MiB reserved", readout)
     cursor_x = float(timeline.locator("[data-role=timeline-cursor]").get_attribute("x"))
     assert cursor_x == float(timeline.locator(".tl-bar[data-goto='9']").get_attribute("data-x"))

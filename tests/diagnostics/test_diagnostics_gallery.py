@@ -13,12 +13,10 @@ from app.gallery import EXAMPLES, get_example
 # Where each declared diagnostic must point (rule → line).
 EXPECTED_LINES = {
     "losses-keep-graphs": {"graph-kept-by-container": 5},
-    "inplace-through-detach": {"saved-tensor-modified": 4, "inplace-through-detached-alias": 4},
+    "inplace-through-detach": {"saved-tensor-modified": 4},
     "inplace-on-leaf": {"inplace-on-leaf": 2},
-    "requires-grad-after-detach": {"grad-stays-none": 5},
-    "freeze-early-layers": {"grad-stays-none": 6},
-    "custom-loss-detach": {"graph-cut-by-detach": 9},
-    "backward-stopped-by-detach": {"grad-stays-none": 5},
+    "custom-loss-detach": {"backward-without-graph": 10},
+    "detach-stops-training": {"grad-stays-none": 5},
     "backward-twice": {"backward-twice": 4},
 }
 

@@ -18,7 +18,8 @@ EXPECTED = load()
 
 def test_every_golden_trace_has_recorded_diagnostics() -> None:
     assert {key(g.source, g.max_steps, g.max_stdout) for g in GOLDEN} == set(EXPECTED)
-    assert sum(map(len, EXPECTED.values())) >= 40  # the corpus exercises every rule, many times
+    # the golden snippets give dozens of findings (the detector corpus, tests/diagnostics/corpus, the rest)
+    assert sum(map(len, EXPECTED.values())) >= 35
 
 
 @pytest.mark.parametrize("golden", GOLDEN, ids=[g.name for g in GOLDEN])

@@ -211,25 +211,81 @@ def _context(golden):  # noqa: ANN001, ANN202
 
 
 @pytest.mark.parametrize("golden", _cases())
-def test_first_missed_backward_equals_the_step_by_step_scan(golden) -> None:  # noqa: ANN001
-    """grad-stays-none jumps from change to change of each tensor; scanning every backward step
-    and every variable (the old way) finds the same first step for every tensor."""
-    from app.diagnostics.rules.grads import _backward_steps, _first_missed
+def test_lifetimes_equal_the_step_by_step_scan(golden) -> None:  # noqa: ANN001
+    """When each node was made and went away, who points at it, which tensors had it as grad_fn and
+    which backward steps ran it: built from the histories, as scanning every whole step finds them."""
+    import math
+
+    from app.diagnostics.lifetimes import lifetimes
 
     v1, context = _context(golden)
-    backwards = _backward_steps(context)
-    expected: dict[str, int] = {}
-    for b in backwards:
-        before, step = v1.steps[b - 1], v1.steps[b]
-        for tid in step.variables.values():
-            fact = step.tensors[tid]
-            if (tid not in expected and tid in before.tensors and fact.is_leaf and fact.requires_grad
-                    and fact.grad is None
-                    and all(s.tensors.get(tid) is None or s.tensors[tid].grad is None for s in v1.steps[b:])):
-                expected[tid] = b
-    found = {tid: b for tid in context.index.names.ever()
-             if (b := _first_missed(context, tid, backwards)) is not None}
-    assert found == expected
+    born: dict[str, int] = {}
+    died: dict[str, float] = {}
+    parents: dict[str, set[str]] = {}
+    users: dict[str, set[str]] = {}
+    ran: dict[str, list[int]] = {}
+    for k, step in enumerate(v1.steps):
+        for nid, node in step.nodes.items():
+            born.setdefault(nid, k)
+            for child in node.next:
+                if child is not None:
+                    parents.setdefault(child, set()).add(nid)
+        for nid in born:
+            if nid not in step.nodes and nid not in died:
+                died[nid] = k
+        for tid, fact in step.tensors.items():
+            if fact.grad_fn is not None:
+                users.setdefault(fact.grad_fn, set()).add(tid)
+        if step.phase == "backward" and step.node is not None:
+            ran.setdefault(step.node, []).append(k)
+    life = lifetimes(context)
+    assert life.born == born
+    assert {n: d for n, d in life.died.items() if d != math.inf} == died
+    assert {n: set(p) for n, p in life.parents.items()} == parents
+    assert {n: set(u) for n, u in life.users.items()} == users
+    assert life.ran == ran
+
+
+@pytest.mark.parametrize("golden", _cases())
+def test_graph_leaves_equal_the_whole_step_reach(golden) -> None:  # noqa: ANN001
+    """The flow's leaves of a tensor (each node's found once, shared across steps) are the leaves whole
+    reach finds behind it at that step."""
+    from app.diagnostics.flow import Flow
+
+    v1, context = _context(golden)
+    flow = Flow(context)
+    for k, step in enumerate(v1.steps[:300]):
+        view = context.at(k)
+        for tid, fact in step.tensors.items():
+            _tensors, _storages, nodes = whole_reach(step, [tid])
+            expected = {step.nodes[n].variable for n in nodes if step.nodes[n].variable is not None}
+            if fact.grad_fn is None:
+                expected = {tid} if fact.requires_grad else set()
+            assert flow.graph_leaves(view, tid) == expected, (k, tid)
+
+
+@pytest.mark.parametrize("golden", _cases())
+def test_held_nodes_equal_the_whole_step_scan(golden) -> None:  # noqa: ANN001
+    """A loop run's held nodes — made before its last iteration, alive at its end — as the run's last
+    whole step lists them."""
+    from app.diagnostics.holders import held_nodes
+    from app.diagnostics.lifetimes import lifetimes
+    from app.diagnostics.loops import loop_runs
+
+    v1, context = _context(golden)
+    life = lifetimes(context)
+    for run in loop_runs(context):
+        bounds = run.bounds()
+        if len(bounds) < 3:
+            continue
+        last = v1.steps[run.last]
+        first_seen: dict[str, int] = {}
+        for k, step in enumerate(v1.steps[:run.stop]):
+            for nid in step.nodes:
+                first_seen.setdefault(nid, k)
+        expected = {nid for nid, node in last.nodes.items() if not node.name.endswith("AccumulateGrad")
+                    and bounds[0] <= first_seen[nid] < bounds[-3]}
+        assert set(held_nodes(life, run)) == expected
 
 
 @pytest.mark.parametrize("golden", [g for g in _cases() if len(g.values[0].result["steps"]) <= 200])
@@ -252,90 +308,6 @@ def test_written_in_place_later_equals_the_step_by_step_scan(golden) -> None:  #
                     written = True
                     break
             assert _modified(context, start, tid) == written, (start, tid)
-
-
-def _chain_verdicts(v1: RunResult, context) -> list[tuple[bool, bool]]:  # noqa: ANN001
-    """(old verdict: node counts grow strictly, new verdict: each graph leads back) per rebuilt name."""
-    from app.diagnostics.rules.containers import _chained
-
-    history: dict[tuple[str, int], list[tuple[int, str, str, int]]] = {}
-    for index, step in enumerate(v1.steps):
-        facts = context.facts(index)
-        if facts is None or facts.loop is None:
-            continue
-        rebuilt = {name for name in facts.assigned if name in facts.names}
-        rebuilt |= {w.receiver.id for w in facts.writes if w.op != "[]=" and hasattr(w.receiver, "id")}
-        for name in rebuilt:
-            key = f"{facts.func}:{name}" if facts.func else name
-            tid = step.variables.get(key)
-            if tid is None or step.tensors[tid].grad_fn is None:
-                continue
-            count = len(whole_reach(step, [tid])[2])
-            history.setdefault((key, step.line), []).append((index, tid, step.tensors[tid].grad_fn, count))
-    verdicts = []
-    for points in history.values():
-        counts = [p[3] for p in points]
-        growing = all(b > a for a, b in zip(counts, counts[1:], strict=False))
-        chained = all(_chained(context, a[:3], b[:3]) for a, b in zip(points, points[1:], strict=False))
-        verdicts.append((growing, chained))
-    return verdicts
-
-
-@pytest.mark.parametrize("golden", _cases())
-def test_chained_iterations_equal_strictly_growing_graphs(golden) -> None:  # noqa: ANN001
-    """graph-chained-across-iterations asks whether each value's graph leads back to the previous
-    value's grad_fn (a search bounded by the nodes made since); the old way counted every node of
-    every value's graph and asked for strict growth. Same verdict on every rebuilt name."""
-    for growing, chained in _chain_verdicts(*_context(golden)):
-        assert chained == growing
-
-
-CHAINS = {
-    "running total, backward each time": """
-        w = torch.randn(4, requires_grad=True)
-        total = 0
-        for i in range(4):
-            loss = (w * torch.randn(4)).sum()
-            loss.backward()
-            total = total + loss
-    """,
-    "in-place total": """
-        w = torch.randn(4, requires_grad=True)
-        total = torch.zeros(())
-        for i in range(4):
-            total += (w * i).sum()
-    """,
-    "truncated BPTT": """
-        W = torch.randn(3, 3, requires_grad=True)
-        h = torch.zeros(3)
-        for t in range(6):
-            if t % 2 == 0:
-                h = h.detach()
-            h = torch.tanh(W @ h + 1)
-    """,
-    "a leaf rebuilt from itself": """
-        x = torch.ones(3, requires_grad=True)
-        for i in range(4):
-            x = x * 2
-    """,
-    "rebuilt from a detached copy": """
-        w = torch.randn(3, requires_grad=True)
-        h = torch.zeros(3)
-        for i in range(4):
-            h = torch.tanh(w * h.detach() + 1)
-    """,
-}
-
-
-@pytest.mark.parametrize("code", list(CHAINS.values()), ids=list(CHAINS))
-def test_chained_iterations_on_more_loops(code: str) -> None:
-    from diagnostics_support import run
-
-    from app.diagnostics.context import Context
-
-    r = run(code)
-    verdicts = _chain_verdicts(r.result, Context.build(r.trace, r.code))
-    assert verdicts and all(chained == growing for growing, chained in verdicts), verdicts
 
 
 def test_an_index_is_freed_when_dropped_without_a_collection() -> None:

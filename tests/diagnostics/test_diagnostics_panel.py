@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from diagnostics_support import run
 
-from app.diagnostics.view import MAX_BARS, diagnostics_context, segments, timeline_view
+from app.diagnostics import report
 from app.gallery import get_example
+from app.render.findings import MAX_BARS, findings_context, segments, timeline_view
 from app.web.pages import render
 
 
@@ -16,21 +18,27 @@ def panel_text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).replace("&#34;", '"').replace("&#39;", "'")
 
 
+def diagnostics_context(trace, code: str, try_link=None) -> dict:  # noqa: ANN001
+    return findings_context(report(trace, code), code, try_link=try_link)
+
+
 def test_list_of_losses_panel_explains_growth_and_the_change() -> None:
     example = get_example("losses-keep-graphs")
     r = run(example.code)
-    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code, lambda fixed: "/compare?x"))
     text = panel_text(html)
     d = r.only("graph-kept-by-container")
     # Why memory grows: the tensor keeps its graph; how many graphs; how many bytes, per iteration.
-    for needed in ("keeps its whole autograd graph alive", "holds 3 graphs", f"{d.bytes} bytes",
-                   "Each iteration adds about", "never freed while losses exists",
-                   # What to change, as code to copy.
-                   "losses.append(loss.item())", "plain Python float"):
+    for needed in ("still has its autograd graph", "holds 3 graphs", f"{d.bytes:,} bytes per iteration",
+                   "the memory chart shows",
+                   # What to change, as code to copy, and as a compare to open.
+                   "losses.append(loss.item())", "plain Python float", "Try this fix"):
         assert needed in text, needed
     assert 'data-testid="diagnostics"' in html and 'data-rule="graph-kept-by-container"' in html
+    assert "Graphs kept in a container" in text  # a label for a person ...
+    assert "graph-kept-by-container" not in text  # ... not the rule's id
     step = r.result.steps[d.step]
-    ids = {step.variables[f"losses[{i}]"] for i in range(3)}
+    ids = {step.variables[f"losses[{i}]"] for i in range(2)}  # the graphs of earlier iterations
     assert f'data-goto="{d.step}"' in html
     assert set(re.search(r'data-tensors="([^"]*)"', html)[1].split()) == ids
     assert "<code>losses.append(loss.item())</code>" in html
@@ -53,6 +61,49 @@ def test_empty_panel_still_has_its_hook() -> None:
     r = run("x = torch.ones(3)\n")
     html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
     assert 'data-testid="diagnostics" data-count="0"' in html and "No pitfalls found" in html
+
+
+@pytest.mark.parametrize("code", ["x = (\n", "x = torch.randn(3).cuda()\n"])
+def test_a_run_that_never_started_says_nothing_about_pitfalls(code: str) -> None:
+    """A syntax error, a CUDA call without a GPU: no step ran, nothing was looked at."""
+    r = run(code)
+    assert r.result.steps == []
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
+    assert 'data-count="0"' in html and 'data-ran="false"' in html and "No pitfalls" not in html
+
+
+def test_a_refused_run_says_nothing_about_pitfalls() -> None:
+    """The gate's refusal (an import it does not allow), or the sandbox running out of memory: no steps."""
+    from app.schema import DeltaTrace, RunError
+
+    for kind in ("rejected", "memory"):
+        trace = DeltaTrace(ok=False, steps=[], error=RunError(kind=kind, type="X", message="refused"))
+        html = render("_diagnostics.html", **diagnostics_context(trace, "import os\n"))
+        assert 'data-ran="false"' in html and "No pitfalls" not in html
+
+
+def test_a_finding_without_a_patch_offers_no_try() -> None:
+    r = run("""
+        import numpy as np
+        encoder = nn.Linear(4, 4)
+        head = nn.Linear(4, 1)
+        opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)
+        f = encoder(torch.randn(9, 4)).detach().numpy()
+        loss = head(torch.from_numpy(np.clip(f, 0.0, None))).pow(2).mean()
+        loss.backward()
+        opt.step()
+    """)
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code, lambda fixed: "/compare?x"))
+    assert 'data-rule="grad-stays-none"' in html and 'data-testid="try-fix"' not in html
+
+
+def test_the_four_way_table_is_filled_from_the_run() -> None:
+    r = run(get_example("four-combinations").code)
+    html = render("_diagnostics.html", **diagnostics_context(r.trace, r.code))
+    rows = [panel_text(row) for row in re.findall(r'<tr class="fourway-row".*?</tr>', html, re.S)]
+    assert rows == [" a .clone() nothing: memory of its own yes, through CloneBackward0 ",
+                    " b .detach() x no ", " c .clone().detach() nothing: memory of its own no ",
+                    " d .detach().clone() nothing: memory of its own no "]
 
 
 def test_timeline_bars_and_click_targets() -> None:
@@ -80,8 +131,8 @@ def test_long_runs_are_bucketed() -> None:
 
 
 def test_the_chart_has_an_axis_and_each_bar_says_its_bytes() -> None:
-    from app.diagnostics.trace import fmt_bytes
     from app.schema import MemoryAccount
+    from app.units import fmt_bytes
 
     memory = [MemoryAccount(step=i, total_bytes=100 * i + 5000, variable_bytes=5000, graph_bytes=100 * i,
                             shared_bytes=0) for i in range(1000)]

@@ -7,9 +7,9 @@ import pytest
 from diagnostics_support import code_of, graph_storages, named_tensors, namespace, run, variable_storages
 
 from app.diagnostics import diagnose
-from app.diagnostics.trace import fmt_bytes
 from app.schema import DeltaTrace
 from app.trace.delta import compress
+from app.units import fmt_bytes
 
 # ---- graph-kept-by-container ---------------------------------------------------------------------
 
@@ -33,20 +33,35 @@ def retained_by(code: str, container: str) -> int:
     return sum(n for ptr, n in alive.items() if ptr not in kept)
 
 
-def test_list_of_losses_reports_graphs_and_retained_bytes() -> None:
+def chart_figures(r, d) -> list[tuple[str, int]]:  # noqa: ANN001
+    """("2,320 bytes", step) pairs a message quotes from the memory chart (steps as the page counts)."""
+    import re
+
+    found = re.findall(r"(\S+ (?:bytes|KiB|MiB|GiB)) at step (\d+)", d.message)
+    return [(size, int(step)) for size, step in found]
+
+
+def test_list_of_losses_reports_the_growth_the_chart_draws() -> None:
     r = run(LOSSES)
     d = r.only("graph-kept-by-container")
     assert (d.severity, d.line, r.step_line(d)) == ("warning", 6, 6)
     assert d.step == max(i for i, s in enumerate(r.result.steps) if s.line == 6)  # the last append
-    assert r.names(d) == {"losses[0]", "losses[1]", "losses[2]", "loss"}  # losses[3] is also `loss`
-    expected = retained_by(LOSSES, "losses")
-    assert d.bytes == expected == 3 * (4 + 2 * 128 * 4)  # 3 old graphs: loss, x, sigmoid output
-    assert "holds 4 graphs" in d.message and fmt_bytes(expected) in d.message
-    assert "`losses.append(loss.item())`" in d.fix and "`losses.append(loss.detach())`" in d.fix
+    assert r.names(d) == {"losses[0]", "losses[1]", "losses[2]"}  # the old iterations' graphs
+    # torch's own count: each old iteration keeps its loss, its x and its sigmoid output
+    assert retained_by(LOSSES, "losses") == 3 * (4 + 2 * 128 * 4)
+    assert d.bytes == 4 + 2 * 128 * 4  # the growth per iteration, read off the chart
+    figures = chart_figures(r, d)
+    assert len(figures) == 2 and figures[-1][1] == d.step + 1
+    for size, step in figures:  # the text and the chart agree, step by step
+        assert size == fmt_bytes(r.memory[step - 1].total_bytes)
+    assert "holds 4 graphs" in d.message
+    assert "`losses.append(loss.item())`" in d.fix
+    assert [(p.start, p.end, p.text) for p in d.patch] == [(6, 6, "    losses.append(loss.item())")]
     assert r.rules == ["graph-kept-by-container"]
 
 
-def test_losses_kept_after_backward_is_a_note_with_small_numbers() -> None:
+def test_losses_kept_after_backward_are_a_warning_too() -> None:
+    """backward() freed what the graphs saved, but every graph's nodes and its loss stay: still growth."""
     r = run("""
         model = nn.Linear(64, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -59,8 +74,7 @@ def test_losses_kept_after_backward_is_a_note_with_small_numbers() -> None:
             losses.append(loss)
     """)
     d = r.only("graph-kept-by-container")
-    assert (d.severity, d.line, d.bytes) == ("info", 9, 3 * 4)  # three old scalar losses, saved freed
-    assert "backward() already freed" in d.message
+    assert (d.severity, d.line, d.bytes) == ("warning", 9, 4)  # one more scalar loss per iteration
 
 
 def test_dict_of_outputs_is_a_container_too() -> None:
@@ -71,7 +85,8 @@ def test_dict_of_outputs_is_a_container_too() -> None:
             outs[i] = (w * i).exp()
     """)
     d = r.only("graph-kept-by-container")
-    assert d.line == 4 and "`outs[i].detach()`" not in d.fix and ".detach()" in d.fix
+    assert d.line == 4 and "torch.no_grad()" in d.fix  # no backward ever uses them
+    assert d.patch[0].text == "    with torch.no_grad():\n        outs[i] = (w * i).exp()"
 
 
 @pytest.mark.parametrize("fix", ["losses.append(loss.item())", "losses.append(loss.detach())"])
@@ -116,8 +131,23 @@ def test_running_total_of_loss_tensors_chains_the_graphs() -> None:
             total = total + loss
     """)
     d = r.only("graph-chained-across-iterations")
-    assert d.line == 6 and r.names(d) == {"total"} and "`total += loss.item()`" in d.fix
-    assert d.bytes and d.bytes >= 3 * 2 * 50 * 4  # three earlier iterations' x and sigmoid outputs
+    assert d.line == 6 and r.names(d) == {"total"} and "`total = total + loss.item()`" in d.fix
+    assert d.bytes == 2 * 50 * 4  # per iteration: an old x and a sigmoid output, saved by the graph
+    for size, step in chart_figures(r, d):
+        assert size == fmt_bytes(r.memory[step - 1].total_bytes)
+
+
+def test_a_state_carried_across_iterations_is_cut_at_the_top_of_the_loop() -> None:
+    r = run("""
+        w = torch.ones(3, requires_grad=True)
+        x = w * 2
+        for i in range(4):
+            x = x.clone()
+            x = x * 1.5
+    """)
+    d = r.only("graph-chained-across-iterations")  # one cause, one finding (two lines rebuild x)
+    assert d.line == 4 and "`x = x.detach()`" in d.fix and "total" not in d.fix
+    assert [(p.start, p.end, p.text) for p in d.patch] == [(4, 3, "    x = x.detach()")]
 
 
 @pytest.mark.parametrize("line", ["total = total + loss.item()", "total += loss.detach()"])
@@ -162,14 +192,30 @@ def test_saved_output_modified_in_place_predicts_the_backward_failure() -> None:
     assert "`y = y.mul(2)`" in d.fix and "It does: backward() at line 5" in d.message
 
 
-def test_prediction_without_backward_is_a_warning() -> None:
+def test_prediction_without_backward_is_a_note() -> None:
+    """The run ended without going back through that graph: worth knowing, not a program gone wrong."""
     r = run("""
         w = torch.randn(3, requires_grad=True)
         h = w.exp()
         h += 1
     """)
     d = r.only("saved-tensor-modified")
-    assert (d.severity, d.line) == ("warning", 3) and "will therefore fail" in d.message
+    assert (d.severity, d.line) == ("info", 3) and "will therefore fail" in d.message
+
+
+def test_an_optimizer_step_after_the_last_backward_is_fine() -> None:
+    """Every training loop leaves a graph whose saved weights the last step changes: never used again."""
+    r = run("""
+        critic = nn.Linear(3, 1)
+        opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+        x = torch.randn(5, 3, requires_grad=True)
+        out = critic(x).sum()
+        g, = torch.autograd.grad(out, x, create_graph=True)
+        penalty = (g.norm(dim=1) - 1).pow(2).mean()
+        penalty.backward()
+        opt.step()
+    """)
+    assert r.diagnostics == []
 
 
 def test_modifying_a_clone_of_a_saved_tensor_is_fine() -> None:
@@ -219,9 +265,10 @@ def test_detach_alias_into_saved_tensor_also_predicts_failure() -> None:
         alias.zero_()
         y.sum().backward()
     """)
-    assert sorted(r.rules) == ["inplace-through-detached-alias", "saved-tensor-modified"]
-    assert {d.line for d in r.diagnostics} == {4}
-    assert "`alias = y.detach().clone()`" in r.only("saved-tensor-modified").fix
+    d = r.only("saved-tensor-modified")  # one cause, one finding: the alias is explained in it
+    assert r.rules == ["saved-tensor-modified"] and d.line == 4
+    assert "`alias = y.detach().clone()`" in d.fix and "detach() alias" in d.message
+    assert [(p.start, p.text) for p in d.patch] == [(3, "alias = y.detach().clone()")]
 
 
 @pytest.mark.parametrize("update", [
@@ -238,44 +285,42 @@ def test_manual_parameter_updates_are_fine(update: str) -> None:
 
 # ---- grad-stays-none -----------------------------------------------------------------------------
 
-def test_grad_stays_none_explains_each_cause() -> None:
+def test_a_parameter_cut_off_the_loss_is_a_warning_at_the_cutting_line() -> None:
     r = run("""
         w = torch.randn(3, requires_grad=True)
         b = torch.randn(3, requires_grad=True)
         u = torch.randn(3, requires_grad=True)
-        v = torch.randn(3, requires_grad=True)
+        opt = torch.optim.SGD([w, b, u], lr=0.1)
         x = torch.randn(3)
         pred = w * x
         with torch.no_grad():
             h = u * 2
         loss = ((pred.detach() - x) ** 2).sum() + (b * x).sum() + (h * x).sum()
         loss.backward()
+        opt.step()
     """)
-    found = {frozenset(r.names(d)): d for d in r.diagnostics}
-    assert set(found) == {frozenset({"w"}), frozenset({"u"}), frozenset({"v"})}
-    cut, no_grad, unused = found[frozenset({"w"})], found[frozenset({"u"})], found[frozenset({"v"})]
-    assert {(d.rule, d.line, d.severity) for d in r.diagnostics} == {("grad-stays-none", 10, "warning")}
-    assert cut.lines == [9] and "`pred.detach()`" in cut.message
-    assert no_grad.lines == [8] and "no_grad" in no_grad.message
-    assert unused.lines == [] and "does not use" in unused.message
-    # each links to where the flow stopped: the last node step of line 10's backward pass
-    steps = r.result.steps
-    own = max(i for i, s in enumerate(steps) if s.line == 10)
-    assert steps[own].phase == "forward" and steps[own - 1].phase == "backward"
-    assert {d.step for d in r.diagnostics} == {own - 1}
+    found = {frozenset(r.names(d)) & {"w", "u"}: d for d in r.diagnostics}
+    assert set(found) == {frozenset({"w"}), frozenset({"u"})}
+    cut, no_grad = found[frozenset({"w"})], found[frozenset({"u"})]
+    assert {(d.rule, d.severity) for d in r.diagnostics} == {("grad-stays-none", "warning")}
+    assert (cut.line, cut.lines) == (9, [10]) and "calls `.detach()`" in cut.message
+    assert "((pred - x) ** 2).sum()" in cut.fix
+    assert (no_grad.line, no_grad.lines) == (8, [10]) and "no_grad" in no_grad.message
+    assert r.step_line(cut) == 9 and r.step_line(no_grad) == 8  # each goes to the step that cut
     ns = namespace(r.code)  # torch agrees on who got a gradient
-    assert [ns[n].grad is None for n in "wbuv"] == [True, False, True, True]
+    assert [ns[n].grad is None for n in "wbu"] == [True, False, True]
 
 
-def test_deliberate_detach_is_a_note_not_a_warning() -> None:
+def test_a_cut_outside_what_the_optimizer_trains_is_quiet() -> None:
     r = run("""
         early = nn.Linear(3, 2)
         head = nn.Linear(2, 1)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
         feat = early(torch.randn(2, 3)).detach()
         head(feat).sum().backward()
+        opt.step()
     """)
-    d = r.only("grad-stays-none")
-    assert (d.severity, d.lines, r.names(d)) == ("info", [3], {"early.weight", "early.bias"})
+    assert r.diagnostics == []
 
 
 @pytest.mark.parametrize("code", [
@@ -387,7 +432,9 @@ def test_backward_without_graph() -> None:
         loss.backward()
     """)
     d = r.only("backward-without-graph")
-    assert d.line == 4 and r.names(d) == {"loss"} and "line 3 runs under torch.no_grad()" in d.message
+    assert d.line == 4 and r.names(d) == {"loss"} and d.lines == [3]
+    assert "computed from `w`, which requires grad" in d.message and "`torch.no_grad()`" in d.message
+    assert [(p.start, p.end, p.text) for p in d.patch] == [(2, 3, "loss = (w * 2).sum()")]
 
 
 def test_backward_on_a_vector() -> None:
@@ -402,16 +449,18 @@ def test_backward_on_a_vector() -> None:
 
 # ---- graph-cut-by-detach -------------------------------------------------------------------------
 
-def test_detach_hidden_in_a_loss_function() -> None:
+def test_a_detach_hidden_in_a_loss_function_is_named_when_backward_fails() -> None:
     r = run("""
         w = torch.randn(3, requires_grad=True)
         def my_loss(pred, target):
             diff = pred.detach() - target
             return (diff ** 2).mean()
         loss = my_loss(w * 2, torch.zeros(3))
+        loss.backward()
     """)
-    d = r.only("graph-cut-by-detach")
-    assert (d.line, d.lines) == (5, [3]) and "loss" in r.names(d) and "`w`" in d.message
+    d = r.only("backward-without-graph")
+    assert (d.line, d.lines, d.severity) == (6, [3], "error") and "calls `.detach()`" in d.message
+    assert [(p.start, p.text) for p in d.patch] == [(3, "    diff = pred - target")]
 
 
 def test_a_helper_whose_job_is_to_detach_is_fine() -> None:

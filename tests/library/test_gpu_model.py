@@ -181,7 +181,7 @@ def test_a_measured_device_is_said_beside_the_model() -> None:
     """On a real CUDA device (the library entry), torch.cuda.memory_allocated() after each step
     travels beside the model's figures to the readout (no GPU here: the readings are given)."""
     from app.diagnostics import analysis
-    from app.diagnostics.view import timeline_view
+    from app.render.findings import timeline_view
 
     code = "x = torch.zeros(1)\ny = torch.zeros(300_000)\n"
     trace = DeltaTrace.model_validate(trace_delta(code, EngineLimits()))

@@ -8,8 +8,7 @@ import re
 import pytest
 import torch
 
-from app.diagnostics.trace import fmt_bytes
-from app.render.fmt import byte_unit, nbytes
+from app.units import byte_unit, fmt_bytes, nbytes
 from tests.render.conftest import explore
 
 SIZES = [0, 1, 1023, 1024, 1536, 10 * 1024, 123456, 1024 * 1024 - 1, 1024 * 1024, 3 * 1024 * 1024,

@@ -6,19 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from app.diagnostics.context import Context
-from app.diagnostics.rules import clones, containers, errors, grads, inplace
+from app.diagnostics.rules import clones, errors, grads, held, inplace
 from app.schema import Diagnostic
 
 Rule = Callable[[Context], Iterable[Diagnostic]]
 
 RULES: dict[Rule, tuple[str, ...]] = {
-    containers.container_graphs: (containers.CONTAINER_RULE,),
-    containers.chained_graphs: (containers.CHAIN_RULE,),
+    held.held_across_iterations: (held.CONTAINER_RULE, held.CHAIN_RULE),
     inplace.saved_modified: (inplace.SAVED_RULE,),
     inplace.alias_writes: (inplace.ALIAS_RULE,),
     grads.grad_stays_none: (grads.NONE_RULE,),
     grads.nonleaf_grad_reads: (grads.NONLEAF_RULE,),
-    grads.hidden_cuts: (grads.CUT_RULE,),
     errors.runtime_errors: (
         errors.LEAF_RULE, errors.TWICE_RULE, errors.NO_GRAPH_RULE, errors.NON_SCALAR_RULE, errors.SAVED_RULE,
     ),

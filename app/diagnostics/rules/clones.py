@@ -9,15 +9,17 @@ when the clone compacts a view (``big[:2].clone()`` lets ``big`` be freed), and 
 
 from __future__ import annotations
 
+import ast
 from bisect import bisect_right
 from collections.abc import Iterator
 
 from app.diagnostics.context import Context
 from app.diagnostics.index import At
+from app.diagnostics.patch import method, replace, segment
 from app.diagnostics.source import resolve, text
-from app.diagnostics.trace import fmt_bytes
 from app.i18n import gettext as _
 from app.schema import Diagnostic
+from app.units import fmt_bytes
 
 RULE = "unneeded-clone"
 # Below this a copy costs nothing worth a hint (and teaching snippets clone 3-element tensors on purpose).
@@ -79,6 +81,10 @@ def unneeded_clones(context: Context) -> Iterator[Diagnostic]:
                   "line": step.line, "size": fmt_bytes(copied)}
         cheaper = (_("`{source}.detach()` instead — it shares memory and costs nothing")
                    if clone.detached else _("`{source}` itself")).format(**fields)
+        stmt = facts.node
+        lines = context.source.lines
+        patch = [replace(lines, stmt, stmt.value, method(lines, clone.source, "detach()") if clone.detached
+                         else segment(lines, clone.source))] if isinstance(stmt, ast.Assign) else []
         yield Diagnostic(
             rule=RULE, severity="info",
             title=_("`{target}` is a copy nobody needs").format(**fields),
@@ -92,5 +98,5 @@ def unneeded_clones(context: Context) -> Iterator[Diagnostic]:
                 "Use {cheaper}. Clone only when one side "
                 "will be changed in place while the other must keep the old values."
             ).format(cheaper=cheaper),
-            step=index, line=step.line, tensors=[tid, source], bytes=copied,
+            step=index, line=step.line, tensors=[tid, source], bytes=copied, patch=patch,
         )

@@ -10,11 +10,15 @@ import ast
 from collections.abc import Iterator
 
 from app.diagnostics.context import Context
+from app.diagnostics.flow import flow
 from app.diagnostics.index import At
-from app.diagnostics.source import resolve, text
-from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach
+from app.diagnostics.patch import insert_before, method, replace, segment, wrap
+from app.diagnostics.rules.grads import explain_cut, root_leaves
+from app.diagnostics.source import LineFacts, calls_method, resolve, text
+from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach, sentences
 from app.i18n import gettext as _
-from app.schema import Diagnostic
+from app.i18n import ngettext
+from app.schema import Diagnostic, Patch
 
 LEAF_RULE = "inplace-on-leaf"
 TWICE_RULE = "backward-twice"
@@ -82,8 +86,10 @@ def _leaf(context: Context, step: int | None, line: int | None) -> Diagnostic:
     out_of_place = f"`{renamed}`" if renamed else "`w2 = w + 1`"
     fields = {"name": name, "line": line, "code": _code(context, line), "update": update,
               "out_of_place": out_of_place}
+    patch = [wrap(context.source.lines, facts.node, "with torch.no_grad():")] \
+        if facts is not None and facts.node is not None and facts.line == line else []
     return Diagnostic(
-        rule=LEAF_RULE, severity="error",
+        rule=LEAF_RULE, severity="error", patch=patch,
         title=_("In-place change of a leaf that requires grad ({name})").format(**fields),
         message=_(
             "Line {line}{code} tries to change {name} in place. {name} is a leaf tensor "
@@ -112,6 +118,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
     tensors: list[str] = []
     freed_names: list[str] = []
     carried_note = ""
+    carried_names: list[str] = []
     if step is not None:
         last = context.at(step)
         # The run's last state, whole: asked once, for the one finding.
@@ -135,6 +142,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
         if loop is not None:
             carried = _carried(context, last, loop, used, facts.func if facts else None)
             if carried:
+                carried_names = [name for name, _ in carried]
                 names = listing(f"`{name}`" for name, _ in carried)
                 carried_note = _(
                     " In a loop this usually means a tensor carried over from an earlier iteration — here "
@@ -143,6 +151,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
                 ).format(names=names)
                 tensors.extend(tid for _, tid in carried)
     again = previous is not None and previous != line
+    patch = _twice_patch(context, line, previous, carried_names)
     first = _("backward() at line {line}").format(line=previous) if again else _("an earlier backward()")
     parts = _(" (freed: {nodes})").format(nodes=listing(freed_names)) if freed_names else ""
     return Diagnostic(
@@ -162,8 +171,28 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
             "in memory)."
         ),
         step=step, line=line, tensors=list(dict.fromkeys(tensors)),
-        lines=[previous] if previous is not None and previous != line else [],
+        lines=[previous] if previous is not None and previous != line else [], patch=patch,
     )
+
+
+def _twice_patch(context: Context, line: int | None, previous: int | None, carried: list[str]) -> list[Patch]:
+    """A carried value cut at the top of its loop; else the first pass told to keep the graph."""
+    facts = context.source.at(line) if line is not None else None
+    loop = context.source.loop(facts.loop) if facts is not None else None
+    if carried and loop is not None and loop.body_line > loop.start:
+        text = "\n".join(f"{name} = {name}.detach()" for name in carried)
+        return [insert_before(loop.body_line, loop.body_indent, text)]
+    first = context.source.at(previous) if previous is not None and previous != line else None
+    if carried or first is None or first.node is None:
+        return []
+    for node in ast.walk(first.node):
+        if calls_method(node, "backward") and not any(k.arg == "retain_graph" for k in node.keywords):  # type: ignore[attr-defined]
+            lines = context.source.lines
+            inside = segment(lines, node)
+            opened = inside.rstrip()[:-1].rstrip()
+            new = opened + ("retain_graph=True)" if opened.endswith("(") else ", retain_graph=True)")
+            return [replace(lines, first.node, node, new)]
+    return []
 
 
 def _carried(
@@ -206,19 +235,51 @@ def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnosti
             if how in ("detach()", ".data") and uses not in hints:
                 hints.append(uses)
     found = _(" In this snippet: {hints}.").format(hints=_("; ").join(hints[-3:])) if hints else ""
+    fix = _("Create the tensors you want gradients for with `requires_grad=True`, compute the loss from "
+            "them outside `torch.no_grad()`, and do not `.detach()` anything on the way to the loss.")
+    patch: list[Patch] = []
+    lines: list[int] = []
+    cut = _cut_of_loss(context, step, facts)
+    fields = {"line": line, "code": _code(context, line), "name": name, "found": found}
+    message = _(
+        "Line {line}{code} calls backward() on {name}, but it has no grad_fn: none of "
+        "the tensors it was computed from requires grad, so autograd recorded nothing to go back "
+        "through. That happens when it was computed under torch.no_grad() / inference_mode, from "
+        "detach()ed (or .data) values, or when no input was created with requires_grad=True.{found}"
+    ).format(**fields)
+    if cut is not None:  # the loss was computed from tensors that require grad: one line cut it off
+        cut_step, leaves = cut
+        view = context.at(cut_step)
+        fields["names"] = listing(label(view, leaf) for leaf in leaves[:4])
+        explained = explain_cut(context, flow(context), cut_step, set(leaves), fields["names"])
+        message = ngettext(
+            "Line {line}{code} calls backward() on {name}, but it has no grad_fn: autograd recorded nothing "
+            "to go back through. It was computed from {names}, which requires grad, but the path was cut "
+            "on the way.",
+            "Line {line}{code} calls backward() on {name}, but it has no grad_fn: autograd recorded nothing "
+            "to go back through. It was computed from {names}, which require grad, but the path was cut "
+            "on the way.", len(leaves)).format(**fields)
+        message = sentences(message, explained.why)
+        fix, patch, lines = explained.fix, explained.patch, [context.line(cut_step)]
     return Diagnostic(
         rule=NO_GRAPH_RULE, severity="error",
         title=_("backward() on {name}, which has no graph").format(name=name),
-        message=_(
-            "Line {line}{code} calls backward() on {name}, but it has no grad_fn: none of "
-            "the tensors it was computed from requires grad, so autograd recorded nothing to go back "
-            "through. That happens when it was computed under torch.no_grad() / inference_mode, from "
-            "detach()ed (or .data) values, or when no input was created with requires_grad=True.{found}"
-        ).format(line=line, code=_code(context, line), name=name, found=found),
-        fix=_("Create the tensors you want gradients for with `requires_grad=True`, compute the loss from "
-              "them outside `torch.no_grad()`, and do not `.detach()` anything on the way to the loss."),
-        step=step, line=line, tensors=tensors,
+        message=message, fix=fix, step=step, line=line, tensors=tensors, lines=lines, patch=patch,
     )
+
+
+def _cut_of_loss(context: Context, step: int | None, facts: LineFacts | None) -> tuple[int, list[str]] | None:
+    """(the step that cut it, the leaves it cut) for the loss a failed backward() started from."""
+    if step is None or facts is None or not facts.backwards:
+        return None
+    values = flow(context)
+    leaves = root_leaves(context, values, step + 1, facts, context.at(step))
+    cut = {leaf: at for leaf, at in leaves.items() if at is not None}
+    if not cut:
+        return None
+    first = min(cut.values())
+    return first, sorted((leaf for leaf, at in cut.items() if context.line(at) == context.line(first)),
+                         key=context.at(first).variable_place)
 
 
 def _non_scalar(context: Context, step: int | None, line: int | None) -> Diagnostic:
@@ -232,8 +293,16 @@ def _non_scalar(context: Context, step: int | None, line: int | None) -> Diagnos
             if tid is not None:
                 tensors = [tid]
                 shape = _(" (shape {shape})").format(shape=context.at(step).tensor(tid).shape)  # type: ignore[union-attr]
+    patch: list[Patch] = []
+    if facts is not None and facts.node is not None and facts.backwards and facts.backwards[0].roots:
+        root = facts.backwards[0].roots[0]
+        lines = context.source.lines
+        for node in ast.walk(facts.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "backward" and node.func.value is root and not node.args:
+                patch = [replace(lines, facts.node, root, method(lines, root, "sum()"))]
     return Diagnostic(
-        rule=NON_SCALAR_RULE, severity="error",
+        rule=NON_SCALAR_RULE, severity="error", patch=patch,
         title=_("backward() on {name}, which is not a single number").format(name=name),
         message=_(
             "Line {line}{code} calls backward() without an argument on {name}{shape}. "

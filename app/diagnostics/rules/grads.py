@@ -1,371 +1,318 @@
-"""Gradients that are not where the learner looks for them.
+"""Gradients that do not arrive where the learner expects them.
 
-* ``grad-stays-none``: after ``backward()`` a leaf that requires grad still has ``.grad is None``:
-  backward never reached it. Why: a ``detach()`` (or ``.data``, ``.item()``) cut the path, it was
-  used under ``no_grad``, or the loss simply does not depend on it.
+* ``grad-stays-none``: a parameter the snippet trains (an optimizer holds it, or an update written by
+  hand changes it) never gets a gradient, although the loss is computed from it: the path from it to
+  the loss was cut — by ``.detach()``, ``.data``, ``.item()`` or ``.numpy()``, ``torch.tensor(t)``,
+  ``torch.no_grad()``, or ``requires_grad = False`` on the very parameters the optimizer trains. A
+  warning at the line that cut it (``app.diagnostics.flow`` finds it: the values still come from the
+  parameter, the graph no longer does). A parameter no optimizer holds (a teacher, a frozen
+  backbone, a target network) is left alone: not getting a gradient is what it is for.
 * ``nonleaf-grad-read``: ``.grad`` of a non-leaf is always None unless ``retain_grad()`` was called.
 """
 
 from __future__ import annotations
 
 import ast
-import math
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.diagnostics.context import Context
+from app.diagnostics.flow import Flow, flow
 from app.diagnostics.index import At
-from app.diagnostics.source import method_text, resolve, tensors_named, text
-from app.diagnostics.trace import label, leaves_reached, listing
+from app.diagnostics.patch import delete, insert_before, replace, segment, shown, unwrap
+from app.diagnostics.source import LineFacts, calls_method, resolve, shorten, text
+from app.diagnostics.trace import label, listing, sentences
+from app.diagnostics.trained import Trained, trained
 from app.i18n import gettext as _
 from app.i18n import ngettext
-from app.schema import Diagnostic
+from app.schema import Diagnostic, Patch
 
 NONE_RULE = "grad-stays-none"
 NONLEAF_RULE = "nonleaf-grad-read"
-CUT_RULE = "graph-cut-by-detach"
+MAX_NAMED = 4  # parameters a title names; the rest are counted
 
 
 @dataclass(frozen=True)
-class Cause:
-    kind: str  # "cut", "no_grad", "unused"
-    line: int | None = None
-    how: str = ""
-    expr: str = ""
-    deliberate: bool = False  # the cut is a statement of its own: `feat = early(x).detach()`
-    call: str = ""  # the cutting expression as written: `pred.detach()`
+class Miss:
+    leaf: str
+    cut: int  # the step that cut it
+    backward: int  # the first backward() step whose loss depended on it
 
 
-class Causes:
-    """Where a leaf was cut out of the graph before a backward(): the latest line that detached a
-    value depending on it, else the latest ``no_grad`` line that used it.
-
-    What a line's expressions depend on (the tensors they name and the leaves those reach) is worked
-    out once per line run and shared by every leaf asked about; a leaf looks only at the lines run
-    while it existed, latest first, and stops at the first that explains it."""
-
-    def __init__(self, context: Context) -> None:
-        self.context = context
-        self.cut_steps: list[int] = []
-        self.off_steps: list[int] = []
-        for index in range(len(context)):
-            facts = context.facts(index)
-            if facts is not None and facts.cuts:
-                self.cut_steps.append(index)
-            if facts is not None and facts.grad_off:
-                self.off_steps.append(index)
-        self._cuts: dict[int, list[set[str]]] = {}
-        self._used: dict[int, set[str]] = {}
-
-    def _depends(self, views: tuple[At, ...], tids: set[str]) -> set[str]:
-        """The tensors and every leaf they reach, at each of the views."""
-        found = set(tids)
-        for view in views:
-            for tid in tids:
-                found |= leaves_reached(view, tid)
-        return found
-
-    def _cut_sets(self, index: int) -> list[set[str]]:
-        """Per cut of step ``index``'s line (in order): what the cut-off expression depends on."""
-        if index not in self._cuts:
-            context = self.context
-            facts = context.facts(index)
-            before, after = context.before(index), context.at(index)
-            sets = []
-            for _how, expr in facts.cuts:  # type: ignore[union-attr]
-                tid = resolve(before, expr, facts.func) or resolve(after, expr, facts.func)  # type: ignore[union-attr]
-                names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-                tids = {tid} if tid is not None else tensors_named(before, names, facts.func)  # type: ignore[union-attr]
-                sets.append(self._depends((before, after), tids))
-            self._cuts[index] = sets
-        return self._cuts[index]
-
-    def _used_set(self, index: int) -> set[str]:
-        if index not in self._used:
-            facts = self.context.facts(index)
-            before = self.context.before(index)
-            tids = tensors_named(before, facts.names, facts.func)  # type: ignore[union-attr]
-            self._used[index] = self._depends((before,), tids)
-        return self._used[index]
-
-    def of(self, leaf: str, backward_step: int) -> Cause:
-        context = self.context
-        born = context.first_seen(leaf) or 0
-        for index in reversed(self.cut_steps[bisect_left(self.cut_steps, born):
-                                             bisect_left(self.cut_steps, backward_step)]):
-            facts = context.facts(index)
-            sets = self._cut_sets(index)
-            for (how, expr), depends in reversed(list(zip(facts.cuts, sets, strict=True))):  # type: ignore[union-attr]
-                if leaf in depends:
-                    return Cause("cut", context.line(index), how, text(expr), facts.deliberate_cut,  # type: ignore[union-attr]
-                                 method_text(expr, how))
-        for index in reversed(self.off_steps[bisect_left(self.off_steps, born):
-                                             bisect_left(self.off_steps, backward_step)]):
-            facts = context.facts(index)
-            before = context.before(index)
-            if any(resolve(before, w.receiver, facts.func) == leaf for w in facts.writes):  # type: ignore[union-attr]
-                continue  # the update itself (``w -= lr * w.grad``) runs under no_grad on purpose
-            if leaf in self._used_set(index):
-                return Cause("no_grad", context.line(index))
-        return Cause("unused")
+def backward_steps(context: Context) -> list[int]:
+    return [k for k in range(len(context)) if (f := context.facts(k)) is not None
+            and any(b.kind == "backward" and not b.limited for b in f.backwards)]
 
 
-def _backward_steps(context: Context) -> list[int]:
-    return [
-        index for index in range(1, len(context))
-        if (facts := context.facts(index)) is not None
-        and any(b.kind == "backward" and not b.limited for b in facts.backwards)
-    ]
-
-
-def _first_missed(context: Context, tid: str, backwards: list[int]) -> int | None:
-    """The first backward() step after which ``tid`` — a named leaf that requires grad, alive before
-    the line — has no ``.grad``, and never gets one later. None if there is none.
-
-    From the step after its last ``.grad`` on, only the tensor's own changes (its fact, its names)
-    can make a backward step qualify or not: it jumps from change to change, not step by step."""
-    index = context.index
-    since = index.grad_until.get(tid, -1) + 1
-    if since == math.inf:
-        return None
-    history = index.timeline.changes_of("tensors", tid)
-    if not any(f is not None and f.is_leaf and f.requires_grad for _, f in history):
-        return None
-    changes = [s for s, _ in history]
-    i = bisect_left(backwards, max(since, 1))
-    while i < len(backwards):
-        b = backwards[i]
-        view = context.at(b)
-        fact = view.tensor(tid)
-        if fact is not None and fact.is_leaf and fact.requires_grad and fact.grad is None \
-                and view.name_count(tid) > 0:
-            if context.before(b).tensor(tid) is not None:
-                return b
-            i += 1  # it appeared on this very line: the next backward() may count it
-            continue
-        # Nothing about tid moves before its next change: skip the backward steps until then.
-        j = bisect_right(changes, b)
-        upcoming = [changes[j]] if j < len(changes) else []
-        if (n := index.names.next_change(tid, b)) is not None:
-            upcoming.append(n)
-        if not upcoming:
-            return None
-        i = max(i + 1, bisect_left(backwards, min(upcoming)))
-    return None
+def root_leaves(context: Context, values: Flow, step: int, facts: LineFacts,
+                before: At | None = None) -> dict[str, int | None]:
+    """What the loss of a ``backward()`` line was computed from: its root's leaves (``before``: the
+    state the line started from, when its own step is missing — the line failed)."""
+    before = before or context.before(step)
+    out: dict[str, int | None] = {}
+    for backward in facts.backwards:
+        for root in backward.roots:
+            tid = resolve(before, root, facts.func)
+            if tid is not None:
+                leaves = values.of_tensor(before, tid)
+            else:  # ``y.sum().backward()``: what the expression reads
+                leaves = values.reads(before, [root], facts.func)
+            for leaf, cut in leaves.items():
+                if leaf not in out or (out[leaf] is not None and cut is None):
+                    out[leaf] = cut
+    return out
 
 
 def grad_stays_none(context: Context) -> Iterator[Diagnostic]:
-    backwards = _backward_steps(context)
-    if not backwards:
+    trains = trained(context)
+    wanted = trains.leaves()
+    if not wanted:
         return
-    first: dict[int, list[str]] = {}
-    for tid in context.index.names.ever():
-        b = _first_missed(context, tid, backwards)  # type: ignore[arg-type]
-        if b is not None:
-            first.setdefault(b, []).append(tid)  # type: ignore[arg-type]
-    causes = Causes(context)
-    higher = HigherOrder(context)
-    for index in sorted(first):
-        facts = context.facts(index)
-        step = context.at(index)
-        missing = sorted(first[index], key=step.variable_place)  # the order the step lists its variables
-        higher_order, grad_inputs = higher.before(index)
-        groups: dict[Cause, list[str]] = {}
-        for tid in missing:
-            cause = causes.of(tid, index)
-            if tid in grad_inputs or (higher_order and cause.kind == "unused"):
-                continue
-            groups.setdefault(cause, []).append(tid)
-        for cause, tids in groups.items():
-            yield _none_diagnostic(context, index, cause, tids, facts.backwards[0].roots)  # type: ignore[union-attr]
+    steps = backward_steps(context)
+    if not steps:
+        return
+    values = flow(context)
+    got = context.index.grad_until
+    misses: dict[str, Miss] = {}
+    for k in steps:
+        facts = context.facts(k)
+        assert facts is not None
+        for leaf, cut in root_leaves(context, values, k, facts).items():
+            if cut is not None and leaf in wanted and leaf not in got and leaf not in misses:
+                misses[leaf] = Miss(leaf, cut, k)
+    frozen = values.frozen
+    by_line: dict[int, list[Miss]] = {}  # one finding per line that cut (a loop may cut at every pass)
+    for miss in misses.values():
+        if frozen.get(miss.leaf) == miss.cut and not _all_frozen(trains, frozen, miss.leaf):
+            continue  # one frozen part of what an optimizer trains: a choice (a backbone, for a while)
+        by_line.setdefault(context.line(miss.cut), []).append(miss)
+    for group in sorted(by_line.values(), key=lambda ms: min(m.cut for m in ms)):
+        yield _never_trained(context, trains, values, min(m.cut for m in group), group)
 
 
-class HigherOrder:
-    """(an autograd.grad ran before a step, the tensors it differentiated with respect to).
-
-    Those inputs need requires_grad for autograd.grad itself, and in gradient-penalty code some
-    parameters legitimately drop out of the differentiated graph (a bias has a constant derivative).
-    Asked for steps in increasing order, it resolves each autograd.grad call once.
-    """
-
-    def __init__(self, context: Context) -> None:
-        self.context = context
-        self.calls = [i for i in range(len(context)) if (f := context.facts(i)) is not None
-                      and any(b.kind == "grad" for b in f.backwards)]
-        self.done = 0
-        self.inputs: set[str] = set()
-
-    def before(self, upto: int) -> tuple[bool, set[str]]:
-        context = self.context
-        while self.done < len(self.calls) and self.calls[self.done] < upto:
-            index = self.calls[self.done]
-            facts = context.facts(index)
-            for backward in facts.backwards:  # type: ignore[union-attr]
-                if backward.kind == "grad":
-                    for expr in backward.inputs:
-                        tid = context.resolve_before(index, expr, facts.func)  # type: ignore[union-attr]
-                        if tid is not None:
-                            self.inputs.add(tid)
-            self.done += 1
-        return self.done > 0, set(self.inputs)
+def _all_frozen(trains: Trained, frozen: dict[str, int], leaf: str) -> bool:
+    """Every leaf of the optimizer (or param group) that holds ``leaf`` was frozen: it trains nothing."""
+    group = trains.group_of(leaf)
+    return group is not None and all(other in frozen for other in group.leaves)
 
 
-def _none_diagnostic(context: Context, index: int, cause: Cause, tids: list[str], roots: tuple) -> Diagnostic:
-    step = context.at(index)
-    names = listing(label(step, tid) for tid in tids)
-    count = len(tids)
-    fields = {"names": names, "line": step.line, "root": f"`{text(roots[0])}`" if roots else _("the loss"),
-              "call": cause.call, "code": context.line_text(cause.line), "cause_line": cause.line,
-              "expr": cause.expr, "how": cause.how}
-    subject = ngettext(
-        "{names} requires grad, but its `.grad` is still None after backward() at line {line}: backward "
-        "never reached it.",
-        "{names} require grad, but their `.grad` is still None after backward() at line {line}: backward "
-        "never reached them.", count).format(**fields)
-    severity = "warning"
-    if cause.kind == "cut" and cause.deliberate:
-        severity = "info"
-        new_leaf = "requires_grad_" in context.line_text(cause.line)
-        why = (ngettext(
-            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the "
-            "graph, "
-            "and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf.",
-            " Line {cause_line} (`{code}`) stops them on purpose: `{call}` shares the memory but not the "
-            "graph, and `requires_grad_()` makes it a new leaf: gradients stop at the new leaf.", count)
-            if new_leaf else ngettext(
-            " Line {cause_line} (`{code}`) stops it on purpose: `{call}` shares the memory but not the "
-            "graph, "
-            "so gradients stop there.",
-            " Line {cause_line} (`{code}`) stops them on purpose: `{call}` shares the memory but not the "
-            "graph, so gradients stop there.", count)).format(**fields)
-        fix = _(
-            "Nothing to fix if that is what you want (freezing, or a new graph that starts there). To train "
-            "{names}, use `{expr}` without {how}."
-        ).format(**fields)
-    elif cause.kind == "cut":
-        why = _(
-            " The path was cut at line {cause_line} (`{code}`): `{call}` returns a tensor with no grad_fn, "
-            "so "
-            "everything computed from it is invisible to autograd."
-        ).format(**fields)
-        fix = _(
-            "Use `{expr}` itself where the loss needs gradients; keep `{how}` for values you "
-            "only log or store."
-        ).format(**fields)
-    elif cause.kind == "no_grad":
-        why = _(
-            " It was used at line {cause_line} (`{code}`) inside a `torch.no_grad()` (or inference_mode) "
-            "block, where no graph is recorded, so the result does not lead back to it."
-        ).format(**fields)
-        fix = _("Compute the values the loss depends on outside `torch.no_grad()`; keep no_grad for "
-                "evaluation and for the parameter update itself.")
+# ---- how the path was cut ------------------------------------------------------------------------
+
+REWRAPS = ("torch.tensor", "torch.Tensor")  # a new leaf made of a tensor's values
+CUT_ATTRIBUTES = {"detach": "detach()", "detach_": "detach_()", "item": ".item()", "numpy": ".numpy()",
+                  "tolist": ".tolist()"}
+
+
+@dataclass
+class Cut:
+    kind: str  # detach | data | item | numpy | tensor | no_grad | frozen | other
+    call: str = ""  # the expression that cut, as typed
+    node: ast.expr | None = None
+    base: ast.expr | None = None  # what it was applied to
+
+
+def _depends(context: Context, values: Flow, step: int, facts: LineFacts, expr: ast.expr,
+             leaves: set[str]) -> bool:
+    return bool(set(values.reads(context.before(step), [expr], facts.func)) & leaves)
+
+
+def _how(context: Context, values: Flow, step: int, leaves: set[str]) -> Cut:
+    facts = context.facts(step)
+    if facts is None or facts.node is None:
+        return Cut("other")
+    frozen = values.frozen
+    if any(context.line(frozen[leaf]) == context.line(step) for leaf in leaves if leaf in frozen):
+        return Cut("frozen")
+    found: list[Cut] = []
+    for node in ast.walk(facts.node):
+        if calls_method(node, *CUT_ATTRIBUTES):
+            method = node.func.attr  # type: ignore[attr-defined]
+            kind = {"detach": "detach", "detach_": "detach", "item": "item"}.get(method, "numpy")
+            found.append(Cut(kind, f".{method}()", node, node.func.value))  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
+            found.append(Cut("data", ".data", node, node.value))
+        elif isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in REWRAPS:
+            found.append(Cut("tensor", f"{ast.unparse(node.func)}(...)", node, node.args[0]))
+    # the cut that applies to what depends on these leaves (a line may detach something else too)
+    found = [c for c in found if c.base is None or _depends(context, values, step, facts, c.base, leaves)] \
+        or found
+    if found:
+        return found[0]
+    if facts.grad_off:
+        return Cut("no_grad")
+    return Cut("other")
+
+
+def _patch(context: Context, step: int, cut: Cut) -> list[Patch]:
+    facts = context.facts(step)
+    if facts is None or facts.node is None:
+        return []
+    lines = context.source.lines
+    stmt = facts.node
+    if cut.kind in ("detach", "data", "item") and cut.node is not None and cut.base is not None:
+        return [replace(lines, stmt, cut.node, segment(lines, cut.base))]
+    if cut.kind == "tensor" and cut.node is not None and cut.base is not None:
+        base = segment(lines, cut.base)
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if target is not None and segment(lines, target) == base:
+            return [delete(stmt)]  # ``h = torch.tensor(h)``: h is the tensor already
+        return [replace(lines, stmt, cut.node, f"{base}.clone()")]
+    if cut.kind == "no_grad":
+        block = next((w for w in reversed(facts.withs) if _turns_grad_off(w)), None)
+        if block is not None and len(block.body) == 1 and block.body[0] is stmt:
+            return [unwrap(lines, block)]
+        return []
+    if cut.kind == "frozen":
+        loop = context.source.loop(facts.loop) if facts.loop is not None else None
+        body = loop.node.body if loop is not None and loop.start != facts.line else []
+        if loop is not None and len(body) == 1 and body[0] is stmt:
+            return [delete(loop.node)]  # ``for p in head.parameters(): p.requires_grad = False``
+        return [delete(stmt)]
+    return []
+
+
+def _turns_grad_off(block: ast.With) -> bool:
+    from app.diagnostics.source import _is_grad_off
+
+    return any(_is_grad_off(item.context_expr) for item in block.items)
+
+
+def _param_name(view: At, leaf: str) -> str:
+    """A parameter as the user calls it: its module path (``encoder.weight``) before a list's item
+    (``params[0]``) or a loop's variable (``p``); else what ``label`` says."""
+    names = [n for n in view.names(leaf) if ":" not in n]
+    if not names:
+        return label(view, leaf)
+    best = min(names, key=lambda n: ("." not in n or "[" in n.split(".", 1)[0], "[" in n, len(n), n))
+    if "." not in best and any("." in n and "[" not in n for n in names):
+        best = min((n for n in names if "." in n), key=len)
+    return f"`{best}`"
+
+
+def _names(view: At, leaves: list[str]) -> tuple[str, int]:
+    shown = [_param_name(view, leaf) for leaf in leaves[:MAX_NAMED]]
+    more = len(leaves) - len(shown)
+    text_ = listing(shown)
+    if more:
+        text_ = ngettext("{names} and {n} more", "{names} and {n} more", more).format(names=text_, n=more)
+    return text_, len(leaves)
+
+
+@dataclass
+class Explained:
+    why: str
+    fix: str
+    patch: list[Patch]
+
+
+def explain_cut(context: Context, values: Flow, cut: int, leaves: set[str], names: str) -> Explained:
+    """Why line ``cut`` cut the graph of ``leaves`` (called ``names``), and its fix as words and code."""
+    how = _how(context, values, cut, leaves)
+    line = context.line(cut)
+    patch = _patch(context, cut, how)
+    fields = {"names": names, "line": line, "code": context.line_text(line), "call": shorten(how.call),
+              "base": shorten(segment(context.source.lines, how.base)) if how.base is not None else "",
+              "new": shown(patch[0].text) if patch and patch[0].text else ""}
+    why = {
+        "detach": _("Line {line} (`{code}`) calls `{call}`, which returns the same values without the graph: "
+                    "everything computed from it is invisible to autograd."),
+        "data": _("Line {line} (`{code}`) reads `{call}`, the same values without the graph: everything "
+                  "computed from it is invisible to autograd."),
+        "item": _("Line {line} (`{code}`) turns the tensor into a Python number with `{call}`, and a number "
+                  "has no graph."),
+        "numpy": _("Line {line} (`{code}`) turns the tensor into a numpy array with `{call}`, and autograd "
+                   "cannot follow values through numpy."),
+        "tensor": _("Line {line} (`{code}`) copies the values into a new tensor with `{call}`: a new leaf, "
+                    "with no history."),
+        "no_grad": _("Line {line} (`{code}`) runs inside `torch.no_grad()`, where no graph is recorded."),
+        "frozen": _("Line {line} (`{code}`) sets `requires_grad` to False on them: autograd stops recording "
+                    "anything for them, although they are what the optimizer trains."),
+        "other": _("The graph of what line {line} (`{code}`) computes no longer leads back to them."),
+    }[how.kind].format(**fields)
+    fix = {
+        "detach": _("Let the gradient through: `{new}`. Keep `.detach()` for values you only log, plot or "
+                    "store, and for targets that must stay fixed."),
+        "data": _("Let the gradient through: `{new}`. Use `.detach()` (not `.data`) for values you only "
+                  "log or store."),
+        "item": _("Keep it a tensor: `{new}`. A 0-dim tensor works in arithmetic like a number and stays in "
+                  "the graph; use `.item()` only for logging."),
+        "numpy": _("Do that step with torch operations on `{base}` (`torch.clamp`, `torch.where`, "
+                   "`torch.exp`, ... all stay in the graph); use numpy only for values you look at."),
+        "tensor": _("`{base}` is already a tensor: use it as it is (`{base}.clone()` if you need a copy; a "
+                    "clone stays in the graph)."),
+        "no_grad": _("Compute it outside `torch.no_grad()`; keep no_grad for evaluation and for values "
+                     "nothing is trained through."),
+        "frozen": _("Do not freeze what the optimizer trains: remove `{code}` to train them, or freeze the "
+                    "part you meant to freeze instead."),
+        "other": _("Compute the loss from these parameters without cutting the graph on the way."),
+    }[how.kind].format(**fields)
+    if how.kind == "detach" and not patch:
+        fix = _("Let the gradient through: use `{base}` where `{call}` is now. Keep `.detach()` for values "
+                "you only log, plot or store.").format(**fields)
+    elif how.kind == "tensor" and fields["new"]:
+        fix = _("`{base}` is already a tensor: use it as it is, `{new}` (`.clone()` makes a copy that stays "
+                "in the graph).").format(**fields)
+    elif how.kind == "tensor" and patch:
+        fix = _("`{base}` is already a tensor: use it as it is — delete line {line}.").format(**fields)
+    elif how.kind == "no_grad" and patch:
+        fix = _("Compute it outside `torch.no_grad()`: `{new}`, out of the `with` block. Keep no_grad for "
+                "evaluation and for values nothing is trained through.").format(**fields)
+    elif how.kind == "frozen" and patch:
+        fields["removed"] = context.source.lines[patch[0].start - 1].strip()
+        fix = _("Do not freeze what the optimizer trains: remove `{removed}` (line {start}) to train them, "
+                "or freeze the part you meant to freeze instead.").format(start=patch[0].start, **fields)
+    return Explained(why, fix, patch)
+
+
+def _never_trained(context: Context, trains: Trained, values: Flow, cut: int,
+                   misses: list[Miss]) -> Diagnostic:
+    leaves = [m.leaf for m in misses]
+    view = context.at(cut)
+    order = {leaf: view.variable_place(leaf) for leaf in leaves}
+    leaves.sort(key=lambda leaf: order[leaf])
+    names, count = _names(view, leaves)
+    explained = explain_cut(context, values, cut, set(leaves), names)
+    line = context.line(cut)
+    backward = min(m.backward for m in misses)
+    group = trains.group_of(leaves[0])
+    fields = {"names": names, "line": line, "backward": context.line(backward),
+              "held": group.line if group else line}
+    if group is not None and group.by_hand:
+        owner = ngettext("The update at line {held} changes {names}",
+                         "The update at line {held} changes {names}", count).format(**fields)
     else:
-        why = ngettext(
-            " The graph of {root} does not use it at all: nothing the loss was computed from depends on "
-            "{names}.",
-            " The graph of {root} does not use them at all: nothing the loss was computed from depends on "
-            "{names}.", count).format(**fields)
-        fix = _("Use it in the computation of the loss, or, if it is not meant to be trained, create it "
-                "without `requires_grad=True` (or call `.requires_grad_(False)`).")
+        owner = ngettext("The optimizer made at line {held} holds {names}",
+                         "The optimizer made at line {held} holds {names}", count).format(**fields)
+    head = ngettext(
+        "{owner}, and the loss that backward() at line {backward} starts from is computed from it — but no "
+        "gradient ever reaches it.",
+        "{owner}, and the loss that backward() at line {backward} starts from is computed from them — but no "
+        "gradient ever reaches them.", count).format(owner=owner, **fields)
+    outcome = _("No error is raised: backward() runs, the optimizer steps, and these parameters never "
+                "change.")
+    title = ngettext("{names} is never trained: line {line} cuts it off the loss",
+                     "{names} are never trained: line {line} cuts them off the loss", count).format(**fields)
+    result = _cut_result(context, cut, set(leaves))
     return Diagnostic(
-        rule=NONE_RULE, severity=severity,  # type: ignore[arg-type]
-        title=_("{names}: .grad stays None after backward()").format(**fields),
-        message=subject + why, fix=fix, step=_flow_stopped(context, index), line=step.line, tensors=tids,
-        lines=[cause.line] if cause.line is not None else [],
+        rule=NONE_RULE, severity="warning", title=title, message=sentences(head, explained.why, outcome),
+        fix=explained.fix, step=cut, line=line, tensors=[*result, *leaves], lines=[context.line(backward)],
+        patch=explained.patch,
     )
 
 
-def _flow_stopped(context: Context, index: int) -> int:
-    """Where the gradient flow stopped: the last node step of the line's backward pass (the page
-    shows there which nodes no gradient reached), else the line's own step (a trace without them)."""
-    before = index - 1
-    if before >= 0 and context.trace.steps[before].phase == "backward":
-        return before
-    return index
-
-
-def hidden_cuts(context: Context) -> Iterator[Diagnostic]:
-    """A function the snippet defines returns a result cut from the graph: a detach() inside it.
-
-    At the call site nothing shows it: ``loss = my_loss(pred, y)`` reads like a loss, but has no
-    grad_fn. A detach() written in the statement itself is visible and usually deliberate: the
-    ``grad-stays-none`` rule explains those once backward() runs.
-    """
-    # Steps whose line detaches (not as a statement of its own): the candidates for "inside".
-    cut_steps = [
-        j for j in range(len(context)) if (f := context.facts(j)) is not None and not f.deliberate_cut
-        and any(how in ("detach()", ".data", "detach_()") for how, _ in f.cuts)
-    ]
-    last_of: dict[str | None, int] = {}  # function → the latest step its own code ran
-    for index in range(len(context)):
-        facts = context.facts(index)
-        if facts is None:
-            continue
-        caller = facts.func
-        start = last_of.get(caller, -1)  # the caller's previous line: what ran since is the call
-        last_of[caller] = index
-        if facts.grad_off or not facts.assigned:
-            continue
-        cuts = [
-            (j, how, expr)
-            for j in cut_steps[bisect_right(cut_steps, start):bisect_left(cut_steps, index)]
-            if (f := context.facts(j)) is not None and f.func != caller
-            for how, expr in f.cuts if how in ("detach()", ".data", "detach_()")
-        ]
-        if not cuts:
-            continue
-        step = context.at(index)
-        before = context.before(start + 1) if start >= 0 else context.before(0)
-        made = []
-        for name in sorted(facts.assigned):
-            key = f"{caller}:{name}" if caller else name
-            tid = step.variable(key)
-            fact = step.tensor(tid)
-            if tid is None or before.variable(key) == tid or fact is None or fact.requires_grad:
-                continue
-            made.append((tid, name))
-        if not made:
-            continue
-        inputs = {t for t in tensors_named(before, facts.names, caller)
-                  if (f := before.tensor(t)) is not None and f.requires_grad}
-        if not inputs:
-            continue
-        for tid, name in made:
-            yield _hidden_cut(context, index, tid, name, cuts[-1], inputs, before)
-
-
-def _hidden_cut(
-    context: Context, index: int, tid: str, name: str, cut: tuple[int, str, ast.expr], inputs: set[str],
-    before: At,
-) -> Diagnostic:
-    step = context.at(index)
-    j, how, expr = cut
-    inner = context.facts(j)
-    func = inner.func if inner is not None else None
-    cut_line = context.line(j)
-    leaves = sorted({leaf for t in inputs for leaf in leaves_reached(before, t)})
-    leaf_names = listing(label(before, leaf) for leaf in leaves) or _("the tensors that require grad")
-    fields = {"name": name, "how": how, "func": func, "line": step.line, "code": context.line_text(step.line),
-              "source": listing(sorted(label(before, t) for t in inputs)), "cut_line": cut_line,
-              "cut_code": context.line_text(cut_line), "call": method_text(expr, how), "leaves": leaf_names,
-              "expr": text(expr)}
-    return Diagnostic(
-        rule=CUT_RULE, severity="warning",
-        title=_("`{name}` has no grad_fn: a {how} inside `{func}` cut the graph").format(**fields),
-        message=_(
-            "Line {line} (`{code}`) computes `{name}` from {source}, which "
-            "requires grad, yet `{name}` has no grad_fn: inside `{func}`, line {cut_line} "
-            "(`{cut_code}`) calls `{call}`, which returns the same values without the "
-            "graph. There is no error now, but backward() on `{name}` would fail (there is nothing to go "
-            "back through), and no gradient can reach {leaves}."
-        ).format(**fields),
-        fix=_(
-            "Remove the {how} in `{func}` (use `{expr}` directly) so that `{name}` stays connected to "
-            "the graph. Detach only values you log, or targets that must stay fixed."
-        ).format(**fields),
-        step=index, line=step.line, tensors=[tid, *sorted(inputs)], lines=[cut_line],
-    )
+def _cut_result(context: Context, step: int, leaves: set[str]) -> list[str]:
+    """The tensor the cutting line made, cut off from the leaves (what the graph shows alone)."""
+    facts = context.facts(step)
+    if facts is None:
+        return []
+    view, before = context.at(step), context.before(step)
+    out = []
+    for name in sorted(facts.assigned):
+        key = f"{facts.func}:{name}" if facts.func else name
+        tid = view.variable(key)
+        if tid is not None and tid != before.variable(key) and tid not in leaves:
+            out.append(tid)
+    return out
 
 
 def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
@@ -387,6 +334,10 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
             created_line = context.line(created) if created is not None else None
             fields = {"name": name, "line": line, "created": created_line,
                       "grad_fn": _grad_fn_name(before if before.tensor(tid) is not None else step, tid)}
+            made = context.facts(created) if created is not None else None
+            patch = [insert_before((made.node.end_lineno or made.line) + 1, made.node.col_offset,
+                                   f"{name}.retain_grad()")] \
+                if made is not None and made.node is not None and made.func == facts.func else []
             yield Diagnostic(
                 rule=NONLEAF_RULE, severity="warning",
                 title=_("`{name}.grad` is always None: `{name}` is not a leaf").format(**fields),
@@ -406,7 +357,7 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
                     "directly: `torch.autograd.grad(loss, {name})`."
                 )).format(**fields),
                 step=index, line=line, tensors=[tid],
-                lines=[created_line] if created_line is not None else [],
+                lines=[created_line] if created_line is not None else [], patch=patch,
             )
             break
 

@@ -16,10 +16,11 @@ from collections.abc import Iterator
 
 from app.diagnostics.context import Context
 from app.diagnostics.index import MODIFIED_MARK, At
+from app.diagnostics.patch import indentation, method, replace, segment
 from app.diagnostics.source import LineFacts, Write, resolve, text
 from app.diagnostics.trace import detached_from, label, node_label, saved_by, version_bumps
 from app.i18n import gettext as _
-from app.schema import Diagnostic
+from app.schema import Diagnostic, Patch
 
 SAVED_RULE = "saved-tensor-modified"
 ALIAS_RULE = "inplace-through-detached-alias"
@@ -60,9 +61,24 @@ def saved_modified(context: Context) -> Iterator[Diagnostic]:
         line = context.line(index)
         if line in by_line:  # one line, several saved tensors: one diagnostic
             continue
+        if not failed and not context.truncated and _parameter(context, index, nid, name):
+            # an optimizer's step changed a weight an old graph saved: that graph is never used again
+            # (the run ended without backward() through it), as every training loop leaves its last one
+            continue
         diagnostic = _saved_diagnostic(context, index, nid, name, complaint, failed)
         by_line[line] = diagnostic
         yield diagnostic
+
+
+def _parameter(context: Context, index: int, nid: str, name: str) -> bool:
+    """The saved tensor is a parameter (a leaf that requires grad) or a view of one (``weight.t()``)."""
+    before = context.before(index)
+    node = before.node(nid)
+    tid = node.saved.get(name) if node is not None else None
+    fact = before.tensor(tid)
+    while fact is not None and fact.base is not None:
+        fact = before.tensor(fact.base)
+    return fact is not None and fact.is_leaf and fact.requires_grad
 
 
 def _saved_diagnostic(
@@ -86,6 +102,7 @@ def _saved_diagnostic(
     facts = context.source.at(step.line)
     code = _(" (`{code}`)").format(code=facts.text.strip()) if facts is not None else ""
     alias_note, fixes = "", []
+    patch: list[Patch] = []
     writes = _writes_to(context, index, facts, storage) if facts is not None and storage is not None else []
     for write in writes:
         receiver = _receiver_tensor(before, write.receiver, facts.func) if facts is not None else None
@@ -101,9 +118,14 @@ def _saved_diagnostic(
                 copy = _independent_copy(context, made_at, text(write.receiver).split("[")[0])
                 fixes.append(_("make `{name}` an independent copy where you create it: {copy}").format(
                     name=text(write.receiver).split("[")[0], copy=copy))
+                patch = patch or copy_patch(context, made_at)
         replacement = write.out_of_place()
         if replacement is not None:
             fixes.append(_("write the new value out of place: `{code}`").format(code=replacement))
+            if not patch and facts is not None and facts.node is not None and len(writes) == 1:
+                pad = indentation(context.source.lines, facts.node.lineno)
+                patch = [Patch(start=facts.node.lineno, end=facts.node.end_lineno or facts.node.lineno,
+                               text=pad + replacement)]
     fixes.append(_("or change a copy: `.clone()` first, then modify the clone"))
     outcome = _(
         " It does: backward() at line {line} stopped with that error."
@@ -128,11 +150,27 @@ def _saved_diagnostic(
     fix = _("Keep the saved value intact: {fixes}. If the change belongs after the gradient step, move it "
             "after backward().").format(fixes=_("; ").join(fixes))
     return Diagnostic(
-        rule=SAVED_RULE, severity="error" if failed else "warning",
+        # failed: it did; a run cut short may still do it; a run that ended never backpropagated
+        # through that graph again (worth knowing: it would fail)
+        rule=SAVED_RULE, severity="error" if failed else "warning" if context.truncated else "info",
         title=_("backward() will fail: {what} was modified after `{node}` saved it").format(**fields),
         message=message, fix=fix, step=index, line=step.line, tensors=tensors,
-        lines=[created_line] if created_line is not None else [],
+        lines=[created_line] if created_line is not None else [], patch=patch,
     )
+
+
+def copy_patch(context: Context, made_at: int | None) -> list[Patch]:
+    """The line that made a ``detach()`` / ``.data`` alias, making a copy instead: ``.detach().clone()``."""
+    facts = context.facts(made_at) if made_at is not None else None
+    if facts is None or facts.node is None:
+        return []
+    lines = context.source.lines
+    for node in ast.walk(facts.node):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
+            return [replace(lines, facts.node, node, segment(lines, node) + ".clone()")]
+        if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
+            return [replace(lines, facts.node, node, method(lines, node.value, "detach().clone()"))]
+    return []
 
 
 def _independent_copy(context: Context, made_at: int | None, name: str) -> str:
@@ -201,6 +239,8 @@ def _alias_diagnostic(
         for nid, name, _ in saved if (node := step.node(nid)) is not None
     )
     silent = [s for s in saved if not caught]
+    if caught:
+        return None  # saved-tensor-modified explains this write, alias and fix included: one finding
     if alias is None and not silent:
         return None  # p.data.add_(...) on a parameter no graph needs: the old manual-update idiom
     original = originals[0]
@@ -226,7 +266,9 @@ def _alias_diagnostic(
             "intent is visible."
         ).format(alias=alias_name, copy=copy, what=what)
         tensors = [alias, *originals]
+        patch = copy_patch(context, made_at)
     else:
+        patch = []
         via = write.via or ".data"
         head = _("{code} at line {line} writes into {what} through `{via}`, which autograd cannot "
                  "see.").format(code=code, line=step.line, what=what, via=via)
@@ -249,10 +291,8 @@ def _alias_diagnostic(
         ).format(node=node, line=created_line, saved=label(before, tid))
         severity = "error"
         tensors.append(tid)
-    elif caught:
-        head += _(" The graph saved it, so backward() will fail (see the saved-tensor warning on this line).")
     return Diagnostic(
         rule=ALIAS_RULE, severity=severity,  # type: ignore[arg-type]
         title=_("In-place write through a detached alias changed {what}").format(what=what),
-        message=head, fix=fix, step=index, line=step.line, tensors=sorted(set(tensors)),
+        message=head, fix=fix, step=index, line=step.line, tensors=sorted(set(tensors)), patch=patch,
     )

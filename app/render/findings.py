@@ -1,24 +1,43 @@
-"""View models for the diagnostics panel and the memory timeline: numbers and text segments that
-``templates/_diagnostics.html`` and ``templates/_memory_timeline.html`` draw. Pure; no torch.
+"""View models for the findings panel, the memory timeline, the four-way table and the compare's
+one-line summary: numbers and text segments that ``templates/_diagnostics.html``,
+``_memory_timeline.html``, ``_fourway.html`` and ``_compare.html`` draw. Pure; no torch. Runs no rule:
+it is handed a ``app.diagnostics.Report`` the web layer asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from app.diagnostics import Analysis, analysis
-from app.diagnostics.trace import fmt_bytes
-from app.i18n import N_, gettext
-from app.schema import DeltaTrace, Diagnostic, MemoryAccount, MemoryChange
+from app.diagnostics.patch import apply
+from app.diagnostics.report import Made, Outcome, Report
+from app.i18n import N_, gettext, ngettext
+from app.schema import Diagnostic, MemoryAccount, MemoryChange
 from app.trace.gpu import GpuPoint
+from app.units import fmt_bytes
 
 MAX_BARS = 400  # beyond this, one bar stands for several consecutive steps (their peak)
 BAR_WIDTH = 10.0
 CHART_HEIGHT = 60.0
 SEVERITY_LABEL = {"error": N_("Error"), "warning": N_("Warning"), "info": N_("Note")}
+# What a person reads for a rule (the id stays in the API and in data-rule).
+RULE_LABEL = {
+    "graph-kept-by-container": N_("Graphs kept in a container"),
+    "graph-chained-across-iterations": N_("Graph carried into the next iteration"),
+    "grad-stays-none": N_("Gradient never arrives"),
+    "nonleaf-grad-read": N_(".grad of a non-leaf"),
+    "saved-tensor-modified": N_("Saved tensor changed in place"),
+    "inplace-through-detached-alias": N_("Write through a detach() alias"),
+    "inplace-on-leaf": N_("In-place change of a leaf"),
+    "backward-twice": N_("Backward through a freed graph"),
+    "backward-without-graph": N_("Backward without a graph"),
+    "backward-non-scalar": N_("Backward on a non-scalar"),
+    "unneeded-clone": N_("A copy nobody needs"),
+    "server-budget": N_("Analysis skipped"),
+}
+TryLink = Callable[[str], str]  # fixed code -> the compare page's address (the web layer's)
 
 
 @dataclass(frozen=True)
@@ -33,6 +52,9 @@ class DiagnosticView:
     line: int | None
     tensors: str  # space-separated ids, for data-tensors
     lines: list[int]
+    label: str = ""  # the rule, as a person reads it
+    try_href: str = ""  # "Try this fix": the compare view of the code and the code fixed
+    cut: str = ""  # space-separated ids of the parameters a cut separated from the loss (marked on the graph)
 
 
 @dataclass(frozen=True)
@@ -81,11 +103,17 @@ def segments(text: str) -> list[tuple[str, bool]]:
     return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
 
 
-def diagnostic_view(d: Diagnostic) -> DiagnosticView:
+def diagnostic_view(d: Diagnostic, code: str = "", try_link: TryLink | None = None) -> DiagnosticView:
+    """``try_link``: how the page links to the compare view (given the fixed code); without it, or
+    without a patch, the finding offers no "Try this fix"."""
+    href = try_link(apply(code, d.patch)) if try_link is not None and d.patch and code else ""
+    label = RULE_LABEL.get(d.rule)
+    cut = " ".join(d.tensors) if d.rule == "grad-stays-none" else ""  # the cut value and what it cut off
     return DiagnosticView(
         rule=d.rule, severity=d.severity, severity_label=gettext(SEVERITY_LABEL[d.severity]),
         title=segments(d.title), message=segments(d.message), fix=segments(d.fix),
         step=d.step, line=d.line, tensors=" ".join(d.tensors), lines=list(d.lines),
+        label=gettext(label) if label else d.rule, try_href=href, cut=cut,
     )
 
 
@@ -154,14 +182,75 @@ def _gpu_lines(gpu: Sequence[GpuPoint], per_bar: int) -> GpuLines:
                     fmt_bytes(max(p.allocated for p in gpu)))
 
 
-def diagnostics_context(result: DeltaTrace, code: str, current: int = 0,
-                        fed: Analysis | None = None, gpu: Sequence[GpuPoint] = (),
-                        measured: Sequence[int] | None = None) -> dict[str, Any]:
-    """What the two partials need, computed from the validated trace (never taken from the worker).
-    ``fed``: the analysis the page's own replay fed already (``build_explorer(..., also=[fed])``);
-    ``gpu``: the GPU model its replay fed (``ExplorerView.gpu``); ``measured``: see ``timeline_view``."""
-    diagnostics, memory = fed.result() if fed is not None else analysis(result, code)
+@dataclass(frozen=True)
+class MadeRow:
+    """One row of the four-way table, in words."""
+
+    name: str
+    form: str
+    line: int
+    step: int
+    tensor: str
+    shares: str  # the name whose memory it shares / "nothing: memory of its own"
+    own: bool
+    tracks: str  # "yes (CloneBackward0)" / "no"
+    tracking: bool
+
+
+def fourway_rows(rows: list[Made]) -> list[MadeRow]:
+    out = []
+    for row in rows:
+        shares = row.shares if row.shares else gettext("nothing: memory of its own")
+        if row.tracks:
+            tracks = gettext("yes, through {node}").format(node=row.grad_fn) if row.grad_fn else gettext(
+                "yes, a leaf")
+        else:
+            tracks = gettext("no")
+        out.append(MadeRow(row.name, row.form, row.line, row.step, row.tensor, shares, row.shares is None,
+                           tracks, row.tracks))
+    return out
+
+
+def change_line(before: Outcome, after: Outcome, gallery: bool = True) -> str:
+    """What the second run changes against the first, in one line: memory held at the end, growth
+    per iteration of the main loop, which parameters get a gradient. "" when neither ran."""
+    if not before.steps or not after.steps:
+        return ""
+    parts = [gettext("{after} held at the end (was {before})").format(
+        after=fmt_bytes(after.end_bytes), before=fmt_bytes(before.end_bytes))]
+    grew, grows = before.growth, after.growth
+    if round(grew or 0) > 0 or round(grows or 0) > 0:
+        if grows is not None and round(grows) > 0:
+            now = gettext("+{bytes} per iteration").format(bytes=fmt_bytes(round(grows)))
+        else:
+            now = gettext("no growth per iteration")
+        was = f"+{fmt_bytes(round(grew))}" if grew is not None and round(grew) > 0 else gettext("none")
+        parts.append(gettext("{now} (was {was})").format(now=now, was=was))
+    gained = [n for n, got in after.gradients.items() if got and before.gradients.get(n) is False]
+    lost = [n for n, got in after.gradients.items() if not got and before.gradients.get(n) is True]
+    if gained:
+        names = gettext(", ").join(f"`{n}`" for n in gained[:4])
+        parts.append(ngettext("{names} now gets a gradient", "{names} now get a gradient",
+                              len(gained)).format(names=names))
+    if lost:
+        parts.append(ngettext("{names} no longer gets a gradient", "{names} no longer get a gradient",
+                              len(lost)).format(names=gettext(", ").join(f"`{n}`" for n in lost[:4])))
+    trained = [n for n, got in after.gradients.items() if got]
+    if not gained and not lost and trained:  # a fix that frees memory and still trains the same
+        parts.append(ngettext("the same parameter gets a gradient", "the same {n} parameters get a gradient",
+                              len(trained)).format(n=len(trained)))
+    lead = gettext("With the fix:") if gallery else gettext("Code B against code A:")
+    return lead + " " + " · ".join(parts) + gettext(".")
+
+
+def findings_context(found: Report, code: str, current: int = 0, try_link: TryLink | None = None,
+                     gpu: Sequence[GpuPoint] = (), measured: Sequence[int] | None = None) -> dict[str, Any]:
+    """What the panels need, from the server's ``Report`` on the validated trace (never the worker's).
+    ``gpu``: the GPU model the views' replay fed (``ExplorerView.gpu``); ``measured``: see
+    ``timeline_view``."""
     return {
-        "diagnostics": [diagnostic_view(d) for d in diagnostics],
-        "timeline": timeline_view(memory, current, gpu=gpu, measured=measured),
+        "diagnostics": [diagnostic_view(d, code, try_link) for d in found.diagnostics],
+        "timeline": timeline_view(found.memory, current, gpu=gpu, measured=measured),
+        "fourway": fourway_rows(found.made),
+        "ran": found.ran,
     }

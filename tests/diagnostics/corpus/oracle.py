@@ -1,0 +1,218 @@
+"""Each corpus label checked in plain torch, without the explorer: the snippet runs as Python runs it
+(the engine's prelude: ``torch``, ``nn``, ``F``, ``math``), watched by a small tracer of its own.
+
+* ``Grows``: at every visit of the loop header, the autograd nodes alive (every live tensor's
+  ``grad_fn`` graph, ``AccumulateGrad`` leaves aside) are counted; a leak's count rises at each of
+  the last visits, a bounded loop's ends no higher than it was early on.
+* ``Untrained``: at every line, each parameter expression is evaluated; "trained" means its ``.grad``
+  was set at some point, "untrained" that it never was while an optimizer (or a list the update
+  loop walks) holds it.
+* ``Shares`` / ``Raises``: memory shared at the end; the error the run stops with.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
+from types import FrameType, FunctionType, MethodType, ModuleType
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+from tests.diagnostics.corpus.cases import Case, Grows, Raises, Shares, Untrained
+
+FILENAME = "<corpus>"
+
+
+@dataclass
+class Watch:
+    header: int | None = None
+    params: tuple[str, ...] = ()
+    counts: list[int] = field(default_factory=list)
+    got_grad: dict[str, bool] = field(default_factory=dict)
+    held: dict[str, bool] = field(default_factory=dict)
+
+
+def reachable_tensors(frames: list[FrameType]) -> list[torch.Tensor]:
+    """Every tensor a name of the snippet reaches: its frames' variables, and what they hold — lists,
+    dicts, tuples, deques, sets, objects' attributes, modules (their hooks too), optimizers, the
+    closures of the snippet's own functions. Python's view of "reachable from a name", in plain
+    Python: no explorer code."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack: list[Any] = []
+    for frame in frames:
+        stack.extend(frame.f_locals.values())
+        stack.extend(v for k, v in frame.f_globals.items() if not k.startswith("__"))
+    while stack:
+        value = stack.pop()
+        if id(value) in seen or isinstance(value, type | ModuleType):
+            continue
+        seen.add(id(value))
+        if isinstance(value, torch._C.TensorBase):  # the C class: no Python isinstance hook, fast
+            found.append(value)  # type: ignore[arg-type]
+            stack.extend(t for t in (value.grad, value._base) if t is not None)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+            stack.extend(value.keys())
+        elif isinstance(value, list | tuple | set | frozenset | deque):
+            stack.extend(value)
+        elif isinstance(value, FunctionType):
+            if value.__code__.co_filename == FILENAME:  # the snippet's own (a hook, a helper)
+                stack.extend(c.cell_contents for c in value.__closure__ or () if _filled(c))
+                stack.extend(value.__defaults__ or ())
+        elif isinstance(value, MethodType):
+            stack.append(value.__self__)
+            stack.append(value.__func__)
+        elif isinstance(value, partial):
+            stack.extend([value.func, *value.args, *value.keywords.values()])
+        elif isinstance(value, nn.Module | torch.optim.Optimizer) or (
+                hasattr(value, "__dict__") and not callable(value)):  # a module, an object of the snippet's
+            stack.extend(vars(value).values())
+    return found
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def live_nodes(frames: list[FrameType]) -> int:
+    """Autograd nodes behind every tensor the snippet reaches (each counted once; AccumulateGrad,
+    a leaf's own, aside)."""
+    seen: set[int] = set()
+    keep: list[Any] = []  # held while counting: ids stay unique
+    queue = [t.grad_fn for t in reachable_tensors(frames) if t.grad_fn is not None]
+    count = 0
+    while queue:
+        node = queue.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        if type(node).__name__ != "AccumulateGrad":
+            count += 1
+        queue.extend(fn for fn, _ in node.next_functions)
+    return count
+
+
+def _evaluate(expression: str, namespace: dict[str, Any]) -> Any:
+    try:
+        return eval(expression, namespace)  # noqa: S307 - the corpus's own expressions
+    except Exception:  # noqa: BLE001 - not defined yet at this line
+        return None
+
+
+def _held(tensor: torch.Tensor, namespace: dict[str, Any]) -> bool:
+    """An optimizer holds the tensor, or a list the snippet keeps does (a hand-written update)."""
+    for value in list(namespace.values()):
+        if isinstance(value, torch.optim.Optimizer):
+            if any(p is tensor for group in value.param_groups for p in group["params"]):
+                return True
+        elif isinstance(value, list):
+            if any(item is tensor for item in value):
+                return True
+        elif hasattr(value, "__dict__") and not isinstance(value, type | nn.Module):  # a trainer object
+            owned = [v for v in vars(value).values() if isinstance(v, torch.optim.Optimizer)]
+            if any(_held(tensor, {"o": v}) for v in owned):
+                return True
+    return False
+
+
+def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
+    """Run the case's code in plain torch under the watch its oracle needs."""
+    oracle = case.oracle
+    watch = Watch()
+    if isinstance(oracle, Grows):
+        watch.header = case.line_of(_line(oracle.at))
+    if isinstance(oracle, Untrained):
+        watch.params = oracle.params
+        watch.got_grad = dict.fromkeys(oracle.params, False)
+        watch.held = dict.fromkeys(oracle.params, False)
+    namespace: dict[str, Any] = {"torch": torch, "nn": nn, "F": F, "math": math, "__name__": "__main__"}
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            if frame.f_lineno == watch.header:
+                frames, f = [], frame
+                while f is not None:
+                    if f.f_code.co_filename == FILENAME:
+                        frames.append(f)
+                    f = f.f_back
+                watch.counts.append(live_nodes(frames))
+            for expression in watch.params:
+                tensor = _evaluate(expression, frame.f_globals)
+                if isinstance(tensor, torch.Tensor):
+                    watch.got_grad[expression] |= tensor.grad is not None
+                    watch.held[expression] |= _held(tensor, frame.f_globals)
+        return local
+
+    def calls(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code.co_filename == FILENAME else None
+
+    torch.manual_seed(0)
+    error: BaseException | None = None
+    sys.settrace(calls)
+    try:
+        exec(compile(case.code, FILENAME, "exec"), namespace)  # noqa: S102 - the corpus's own code
+    except Exception as caught:  # noqa: BLE001 - a label may be the error itself
+        error = caught
+    finally:
+        sys.settrace(None)
+    if isinstance(oracle, Untrained):  # the end of the run, after its last line
+        for expression in watch.params:
+            tensor = _evaluate(expression, namespace)
+            if isinstance(tensor, torch.Tensor):
+                watch.got_grad[expression] |= tensor.grad is not None
+                watch.held[expression] |= _held(tensor, namespace)
+    return namespace, watch, error
+
+
+def _line(fragment: str) -> Any:
+    from tests.diagnostics.corpus.cases import Finding
+
+    return Finding("", "", fragment, "")
+
+
+def check(case: Case) -> str | None:
+    """None when plain torch agrees with the case's label, else what it saw instead."""
+    namespace, watch, error = run_plain(case)
+    oracle = case.oracle
+    if isinstance(oracle, Raises):
+        if error is None or oracle.text not in str(error):
+            return f"expected an error with {oracle.text!r}, got {error!r}"
+        return None
+    if error is not None:
+        return f"the run failed: {error!r}"
+    if isinstance(oracle, Grows):
+        counts = watch.counts
+        if len(counts) < 4:
+            return f"the header was visited {len(counts)} times"
+        rising = counts[-3] < counts[-2] < counts[-1]
+        # steady at the end, or back down to where it was early on (a window that empties)
+        bounded = counts[-3] == counts[-2] == counts[-1] or (counts[-1] <= max(counts[:4]) and not rising)
+        if oracle.grows and not rising:
+            return f"live nodes do not grow: {counts}"
+        if not oracle.grows and not bounded:
+            return f"live nodes grow: {counts}"
+        return None
+    if isinstance(oracle, Untrained):
+        for expression in oracle.params:
+            if oracle.trained and not watch.got_grad[expression]:
+                return f"{expression} never got a gradient"
+            if not oracle.trained and (watch.got_grad[expression] or not watch.held[expression]):
+                return f"{expression}: gradient {watch.got_grad[expression]}, held {watch.held[expression]}"
+        return None
+    if isinstance(oracle, Shares):
+        a, b = _evaluate(oracle.alias, namespace), _evaluate(oracle.original, namespace)
+        same = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        return None if same == oracle.shares else f"shares memory: {same}"
+    return f"unknown oracle {oracle!r}"
