@@ -13,7 +13,7 @@ from app.bench import Row, render
 
 # Order is the order they run in.
 BENCHMARKS = ["engine", "http", "stepping", "analysis", "graph", "soak", "scale", "compare", "embed_scroll",
-              "library", "cluster", "page"]
+              "library", "cluster", "page", "detector"]
 
 
 def _load(name: str):  # noqa: ANN202 - a module
