@@ -21,10 +21,10 @@ from markupsafe import Markup
 
 from app import i18n
 from app.diagnostics import Analysis
-from app.render.findings import TryLink, findings_context
 from app.render import build_explorer, client_payload, frame_at
 from app.render.compare import partner
 from app.render.explorer import ExplorerView, phase_text, step_label
+from app.render.findings import TryLink, findings_context
 from app.render.notices import RunLimits
 from app.schema import DeltaTrace
 
@@ -128,7 +128,8 @@ def run_context(result: DeltaTrace, code: str, step: int | None, limits: RunLimi
 
 
 def fragment_context(view: ExplorerView, result: DeltaTrace, code: str, analysis: Analysis,
-                     measured: Sequence[int] | None = None, try_link: TryLink | None = None) -> dict[str, Any]:
+                     measured: Sequence[int] | None = None,
+                     try_link: TryLink | None = None) -> dict[str, Any]:
     """``_run.html``'s context from a built view and the analysis its replay fed (``measured``: the
     real CUDA device's figures, ``app.render.findings.timeline_view``; ``try_link``: how a finding's
     fix opens beside the code, when a server can run both — the web layer's)."""

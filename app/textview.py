@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.diagnostics import Analysis
-from app.diagnostics.trace import fmt_bytes
 from app.i18n import gettext as _
 from app.i18n import ngettext, number
 from app.render.names import fold_names, is_accumulate, label
@@ -26,6 +25,7 @@ from app.schema import DeltaTrace, Diagnostic, MemoryChange
 from app.trace.gpu import GpuMemory, GpuPoint
 from app.trace.holding import Holding, short_node_name
 from app.trace.replay import State
+from app.units import fmt_bytes
 
 CHAIN_NODES = 8  # a grad_fn chain names at most this many nodes, then "…"
 INDENT = "  "

@@ -66,7 +66,7 @@ class Analysis:
         self.accounting = Accounting()
         self.index = Index(self.trace, accounting=self.accounting, fed=True)
         self._state: State | None = None
-        self._result: Found | None = None
+        self._report: Report | None = None
 
     def bind(self, trace: DeltaTrace) -> None:
         """The whole trace whose steps were fed one by one as the run made them (``app.web.streamed``)."""
@@ -84,16 +84,16 @@ class Analysis:
 
     def result(self) -> Found:
         """The findings and the accounting, made once (asked again: the same)."""
-        if self._result is None:
-            self.index.finish(self._state if self._state is not None else State())
-            found = _findings(Context(self.trace, self.index, SourceFacts(self.code)))
-            self._result = found, self.accounting.changes
-        return self._result
+        found = self.report()
+        return found.diagnostics, found.memory
 
     def report(self) -> Report:
-        """``result()`` and the rest of the ``Report`` (the page's panels), from the index it was fed."""
-        self.index.finish(self._state if self._state is not None else State())
-        return _report(Context(self.trace, self.index, SourceFacts(self.code)), self.accounting)
+        """``result()`` and the rest of the ``Report`` (the page's panels), from the index it was fed;
+        made once (the library asks for the findings, then for the page)."""
+        if self._report is None:
+            self.index.finish(self._state if self._state is not None else State())
+            self._report = _report(Context(self.trace, self.index, SourceFacts(self.code)), self.accounting)
+        return self._report
 
 
 def _findings(context: Context) -> list[Diagnostic]:

@@ -25,13 +25,13 @@ from app.render.explorer import ExplorerBuild
 from app.render.notices import RunLimits
 from app.run_errors import TEMPLATES, Message, english
 from app.schema import DeltaStep, DeltaTrace, RunError
-from app.units import fmt_bytes
 
 # The templates' environment lives beside the standalone page's renderer (no FastAPI there); its names
 # are still importable from here.
 from app.templating import GRAPH_VENDOR, fragment_context, render, run_context
 from app.templating import templates as templates
 from app.templating import tojson as tojson
+from app.units import fmt_bytes
 from app.web.gates import (
     Drawing,
     Refusal,
@@ -217,7 +217,8 @@ async def run_fragment(request: Request) -> HTMLResponse:
     limits = run_limits(settings)
 
     def draw(result: DeltaTrace) -> str:
-        return render("_run.html", **playground(run_context(result, code, step, limits, try_fix_link(code)), code))
+        context = run_context(result, code, step, limits, try_fix_link(code))
+        return render("_run.html", **playground(context, code))
 
     def streamed() -> Streamed[str]:
         return Streamed(lambda: Drawn.run(code, step, limits), draw)

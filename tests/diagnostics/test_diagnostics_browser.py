@@ -44,7 +44,8 @@ def test_the_timeline_shows_growth_and_jumps_to_the_clicked_step(page) -> None:
     page.mouse.click(box["x"] + box["width"] * (9.5 / 12), box["y"] + box["height"] - 2)
     assert step_label(page).startswith("Step 10 of 12 · after line ")
     readout = timeline.locator("[data-role=timeline-readout]").inner_text()
-    assert re.fullmatch(r"step 10: [\d,]+ bytes in all — [\d,]+ bytes through variables · [\d,]+ bytes held only "
-                        r"by the graph · on a GPU \(model\): [\d,]+ bytes allocated, 2\.0 MiB reserved", readout)
+    assert re.fullmatch(r"step 10: [\d,]+ bytes in all — [\d,]+ bytes through variables · "
+                        r"[\d,]+ bytes held only by the graph · "
+                        r"on a GPU \(model\): [\d,]+ bytes allocated, 2\.0 MiB reserved", readout)
     cursor_x = float(timeline.locator("[data-role=timeline-cursor]").get_attribute("x"))
     assert cursor_x == float(timeline.locator(".tl-bar[data-goto='9']").get_attribute("data-x"))

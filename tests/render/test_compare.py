@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import gallery
 from app.config import Settings
+from app.diagnostics import report
 from app.gallery import EXAMPLES, get_example
 from app.render.compare import code_pair, compare_svg, compare_view, heading, line_map, partner, twin_pair
 from app.web.main import create_app
@@ -20,8 +21,20 @@ PAIRS = [e.slug for e in EXAMPLES if e.fixed_twin]
 
 
 def _compare(slug: str, step: int | None = None):  # noqa: ANN202
+    """As the web layer draws a pair: it asks for both analyses and hands them to the view."""
     bug, fix = twin_pair(slug)
-    return compare_view(bug, fix, (trace(bug.code), trace(fix.code)), step)
+    traces = trace(bug.code), trace(fix.code)
+    found = report(traces[0], bug.code), report(traces[1], fix.code)
+    return compare_view(bug, fix, traces, step, found=found)
+
+
+def test_the_compare_says_what_the_fix_changed() -> None:
+    view = _compare("losses-keep-graphs")
+    assert view.change.startswith("With the fix: ") and "held at the end (was " in view.change
+    view = _compare("detach-stops-training")
+    assert "`encoder.bias`, `encoder.weight` now get a gradient" in view.change
+    assert [d.rule for d in view.bug.diagnostics] == ["grad-stays-none"] and view.fix.diagnostics == []
+    assert view.bug.diagnostics[0].try_href == ""  # no link maker given: no "Try this fix"
 
 
 def test_a_pair_is_found_from_either_side_and_from_its_code() -> None:

@@ -12,7 +12,8 @@ from app.render import build_explorer
 from tests.render.conftest import trace
 
 # slug -> the line that raises
-EXPECTED_ERRORS = {"inplace-on-leaf": 2, "inplace-through-detach": 5, "backward-twice": 4}
+EXPECTED_ERRORS = {"inplace-on-leaf": 2, "inplace-through-detach": 5, "backward-twice": 4,
+                   "custom-loss-detach": 10}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.slug)
