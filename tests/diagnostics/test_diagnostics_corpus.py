@@ -83,7 +83,7 @@ def test_each_fix_as_code_fixes_it(case: Case) -> None:
 
 
 # A numpy round trip has no mechanical fix: the numpy step has to be written in torch.
-NO_CODE_FIX = {"numpy-round-trip", "cpu-numpy-tensor", "tolist-round-trip"}
+NO_CODE_FIX = {"numpy-round-trip", "cpu-numpy-tensor", "tolist-round-trip", "tolist-as-tensor"}
 
 FIGURE = re.compile(r"(\S+ (?:bytes|KiB|MiB|GiB)) at step (\d+)")
 

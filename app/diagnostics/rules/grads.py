@@ -99,13 +99,14 @@ def _all_frozen(trains: Trained, frozen: dict[str, int], leaf: str) -> bool:
 # ---- how the path was cut ------------------------------------------------------------------------
 
 REWRAPS = ("torch.tensor", "torch.Tensor")  # a new leaf made of a tensor's values
+CUT_KINDS = {"detach": "detach", "detach_": "detach", "item": "item", "tolist": "list"}  # else numpy
 CUT_ATTRIBUTES = {"detach": "detach()", "detach_": "detach_()", "item": ".item()", "numpy": ".numpy()",
                   "tolist": ".tolist()"}
 
 
 @dataclass
 class Cut:
-    kind: str  # detach | data | item | numpy | tensor | no_grad | frozen | other
+    kind: str  # detach | data | item | numpy | list | tensor | no_grad | frozen | other
     call: str = ""  # the expression that cut, as typed
     node: ast.expr | None = None
     base: ast.expr | None = None  # what it was applied to
@@ -127,7 +128,7 @@ def _how(context: Context, values: Flow, step: int, leaves: set[str]) -> Cut:
     for node in ast.walk(facts.node):
         if calls_method(node, *CUT_ATTRIBUTES):
             method = node.func.attr  # type: ignore[attr-defined]
-            kind = {"detach": "detach", "detach_": "detach", "item": "item"}.get(method, "numpy")
+            kind = CUT_KINDS.get(method, "numpy")
             found.append(Cut(kind, f".{method}()", node, node.func.value))  # type: ignore[attr-defined]
         elif isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
             found.append(Cut("data", ".data", node, node.value))
@@ -222,6 +223,8 @@ def explain_cut(context: Context, values: Flow, cut: int, leaves: set[str], name
                   "has no graph."),
         "numpy": _("Line {line} (`{code}`) turns the tensor into a numpy array with `{call}`, and autograd "
                    "cannot follow values through numpy."),
+        "list": _("Line {line} (`{code}`) turns the tensor into a Python list with `{call}`, and a list of "
+                  "numbers has no graph."),
         "tensor": _("Line {line} (`{code}`) copies the values into a new tensor with `{call}`: a new leaf, "
                     "with no history."),
         "no_grad": _("Line {line} (`{code}`) runs inside `torch.no_grad()`, where no graph is recorded."),
@@ -238,6 +241,8 @@ def explain_cut(context: Context, values: Flow, cut: int, leaves: set[str], name
                   "the graph; use `.item()` only for logging."),
         "numpy": _("Do that step with torch operations on `{base}` (`torch.clamp`, `torch.where`, "
                    "`torch.exp`, ... all stay in the graph); use numpy only for values you look at."),
+        "list": _("Keep it a tensor: compute with `{base}` itself (torch operations on it stay in the "
+                  "graph); use `.tolist()` only for values you look at."),
         "tensor": _("`{base}` is already a tensor: use it as it is (`{base}.clone()` if you need a copy; a "
                     "clone stays in the graph)."),
         "no_grad": _("Compute it outside `torch.no_grad()`; keep no_grad for evaluation and for values "

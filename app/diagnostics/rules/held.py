@@ -285,7 +285,9 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
             if tid is not None:
                 fact = before.tensor(tid)
                 graph = fact is not None and (fact.grad_fn or fact.requires_grad)
-                if expr_keys(node)[:1] != [name] and graph:
+                key = (expr_keys(node) or [""])[0]
+                itself = key == name or key.startswith((name + "[", name + "."))  # ``state[0]`` of ``state``
+                if not itself and graph:
                     found.append((node, "item()" if fact.shape == [] and not fact.is_leaf else "detach()"))  # type: ignore[arg-type]
                 return
         if isinstance(node, ast.Call):  # a call's result is made here: its arguments may bring graphs

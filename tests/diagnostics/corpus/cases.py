@@ -1586,3 +1586,92 @@ CASES += [
 ]
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"
+
+# ---- a third batch of spellings (written blind, after the rules) ----------------------------------------
+CASES += [
+    leak("list-item-smoothing", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        state = [0.0]
+        for step in range(4):
+            loss = model(torch.randn(3, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            state[0] = state[0] * 0.9 + loss
+    """, "for step in range(4):",
+        Finding(CHAIN, "warning", "state[0] = state[0] * 0.9 + loss",
+                "state[0] = state[0] * 0.9 + loss.item()")),
+    leak("evaluate-function-outputs", """
+        def evaluate(net, batches):
+            outs = []
+            for xb in batches:
+                outs.append(net(xb))
+            return outs
+
+        net = nn.Sequential(nn.Linear(5, 5), nn.ReLU())
+        batches = [torch.randn(2, 5) for _ in range(4)]
+        results = evaluate(net, batches)
+    """, "for xb in batches:",
+        Finding(CONTAINER, "warning", "outs.append(net(xb))", "torch.no_grad()")),
+    leak("while-next-history", """
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt = torch.optim.Adam(model.parameters())
+        it = iter([torch.randn(6, 4) for _ in range(5)])
+        history = []
+        while True:
+            try:
+                xb = next(it)
+            except StopIteration:
+                break
+            loss = model(xb).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            history += [loss]
+    """, "while True:",
+        Finding(CONTAINER, "warning", "history += [loss]", "history += [loss.item()]")),
+    cut("no-grad-on-a-submodule", """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+
+        model = Net()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for step in range(3):
+            x = torch.randn(5, 4)
+            with torch.no_grad():
+                h = model.encoder(x).relu()
+            loss = F.cross_entropy(model.head(h), torch.randint(0, 2, (5,)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("model.encoder.weight", "model.encoder.bias"),
+        Finding(NEVER, "warning", "h = model.encoder(x).relu()", "h = model.encoder(x).relu()")),
+    cut("tolist-as-tensor", """
+        scorer = nn.Linear(3, 1)
+        net = nn.Linear(3, 2)
+        opt = torch.optim.SGD([*scorer.parameters(), *net.parameters()], lr=0.1)
+        x = torch.randn(4, 3)
+        weights = torch.as_tensor(scorer(x).squeeze(1).tolist())
+        loss = (net(x).pow(2).sum(1) * weights).sum()
+        loss.backward()
+        opt.step()
+    """, ("scorer.weight", "scorer.bias"),
+        Finding(NEVER, "warning", "weights = torch.as_tensor(scorer(x).squeeze(1).tolist())", ".tolist()")),
+    quiet("backward-hook-keeps-grads", "lookalike", """
+        model = nn.Linear(4, 4)
+        grads = []
+        model.register_full_backward_hook(lambda m, gin, gout: grads.append(gout[0]))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(2, 4)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, Grows("for step in range(3):", False), story="gradients a hook stores carry no graph"),
+]
+BY_NAME = {case.name: case for case in CASES}
+assert len(BY_NAME) == len(CASES), "case names are unique"
