@@ -110,11 +110,14 @@ def test_the_graph_dims_what_no_gradient_reached(page) -> None:
     assert _dimmed(page) == []
 
 
-def test_grad_stays_none_opens_the_backward_step_where_the_flow_stopped(page) -> None:
+def test_grad_stays_none_opens_the_cut_and_the_pass_leaves_the_parameter_alone(page) -> None:
+    """The finding opens the line that cut the path (issue 26), with the parameter marked there; the
+    backward pass's last node step then dims it as a leaf no gradient reached."""
     open_page(page)
     run_code(page, (
         "w = torch.tensor([1., 2.], requires_grad=True)\n"
         "b = torch.tensor([0.5, -0.5], requires_grad=True)\n"
+        "opt = torch.optim.SGD([w, b], lr=0.1)\n"
         "h = (w * 3).detach()\n"
         "loss = (h * b).sum()\n"
         "loss.backward()\n"
@@ -122,11 +125,17 @@ def test_grad_stays_none_opens_the_backward_step_where_the_flow_stopped(page) ->
     page.locator("body").press("Home")
     item = page.locator('[data-testid="diagnostic"][data-rule="grad-stays-none"]')
     item.locator(".diag-line").click()
-    phase = page.get_by_test_id("step-phase").inner_text()
-    assert phase.startswith("backward · node ") and phase.endswith("AccumulateGrad")  # the pass's last node
-    n, count = phase.split("node ")[1].split(" ·")[0].split(" of ")
-    assert n == count
-    assert page.get_by_test_id("step-out").is_visible()
+    assert step_label(page).endswith("after line 4 ran")
+    assert page.locator("[data-role=graph] .diag-cut").count() >= 1
+    page.get_by_test_id("step-next").click()  # line 5; the next line runs backward
+    page.get_by_test_id("step-into").click()
+    for _ in range(20):  # walk to the pass's last node
+        n, count = _phase(page).split("node ")[1].split(" ·")[0].split(" of ")
+        if n == count:
+            break
+        page.get_by_test_id("step-next").click()
+    phase = _phase(page)
+    assert phase.startswith("backward · node ") and phase.endswith("AccumulateGrad") and n == count
     assert "w" in _dimmed(page) and "b" not in _dimmed(page)
 
 

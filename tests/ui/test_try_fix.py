@@ -42,7 +42,8 @@ def test_typed_code_opens_its_fix_beside_it_and_the_fix_can_be_edited(page) -> N
     assert finding.count() == 1 and finding.get_by_test_id("diagnostic-label").inner_text() == \
         "Graphs kept in a container"
     # the figure the finding quotes at its step is the chart's readout at that step
-    quoted = re.findall(r"([\d,]+ bytes) at step (\d+)", finding.inner_text())
+    # (the finding is one line that opens into its message: the text is read whether open or not)
+    quoted = re.findall(r"([\d,]+ bytes) at step (\d+)", finding.text_content())
     finding.locator(".diag-line").click()
     size, step = quoted[-1]
     assert step_label(page).startswith(f"Step {step} of")
