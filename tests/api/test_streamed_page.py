@@ -13,7 +13,7 @@ from app.schema import DeltaStep, DeltaTrace
 from app.trace.consistency import Problem
 from app.trace.delta import compress
 from app.web.embed import _embed_drawn, embed_run_context
-from app.web.pages import Drawn, StreamedRunContext, playground, render, run_context
+from app.web.pages import Drawn, StreamedRunContext, playground, render, run_context, try_fix_link
 from app.web.streamed import Streamed
 from tests import golden
 
@@ -22,7 +22,9 @@ TRACES = [(g.source, DeltaTrace.model_validate(compress(g.result))) for g in gol
 
 
 def _draw(code: str):
-    return lambda result: render("_run.html", **playground(run_context(result, code, None, LIMITS), code))
+    # as the server draws the whole answer (run_fragment): its findings link to their fix
+    return lambda result: render("_run.html", **playground(
+        run_context(result, code, None, LIMITS, try_fix_link(code)), code))
 
 
 def _streamed(code: str) -> Streamed[str]:
