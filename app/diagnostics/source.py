@@ -353,6 +353,22 @@ def _has_inputs(call: ast.Call) -> bool:
     return any(k.arg == "inputs" for k in call.keywords)
 
 
+def _one_line_pair(first: LineFacts, later: LineFacts) -> bool:
+    """``a; b`` on one line: two simple statements whose one step (the engine steps by line) runs both."""
+    simple = not hasattr(first.node, "body") and not hasattr(later.node, "body")
+    return simple and first.line == first.end_line == later.line == later.end_line and \
+        (first.func, first.loop, first.grad_off) == (later.func, later.loop, later.grad_off)
+
+
+def _merge(into: LineFacts, later: LineFacts) -> None:
+    """What the later statement of the line does, added to the line's facts (its node stays the first's:
+    a fix that rewrites a statement rewrites the first one only)."""
+    for name in ("writes", "grad_reads", "backwards", "adds", "cuts"):
+        getattr(into, name).extend(getattr(later, name))
+    into.names |= later.names
+    into.assigned |= later.assigned
+
+
 class SourceFacts:
     """Line → facts of the statement that runs there (a compound statement's header line included)."""
 
@@ -380,7 +396,9 @@ class SourceFacts:
                 self.loop_info[own_loop] = Loop(own_loop[0], own_loop[1], func, stmt, loop)
             facts = _facts(stmt, source, func, own_loop, grad_off, withs)
             for line in range(facts.line, facts.end_line + 1):
-                self.by_line.setdefault(line, facts)
+                first = self.by_line.setdefault(line, facts)
+                if first is not facts and _one_line_pair(first, facts):
+                    _merge(first, facts)
             inner_func, inner_loop, inner_off, inner_withs = func, own_loop, grad_off, withs
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
                 inner_func, inner_loop, inner_withs = stmt.name, None, ()

@@ -192,6 +192,23 @@ def test_saved_output_modified_in_place_predicts_the_backward_failure() -> None:
     assert "`y = y.mul(2)`" in d.fix and "It does: backward() at line 5" in d.message
 
 
+def test_a_weight_the_optimizer_changed_under_a_retained_graph_offers_one_fix_as_a_sentence() -> None:
+    """The only fix is a copy: it is said as the fix, not as an alternative to nothing ("intact: or")."""
+    r = run("""
+        W = torch.randn(4, 4, requires_grad=True)
+        opt = torch.optim.SGD([W], lr=0.1)
+        h = torch.zeros(4)
+        for t in range(3):
+            h = torch.tanh(W @ h + 1)
+            opt.zero_grad()
+            h.sum().backward(retain_graph=True)
+            opt.step()
+    """)
+    d = r.only("saved-tensor-modified")
+    assert d.severity == "error" and r.result.error is not None
+    assert d.fix.startswith("Keep the saved value intact: change a copy: `.clone()` first")
+
+
 def test_prediction_without_backward_is_a_note() -> None:
     """The run ended without going back through that graph: worth knowing, not a program gone wrong."""
     r = run("""

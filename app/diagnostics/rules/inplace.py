@@ -126,7 +126,8 @@ def _saved_diagnostic(
                 pad = indentation(context.source.lines, facts.node.lineno)
                 patch = [Patch(start=facts.node.lineno, end=facts.node.end_lineno or facts.node.lineno,
                                text=pad + replacement)]
-    fixes.append(_("or change a copy: `.clone()` first, then modify the clone"))
+    fixes.append(_("or change a copy: `.clone()` first, then modify the clone") if fixes else
+                 _("change a copy: `.clone()` first, then modify the clone"))
     outcome = _(
         " It does: backward() at line {line} stopped with that error."
     ).format(line=context.error.line) if failed else ""  # type: ignore[union-attr]

@@ -1675,3 +1675,47 @@ CASES += [
 ]
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"
+
+# ---- several statements on one line (the engine steps by line: the line's facts are all of them) ------
+CASES += [
+    leak("one-line-step-keeps-losses", """
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for i in range(4):
+            xb = torch.randn(2, 3)
+            loss = model(xb).sum(); opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss)
+    """, "for i in range(4):",
+        Finding(CONTAINER, "warning", "losses.append(loss)", "losses.append(loss.item())"),
+        twin="one-line-step-keeps-floats", story="a whole training step written on one line"),
+    quiet("one-line-step-keeps-floats", "twin", """
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for i in range(4):
+            xb = torch.randn(2, 3)
+            loss = model(xb).sum(); opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
+    """, Grows("for i in range(4):", False)),
+    cut("data-cut-one-line-step", """
+        enc = nn.Linear(3, 3)
+        head = nn.Linear(3, 1)
+        opt = torch.optim.Adam(list(enc.parameters()) + list(head.parameters()))
+        for _ in range(2):
+            z = enc(torch.randn(4, 3)).data
+            loss = head(z).tanh().mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+    """, ("enc.weight", "enc.bias"),
+        Finding(NEVER, "warning", "z = enc(torch.randn(4, 3)).data", "z = enc(torch.randn(4, 3))"),
+        twin="data-removed-one-line-step"),
+    quiet("data-removed-one-line-step", "twin", """
+        enc = nn.Linear(3, 3)
+        head = nn.Linear(3, 1)
+        opt = torch.optim.Adam(list(enc.parameters()) + list(head.parameters()))
+        for _ in range(2):
+            z = enc(torch.randn(4, 3))
+            loss = head(z).tanh().mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+    """, Untrained(("enc.weight", "enc.bias"), trained=True)),
+]
+BY_NAME = {case.name: case for case in CASES}
+assert len(BY_NAME) == len(CASES), "case names are unique"
