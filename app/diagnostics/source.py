@@ -297,6 +297,11 @@ def _facts(
         if isinstance(stmt.value, ast.List | ast.Tuple):
             facts.adds.extend(Add(stmt.target, item, "+=") for item in stmt.value.elts)
     if isinstance(stmt, ast.Assign):
+        grown = stmt.value  # ``xs = xs + [x]``: ``xs += [x]`` spelled out
+        if isinstance(grown, ast.BinOp) and isinstance(grown.op, ast.Add) and \
+                isinstance(grown.right, ast.List | ast.Tuple) and len(stmt.targets) == 1 and \
+                ast.unparse(grown.left) == ast.unparse(stmt.targets[0]):
+            facts.adds.extend(Add(stmt.targets[0], item, "+=") for item in grown.right.elts)
         for target in stmt.targets:
             if isinstance(target, ast.Subscript):
                 facts.writes.append(_write(target.value, "[]=", stmt))

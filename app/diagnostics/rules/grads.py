@@ -129,7 +129,10 @@ def _how(context: Context, values: Flow, step: int, leaves: set[str]) -> Cut:
         if calls_method(node, *CUT_ATTRIBUTES):
             method = node.func.attr  # type: ignore[attr-defined]
             kind = CUT_KINDS.get(method, "numpy")
-            found.append(Cut(kind, f".{method}()", node, node.func.value))  # type: ignore[attr-defined]
+            base = node.func.value  # type: ignore[attr-defined]
+            while kind in ("numpy", "list") and calls_method(base, "detach", "cpu") and not base.args:  # type: ignore[attr-defined]
+                base = base.func.value  # type: ignore[attr-defined]  # ``.detach().numpy()``: what was detached
+            found.append(Cut(kind, f".{method}()", node, base))
         elif isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
             found.append(Cut("data", ".data", node, node.value))
         elif isinstance(node, ast.Call) and node.args and ast.unparse(node.func) in REWRAPS:

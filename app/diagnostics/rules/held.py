@@ -227,7 +227,7 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
             "`with torch.no_grad():` (line {line}). Same values, nothing recorded, nothing saved for "
             "backward."
         ).format(**fields)
-    elif scalar:
+    elif scalar and new:
         fix = _(
             "Keep the number, not the tensor: `{new}`. `.item()` gives a plain Python float with no "
             "graph, so each iteration's graph is freed as soon as the next one is built."

@@ -1719,3 +1719,44 @@ CASES += [
 ]
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"
+
+# ---- a list grown by concatenation; a numpy round trip through a detached value --------------------------
+CASES += [
+    leak("losses-concatenated", """
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for i in range(4):
+            loss = model(torch.randn(2, 3)).sigmoid().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses = losses + [loss]
+    """, "for i in range(4):",
+        Finding(CONTAINER, "warning", "losses = losses + [loss]", "losses = losses + [loss.item()]"),
+        twin="losses-concatenated-item", story="xs = xs + [x], the += spelled out"),
+    quiet("losses-concatenated-item", "twin", """
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for i in range(4):
+            loss = model(torch.randn(2, 3)).sigmoid().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses = losses + [loss.item()]
+    """, Grows("for i in range(4):", False)),
+    cut("detach-numpy-from-numpy", """
+        enc = nn.Linear(3, 3)
+        head = nn.Linear(3, 1)
+        opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+        x = torch.randn(4, 3)
+        f = torch.from_numpy(enc(x).detach().numpy() * 2)
+        loss = head(f).mean()
+        loss.backward()
+        opt.step()
+    """, ("enc.weight", "enc.bias"),
+        Finding(NEVER, "warning", "f = torch.from_numpy(enc(x).detach().numpy() * 2)", "on `enc(x)`")),
+]
+BY_NAME = {case.name: case for case in CASES}
+assert len(BY_NAME) == len(CASES), "case names are unique"
