@@ -36,11 +36,16 @@ def after_answer(scope: Scope, job: Job) -> None:
 
 
 def _run_all(jobs: list[Job]) -> None:
-    for job in jobs:
+    """Each job in turn, each dropped from ``jobs`` as it starts: a job holds what it frees or keeps
+    (a trace, to cache it), and the list stays referenced from the request's objects, which are in
+    reference cycles (uvicorn's cycle, the middlewares' closures) that only the cyclic collector frees."""
+    while jobs:
+        job = jobs.pop(0)
         try:
             job()
         except Exception:  # noqa: BLE001 - one failing job must not keep the next (a slot's return) from running
             log.exception("a job left for after the answer failed")
+        del job
 
 
 class AfterAnswer:

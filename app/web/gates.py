@@ -157,6 +157,9 @@ async def run_gated_streamed(request: Request, code: str, streamed: Streamed[T],
         except Exception:  # noqa: BLE001 - as in ``finish``
             log.exception("server work failed on a validated sandbox answer")
             answer = await in_thread(partial, result, UNUSABLE)
+        # The task holds the error it ended with, whose traceback holds this frame: a cycle through
+        # this frame's locals (the trace, the streamed work) that only the cyclic collector would free.
+        del work
         request.scope[WORK_KEY] = request.scope.get(WORK_KEY, 0.0) + time.monotonic() - ran
         sweep.large = _large((result,))
         sweep.held += (result, streamed)
