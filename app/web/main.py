@@ -24,6 +24,7 @@ from app.web.framing import FramingPolicy
 from app.web.limits import RequestLimits
 from app.web.locale import LocaleMiddleware
 from app.web.pacing import Paced
+from app.web.preload import preload
 from app.web.rate import RateLimiter
 from app.web.runcache import RunCache
 
@@ -42,6 +43,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None, runner: Runner | None = None) -> FastAPI:
     settings = settings or get_settings()
     limit_malloc_arenas()  # before the worker threads exist: see app/heap.py
+    preload()  # what the server keeps for good, before requests fragment the heap
     app = FastAPI(title="Autograd Explorer", docs_url="/api/docs", redoc_url=None, lifespan=_lifespan)
     app.state.settings = settings
     app.state.runner = runner or default_runner(settings)
