@@ -61,6 +61,7 @@ class Report:
     server_errors: list[str] = field(default_factory=list)
     benign_ms: list[float] = field(default_factory=list)
     rss_before_mib: float = 0.0
+    rss_peak_mib: float = 0.0
     rss_after_mib: float = 0.0
     recovery_s: float = 0.0
     failed_after_kill: int = 0
@@ -248,9 +249,21 @@ def soak(requests: int = REQUESTS, concurrency: int = CONCURRENCY) -> Report:
     try:
         for _ in range(10):  # warm: the first runs fault in pages the server keeps
             httpx.post(f"{server.url}/api/run", json={"code": BENIGN}, timeout=60)
-        report.rss_before_mib = server.rss_mib()
+        report.rss_before_mib = report.rss_peak_mib = server.rss_mib()
+        done = threading.Event()
+
+        def sample_peak() -> None:
+            while not done.wait(0.1):
+                report.rss_peak_mib = max(report.rss_peak_mib, server.rss_mib())
+
+        sampler = threading.Thread(target=sample_peak, daemon=True)
+        sampler.start()
         start = time.monotonic()
-        flood(server, requests, concurrency, report)
+        try:
+            flood(server, requests, concurrency, report)
+        finally:
+            done.set()
+            sampler.join()
         report.seconds = time.monotonic() - start
         recover(server, report)
         report.matches_torch = matches_torch(server)
@@ -270,6 +283,7 @@ def run() -> list[Row]:
         Row("soak", case, "wall time", report.seconds, "s"),
         Row("soak", case, "5xx answers and dropped connections", len(report.server_errors), "answers", 0.0),
         Row("soak", case, "server RSS before", report.rss_before_mib, "MiB"),
+        Row("soak", case, "server RSS peak during the flood", report.rss_peak_mib, "MiB"),
         Row("soak", case, "server RSS after", report.rss_after_mib, "MiB"),
         Row("soak", case, "server RSS growth", report.rss_after_mib - report.rss_before_mib, "MiB", 50.0),
         Row("soak", case, "benign /api/run p95 during the flood", p95, "ms"),
