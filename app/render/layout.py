@@ -18,6 +18,7 @@ none, and the drawing says so.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import threading
@@ -131,9 +132,15 @@ class _Dot:
                 config.consume_fuel = True
                 engine = wasmtime.Engine(config)
                 self._loaded = (engine, _compiled(engine, Path(PACKAGE_WASM_PATH)))
+                # dropped before the interpreter tears wasmtime's bindings down at exit, else their
+                # finalizers find them gone ("Exception ignored in Managed.__del__")
+                atexit.register(self._unload)
             return self._loaded
         finally:
             self._lock.release()
+
+    def _unload(self) -> None:
+        self._loaded = None
 
     def run(self, source: str, fuel: int = CALL_FUEL, wait: float = LOAD_WAIT) -> tuple[str, int]:
         """dot's "plain" output for ``source`` and the fuel it burned; ``DotStopped`` when it gave
