@@ -19,7 +19,10 @@ LONG = "total = 0\nfor i in range(4000):\n    total += i\nlast = torch.ones(2) *
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServerPool]:
-    settings = Settings(testing=True, data_dir=tmp_path_factory.mktemp("data"), max_steps=20000)
+    # The runs end by CPU time (5 s, the default), steps or a stop, never by the wall clock: a busy
+    # machine stretches a run's wall time (LONG took more than 5 s at load 7), not its CPU time.
+    settings = Settings(testing=True, data_dir=tmp_path_factory.mktemp("data"), max_steps=20000,
+                        wall_seconds=120)
     pool = ForkServerPool(settings)
     pool.start()
     if not pool.serving:
@@ -69,7 +72,7 @@ def test_a_run_the_server_must_end_keeps_the_steps_it_streamed(pool: ForkServerP
     assert all(a is b for a, b in zip(streamed, result.steps, strict=True))
 
 
-# Each iteration a 200 × 200 matmul: steps come slower than the wall limit (5 s) would let them end.
+# Each iteration a 200 × 200 matmul: steps come slower than the limits would let them end.
 ENDLESS = "x = torch.randn(200, 200)\nwhile True:\n    x = torch.tanh(x @ x)\n"
 
 
