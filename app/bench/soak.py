@@ -276,6 +276,8 @@ def soak(requests: int = REQUESTS, concurrency: int = CONCURRENCY) -> Report:
 
 def run() -> list[Row]:
     report = soak()
+    if report.server_errors:  # which kinds failed, and how (a 5xx, or the connection dropped)
+        print(f"[soak] server errors: {dict(Counter(report.server_errors))}", file=sys.stderr)
     case = f"{report.served} mixed requests, concurrency {CONCURRENCY}"
     p95 = statistics.quantiles(report.benign_ms, n=20)[18] if len(report.benign_ms) >= 20 else float("nan")
     return [
