@@ -34,6 +34,7 @@ from pathlib import Path
 
 from app.bench import Row
 from app.bench.http import BenchServer
+from app.bench.scale import WATCH  # the click, the answer, the new run on screen, every long task
 from app.bench.snippets import CNN, FOREVER, LSTM, TRANSFORMER
 from app.bench.stepping import launch_chromium, playwright_here
 
@@ -61,24 +62,6 @@ SCENARIOS = [
     Scenario("transformer", "TransformerEncoderLayer", TRANSFORMER),
     Scenario("forever", "endless loop (cut at 5 s)", FOREVER, drawn_ms=6000, height_px=None, stop=True),
 ]
-
-# Installed before the click: the click, the answer's arrival, the new run on screen (two frames
-# after the explorer took it), every long task (as app.bench.scale).
-WATCH = """() => {
-  const bench = window.__bench = {tasks: [], runs: AX.runs};
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) bench.tasks.push([e.startTime, e.duration]);
-  }).observe({type: "longtask"});
-  document.querySelector("[data-testid=run]").addEventListener("click", () => {
-    bench.clicked = performance.now();
-  }, {capture: true, once: true});
-  const check = () => {
-    if (AX.runs > bench.runs) {
-      requestAnimationFrame(() => requestAnimationFrame(() => { bench.drawn = performance.now(); }));
-    } else requestAnimationFrame(check);
-  };
-  requestAnimationFrame(check);
-}"""
 
 # Where the stepper is while the graph is on screen: the page scrolled so that the graph's viewport
 # sits at the top, the middle and the bottom of the window, and at every 100 px in between.
