@@ -30,7 +30,7 @@ import httpx
 
 from app.bench import Row
 from app.bench.cluster_kit import Cluster, Missing, Redis, client, server_timing
-from app.bench.http import tree_memory
+from app.bench.http import steady_rate, tree_memory
 from app.web.permalink import encode_code
 
 CLIENTS = 4
@@ -59,25 +59,13 @@ def _fresh(code: str, round_: int) -> str:
 
 def throughput(url: str) -> float:
     """Runs per second that ``CLIENTS`` clients get, each run a new code."""
-    done = [0] * CLIENTS
-    stop = time.monotonic() + SECONDS
+    def new_run(c: httpx.Client) -> None:
+        code = f"import torch\nx = torch.ones({next(_serial)})\ny = (x * 2).sum()\n"
+        response = c.post("/api/run", json={"code": code})
+        if response.status_code != 200 or not response.json()["ok"]:
+            raise RuntimeError(f"run failed: {response.status_code} {response.text[:300]}")
 
-    def loop(index: int) -> None:
-        with client(url, timeout=60) as c:
-            while time.monotonic() < stop:
-                code = f"import torch\nx = torch.ones({next(_serial)})\ny = (x * 2).sum()\n"
-                response = c.post("/api/run", json={"code": code})
-                if response.status_code != 200 or not response.json()["ok"]:
-                    raise RuntimeError(f"run failed: {response.status_code} {response.text[:300]}")
-                done[index] += 1
-
-    started = time.monotonic()
-    threads = [threading.Thread(target=loop, args=(i,)) for i in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(done) / (time.monotonic() - started)
+    return steady_rate(CLIENTS, SECONDS, lambda: client(url, timeout=60), new_run)[0]
 
 
 class PeakMemory:

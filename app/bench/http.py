@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -139,24 +140,32 @@ def serial_latencies(url: str) -> list[float]:
         return samples
 
 
-def parallel_rate(url: str) -> tuple[float, int]:
-    done = [0] * PARALLEL_CLIENTS
-    stop = time.monotonic() + PARALLEL_SECONDS
+def steady_rate(clients: int, seconds: float, open_client: Callable[[], httpx.Client],
+                one_request: Callable[[httpx.Client], object]) -> tuple[float, int]:
+    """Requests per second that ``clients`` threads get, each with a client of its own making
+    ``one_request`` after the other for ``seconds``; and how many were made."""
+    done = [0] * clients
+    stop = time.monotonic() + seconds
 
     def client_loop(index: int) -> None:
-        with httpx.Client(timeout=30) as client:
+        with open_client() as client:
             while time.monotonic() < stop:
-                _post(client, url)
+                one_request(client)
                 done[index] += 1
 
     started = time.monotonic()
-    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(PARALLEL_CLIENTS)]
+    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     total = sum(done)
     return total / (time.monotonic() - started), total
+
+
+def parallel_rate(url: str) -> tuple[float, int]:
+    return steady_rate(PARALLEL_CLIENTS, PARALLEL_SECONDS, lambda: httpx.Client(timeout=30),
+                       lambda client: _post(client, url))
 
 
 def cold_latencies() -> list[float]:
