@@ -7,6 +7,7 @@ memory accounting as the findings: the figures are the chart's.
 from __future__ import annotations
 
 from app.diagnostics.context import Context
+from app.diagnostics.holders import growth_per_iteration
 from app.diagnostics.loops import loop_runs
 from app.diagnostics.report import Outcome
 from app.diagnostics.trained import trained
@@ -27,8 +28,8 @@ def outcome(context: Context) -> Outcome:
     runs = [run for run in loop_runs(context) if len(run.starts) >= 3]
     if runs:
         run = max(runs, key=lambda r: (len(r.starts), -r.starts[0]))
-        points = run.starts[1:]
-        growth = (changes[points[-1]].total_bytes - changes[points[0]].total_bytes) / (len(points) - 1)
+        per_iteration = growth_per_iteration(context, run.starts)  # the findings' own reading
+        growth = per_iteration[0] if per_iteration is not None else None
         loop_line = run.loop.start
     last = context.at(len(context) - 1)
     leaves = trained(context).leaves()

@@ -53,10 +53,11 @@ class Loops:
 def read_loops(code: str, lines: list[int] | tuple[int, ...], alive: list[int], finished: bool) -> Loops:
     """The loops of ``code`` over a run whose step ``i`` ran line ``lines[i]`` and left ``alive[i]``
     bytes; ``finished``: the run ran to its end (a loop cut by a limit did not end)."""
-    ranges = SourceFacts(code).loops
+    source = SourceFacts(code)
+    ranges = source.loops
     if not ranges or not lines:
         return Loops((), frozenset())
-    functions = _function_lines(code)
+    functions = _function_lines(source.tree)
     headers: dict[int, list[int]] = {start: [] for start, _ in ranges}
     for step, line in enumerate(lines):
         if line in headers:
@@ -87,11 +88,10 @@ def _growth_text(line: int, iterations: int, per: int) -> str:
     return _("Loop at line {line}: no growth per iteration (median of {n})").format(**parts)
 
 
-def _function_lines(code: str) -> frozenset[int]:
-    """Lines inside the snippet's functions (a generator a loop iterates runs there)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+def _function_lines(tree: ast.Module | None) -> frozenset[int]:
+    """Lines inside the snippet's functions (a generator a loop iterates runs there); none when the
+    snippet could not be parsed."""
+    if tree is None:
         return frozenset()
     lines: set[int] = set()
     for node in ast.walk(tree):

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from app.diagnostics.context import Context
 from app.diagnostics.index import MODIFIED_MARK, At
 from app.diagnostics.patch import indentation, method, replace, segment
-from app.diagnostics.source import LineFacts, Write, resolve, text
+from app.diagnostics.source import LineFacts, Write, calls_method, resolve, text
 from app.diagnostics.trace import detached_from, label, node_label, saved_by, version_bumps
 from app.i18n import gettext as _
 from app.schema import Diagnostic, Patch
@@ -167,7 +167,7 @@ def copy_patch(context: Context, made_at: int | None) -> list[Patch]:
         return []
     lines = context.source.lines
     for node in ast.walk(facts.node):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
+        if calls_method(node, "detach"):
             return [replace(lines, facts.node, node, segment(lines, node) + ".clone()")]
         if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
             return [replace(lines, facts.node, node, method(lines, node.value, "detach().clone()"))]
@@ -239,9 +239,9 @@ def _alias_diagnostic(
         MODIFIED_MARK in node.saved_errors.get(name, "")
         for nid, name, _ in saved if (node := step.node(nid)) is not None
     )
-    silent = [s for s in saved if not caught]
     if caught:
         return None  # saved-tensor-modified explains this write, alias and fix included: one finding
+    silent = saved  # what nodes saved, and no version check will catch the write
     if alias is None and not silent:
         return None  # p.data.add_(...) on a parameter no graph needs: the old manual-update idiom
     original = originals[0]
