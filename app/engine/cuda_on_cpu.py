@@ -32,8 +32,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from app.engine import cuda_answers
+from app.engine.calls import call_as_caller
 from app.engine.ids import tensor_pointer
-from app.engine.watch import call_as_caller
+from app.engine.writes import tensors_in
 from app.trace.gpu import round_size
 
 SIMULATED = torch.device("cuda", 0)
@@ -161,7 +162,7 @@ class CudaOnCpu(TorchFunctionMode):
         """Whether a call's tensors are on the simulated device; mixed with CPU tensors (other than
         0-dim ones, which torch moves), it fails as torch fails."""
         on_cuda = on_cpu = False
-        for t in _tensors(args, kwargs):
+        for t in tensors_in((*args, *kwargs.values())):
             if self.on_cuda(t):
                 on_cuda = True
             else:
@@ -380,16 +381,6 @@ def _caller() -> Any:
     while frame.f_back is not None and frame.f_code.co_filename in _OWN_FILES:
         frame = frame.f_back
     return frame
-
-
-def _tensors(args: tuple, kwargs: dict) -> Iterator[torch.Tensor]:
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif isinstance(value, list | tuple):
-            for item in value:
-                if isinstance(item, torch.Tensor):
-                    yield item
 
 
 @contextlib.contextmanager
