@@ -32,7 +32,7 @@ from app.engine.run import LIVE
 from app.engine.tracer import SNIPPET_FILENAME
 from app.run_errors import error_dict
 from app.sandbox import layers
-from app.sandbox.frames import FRAME_MAX, encode_frame, read_frame, write_all
+from app.sandbox.frames import FRAME_MAX, SPLIT_FIELDS, encode_frame, read_frame, write_all
 from app.sandbox.seccomp import Filters
 
 EXIT_SETUP_FAILED = 71
@@ -257,9 +257,6 @@ class _Frames:
         self._parts, self._size = [], 2
 
 
-# A step's fields that are collections of facts (a large step's parts share them out); the rest
-# travels in its first part (``app.sandbox.runner`` joins them back).
-SPLIT_FIELDS = ("variables", "tensors", "storages", "nodes", "arrays")
 PART_ROOM = FRAME_MAX - 64 * 1024  # a part's collections fill this much (its first part's own fields: less)
 
 

@@ -21,6 +21,9 @@ from collections.abc import Callable
 
 HEADER = struct.Struct(">I")
 FRAME_MAX = 1 << 20  # the largest frame of an answer the server reads
+# A step's fields that are collections of facts: a step larger than a frame shares them out among
+# its parts (``app.sandbox.child``), which the server joins back (``app.sandbox.runner.joined``).
+SPLIT_FIELDS = ("variables", "tensors", "storages", "nodes", "arrays")
 CONTINUED = 1 << 31  # header bit of an answer's frame: its last step goes on in the next frame
 
 

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from app.config import Settings
 from app.heap import collector_paused
 from app.run_errors import Param, english
-from app.sandbox.frames import FrameError, decode_frame
+from app.sandbox.frames import SPLIT_FIELDS, FrameError, decode_frame
 from app.schema import DeltaStep, DeltaTrace, Dropped, RunError
 from app.trace.consistency import (
     Bounds,
@@ -113,11 +113,11 @@ def parsed_weight(steps: list) -> int:
     return weight(facts, names)
 
 
-FACT_FIELDS = ("tensors", "storages", "nodes", "arrays")
+FACT_FIELDS = SPLIT_FIELDS[1:]  # the facts among them: all but the names
 
 
 STEPS = TypeAdapter(list[DeltaStep])
-PART_FIELDS = frozenset({"line", "variables", "tensors", "storages", "nodes", "arrays", "dropped"})
+PART_FIELDS = frozenset({"line", "dropped", *SPLIT_FIELDS})
 
 
 def joined(first: DeltaStep, part: DeltaStep) -> DeltaStep:
@@ -126,7 +126,7 @@ def joined(first: DeltaStep, part: DeltaStep) -> DeltaStep:
     if part.line != first.line or part.model_fields_set - PART_FIELDS:
         raise ValueError("a step's part that is not only more of its facts")
     update: dict[str, object] = {}
-    for field in ("variables", "tensors", "storages", "nodes", "arrays"):
+    for field in SPLIT_FIELDS:
         mine, more = getattr(first, field), getattr(part, field)
         if more:
             if mine.keys() & more.keys():
