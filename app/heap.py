@@ -78,3 +78,10 @@ def limit_malloc_arenas(count: int = 2) -> None:
     the threads that share them spend their time in Python, not in malloc. A no-op off glibc."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).mallopt(M_ARENA_MAX, count)
+
+
+def trim_heap() -> None:
+    """Hand glibc's free memory at the top of its heaps back to the system (it keeps it otherwise):
+    after a large answer is gone. It walks the heap: call it from a worker thread. A no-op off glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import logging
 import time
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 
 from app.budget import BudgetExceeded, current_budget
-from app.heap import collect_due, pause_collector
+from app.heap import collect_due, pause_collector, trim_heap
 from app.i18n import N_, current_locale, gettext, say
 from app.run_errors import Message, Param
 from app.sandbox.stop import RunStop
@@ -340,8 +339,7 @@ def _trim() -> None:
     its turn has come as the collector itself counts turns: while requests overlap the pause may
     not end, and garbage that got old meanwhile would otherwise stay. It runs once the answer is made."""
     collect_due()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).malloc_trim(0)
+    trim_heap()
 
 
 def budget_note(error: BudgetExceeded) -> Message:

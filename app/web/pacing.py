@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import time
 
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.heap import trim_heap
 from app.web.clients import client_key
 
 CHUNK = 64 * 1024  # uvicorn's transport pauses writing above 64 KiB: one piece at a time
@@ -97,10 +97,5 @@ class Paced:
 
 def _hand_back() -> None:
     """The answer is gone: hand the memory back, in a worker thread (the trim walks the heap)."""
-
-    def trim() -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).malloc_trim(0)
-
     with contextlib.suppress(RuntimeError):  # no loop or executor left: the server is stopping
-        asyncio.get_running_loop().run_in_executor(None, trim)
+        asyncio.get_running_loop().run_in_executor(None, trim_heap)
