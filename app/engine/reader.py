@@ -163,7 +163,6 @@ class Reader:
         # node -> saved name -> how its tensor was found: "direct" (the object torch keeps),
         # "twin" (a fresh copy matched to a live tensor), "keyed" (a fresh copy with its own id)
         self.saved_kinds: dict[str, dict[str, str]] = {}
-        self.keyed_ids: set[str] = set()
         self.keyed_owners: dict[str, str] = {}  # keyed id -> the node that saved it
 
     # ---- ids, in meeting order -------------------------------------------------------------------
@@ -240,7 +239,6 @@ class Reader:
         # Register the fresh object under the keyed id so that its fact describes it.
         ids.alias(item.tensor, tid)
         kinds[item.name] = "keyed"
-        self.keyed_ids.add(tid)
         self.keyed_owners[tid] = item.nid
         self.add_tensor(tid, item.tensor)
         item.fact["saved"][item.name] = tid
@@ -328,7 +326,7 @@ class Reader:
         ids = self.run.storage_ids
         pointer = tensor_pointer(t) if self.run.in_backward else 0
         if pointer:  # during a backward pass: known by its bytes only (see ids.tensor_pointer)
-            storage, sid = None, ids.of_pointer(pointer, t, tid in self.keyed_ids)
+            storage, sid = None, ids.of_pointer(pointer, t, tid in self.keyed_owners)
         else:
             try:
                 storage = t.untyped_storage()

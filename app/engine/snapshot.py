@@ -488,7 +488,7 @@ class SnapshotTaker:
     def _excluded(self, tid: str, reader: Reader) -> bool:
         """A saved copy with an id of its own is met only after matching, so it is no twin — unless
         its node, read again, now finds the copy's object known (then it is met like any tensor)."""
-        if tid in reader.keyed_ids:
+        if tid in reader.keyed_owners:
             return True
         owner = self.keyed_owner.get(tid)
         return owner is not None and not self._found_known(tid, owner, reader)
@@ -631,7 +631,7 @@ class SnapshotTaker:
         for sid in set(reader.storages) | moved:
             self._refresh_storage(sid, reader, delta)
         self._refresh_variables(touched_names, delta)
-        self._recheck = set(reader.keyed_ids)
+        self._recheck = set(reader.keyed_owners)
         return _clean(delta)
 
     def _rekey_edges(self, reader: Reader, plan: _Plan) -> None:
@@ -841,7 +841,7 @@ class SnapshotTaker:
         self.node_keys = {nid: reader.node_keys.get(nid, self.node_keys.get(nid)) for nid in self.nodes}
         self.saved_kinds = {nid: reader.saved_kinds.get(nid, {}) for nid in self.nodes}
         self._rebuild()
-        self._recheck = set(reader.keyed_ids)
+        self._recheck = set(reader.keyed_owners)
         return _clean(delta)
 
     def _rebuild(self) -> None:
