@@ -148,9 +148,9 @@ def _module_member(module: str, attr: str) -> Any:
     return value
 
 
-def _module_attribute(module: str, attr: str) -> str | None:
-    """The name of the module ``module.attr`` is, or None when it is not a module (or unknown)."""
-    value = _module_member(module, attr)
+def _module_attribute(module: str, attr: str, value: Any) -> str | None:
+    """The name of the module ``module.attr`` is, or None when it is not a module (or unknown);
+    ``value``: what ``_module_member`` says it holds."""
     if isinstance(value, types.ModuleType):
         return value.__name__
     if value is _MISSING and module not in sys.modules and f"{module}.{attr}" in WALKABLE_MODULES:
@@ -227,15 +227,21 @@ class _Checker(ast.NodeVisitor):
         self._attribute(node, attr, base)  # a blocked name says so first (`torch.os`)
         self._only_names(node, module, attr)
         shown = _dotted(node) or f"{module}.{attr}"
-        if _is_metaclass(_module_member(module, attr)):
-            raise _Rejected(node, "class", "policy.metaclass", {"what": shown})
-        target = _module_attribute(module, attr)
+        target = self._member_module(node, module, attr, shown)
         if target is None:
             return None
         if target not in WALKABLE_MODULES:
             raise _Rejected(node, "module", "policy.module_attribute",
                             {"what": shown, "target": target, "module": module})
         return target
+
+    def _member_module(self, node: ast.AST, module: str, attr: str, shown: str) -> str | None:
+        """The module ``module.attr`` is (None: not a module, or unknown), refusing a metaclass there:
+        one lookup of what it holds for both, whether it is walked to or imported."""
+        value = _module_member(module, attr)
+        if _is_metaclass(value):
+            raise _Rejected(node, "class", "policy.metaclass", {"what": shown})
+        return _module_attribute(module, attr, value)
 
     def _is_named_call(self, node: ast.AST, *names: str) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
@@ -372,9 +378,7 @@ class _Checker(ast.NodeVisitor):
                 raise _Rejected(node, "attribute", *_refused(full, alias.name))
             if alias.asname:
                 self._name(node, alias.asname)
-            if _is_metaclass(_module_member(module, alias.name)):
-                raise _Rejected(node, "class", "policy.metaclass", {"what": full})
-            target = _module_attribute(module, alias.name)
+            target = self._member_module(node, module, alias.name, full)
             if target is not None and target not in WALKABLE_MODULES:
                 raise _Rejected(node, "module", "policy.module_import", {"what": full, "target": target})
             if full in ALLOWED_IMPORTS or target is not None:
