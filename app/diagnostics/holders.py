@@ -157,19 +157,25 @@ def self_linked(context: Context, cause: Cause) -> bool:
         for step in in_place(context, cause)[-3:]:  # rebuilt in place (``total += loss`` on a tensor)
             for tid in tids(context, cause, step):
                 fact, old = context.at(step).tensor(tid), context.before(step).tensor(tid)
-                if fact is not None and old is not None and old.grad_fn and fact.grad_fn != old.grad_fn:
-                    floor = context.first_seen(old.grad_fn) or 0
-                    if old.grad_fn in reach(context.at(step), [tid], floor=floor, until=old.grad_fn).nodes:
-                        return True
+                if fact is not None and old is not None and old.grad_fn and fact.grad_fn != old.grad_fn \
+                        and leads_back(context, step, tid, old.grad_fn):
+                    return True
     return False
 
 
 def linked(context: Context, step: int, tid: str, old: str) -> bool:
+    """The tensor ``tid`` made at ``step`` leads back to the ``grad_fn`` of ``old``, the value it replaced."""
     old_fact = context.before(step).tensor(old) or context.at(step).tensor(old)
     if old_fact is None or old_fact.grad_fn is None:
         return False
-    floor = context.first_seen(old_fact.grad_fn) or 0
-    return old_fact.grad_fn in reach(context.at(step), [tid], floor=floor, until=old_fact.grad_fn).nodes
+    return leads_back(context, step, tid, old_fact.grad_fn)
+
+
+def leads_back(context: Context, step: int, tid: str, grad_fn: str) -> bool:
+    """``tid`` reaches the node ``grad_fn`` through the graph at ``step``, searching only the nodes made
+    since ``grad_fn`` was."""
+    floor = context.first_seen(grad_fn) or 0
+    return grad_fn in reach(context.at(step), [tid], floor=floor, until=grad_fn).nodes
 
 
 def tids(context: Context, cause: Cause, step: int) -> list[str]:
