@@ -194,19 +194,19 @@ class StorageIds(ObjectIds):
         bare = self._by_bare_pointer.get(pointer)
         return bare.sid if bare is not None and bare.alive(pointer) else None
 
-    def of_pointer(self, pointer: int, tensor: Any, fleeting: bool = False) -> str:
+    def of_pointer(self, pointer: int, tensor: Any, saved_by: str | None = None) -> str:
         """An id for the storage at ``pointer``, met through ``tensor``, without its storage object.
-        ``fleeting``: ``tensor`` is a wrapper torch makes afresh at each access (a saved output),
-        which dies at once while what torch saved keeps the storage alive."""
+        ``saved_by``: ``tensor`` is a wrapper torch makes afresh at each access (a saved output) of
+        that node, which dies at once while what the node saved keeps the storage alive."""
         found = self.known_pointer(pointer)
         if found is not None:
             bare = self._by_bare_pointer.get(pointer)
             if bare is not None and bare.sid == found:
-                bare.met(tensor, fleeting, self.pass_depth)  # a true fact even if undone: no journal
+                bare.met(tensor, saved_by, self.pass_depth)  # a true fact even if undone: no journal
             return found
         previous = self._by_bare_pointer.get(pointer)
         bare = self._by_bare_pointer[pointer] = _Bare(self._new())
-        bare.met(tensor, fleeting, self.pass_depth)
+        bare.met(tensor, saved_by, self.pass_depth)
         self.journal.note(lambda: self._unbare(pointer, bare, previous))
         return bare.sid
 
@@ -215,6 +215,13 @@ class StorageIds(ObjectIds):
         freed with it; a pass it ran inside (a backward() in a hook) still holds what it met."""
         for bare in self._by_bare_pointer.values():
             bare.release(depth)
+
+    def release_saved(self, node_id: str) -> None:
+        """Node ``node_id`` ran and torch frees what it saved: a storage held only through its saved
+        outputs is held no more (the allocator may hand its address to the next tensor at once,
+        later in the same pass: a hook's new scalar is a new storage, not the dead one)."""
+        for bare in self._by_bare_pointer.values():
+            bare.unhold(node_id)
 
     def _unbare(self, pointer: int, bare: _Bare, previous: _Bare | None) -> None:
         if self._by_bare_pointer.get(pointer) is bare:
@@ -283,25 +290,35 @@ class _Bare:
     through, through one it never met: then it is taken for a new one, the lesser mistake.) A
     storage met through a saved output, whose wrapper torch makes afresh at each access, is held by
     what torch saved, out of sight: it is taken to live until the pass it was met in ends (the
-    outermost such, when a pass runs inside another's hook: ``StorageIds.end_pass``).
+    outermost such, when a pass runs inside another's hook: ``StorageIds.end_pass``), or until
+    every node that saved it frees what it saved (``StorageIds.release_saved``), whichever is first.
     """
 
-    __slots__ = ("sid", "_tensors", "_held")
+    __slots__ = ("sid", "_tensors", "_held", "_holders")
 
     def __init__(self, sid: str) -> None:
         self.sid = sid
         self._tensors: list[weakref.ref[Any]] = []  # weak: a tensor's wrapper lives as long as it does
         self._held: int | None = None  # the outermost pass depth a saved output was met at
+        self._holders: set[str] = set()  # the nodes whose saved outputs it was met through
 
-    def met(self, tensor: Any, fleeting: bool, depth: int) -> None:
-        if fleeting:
+    def met(self, tensor: Any, saved_by: str | None, depth: int) -> None:
+        if saved_by is not None:
             self._held = depth if self._held is None else min(self._held, depth)
+            self._holders.add(saved_by)
         elif all(ref() is not tensor for ref in self._tensors):
             self._tensors.append(weakref.ref(tensor))
 
     def release(self, depth: int) -> None:
         if self._held is not None and self._held >= depth:
             self._held = None
+            self._holders.clear()
+
+    def unhold(self, node_id: str) -> None:
+        if node_id in self._holders:
+            self._holders.discard(node_id)
+            if not self._holders:
+                self._held = None
 
     def alive(self, pointer: int) -> bool:
         if self._held is not None:

@@ -326,7 +326,7 @@ class Reader:
         ids = self.run.storage_ids
         pointer = tensor_pointer(t) if self.run.in_backward else 0
         if pointer:  # during a backward pass: known by its bytes only (see ids.tensor_pointer)
-            storage, sid = None, ids.of_pointer(pointer, t, tid in self.keyed_owners)
+            storage, sid = None, ids.of_pointer(pointer, t, self.keyed_owners.get(tid))
         else:
             try:
                 storage = t.untyped_storage()

@@ -219,6 +219,7 @@ class SnapshotTaker:
             message = freed_message()
             for name in tensor_saves(node, self.saved_names):
                 self.freed.setdefault(nid, {})[name] = message
+            self.storage_ids.release_saved(nid)
         for grad in (*ran.received, *ran.sent):
             if isinstance(grad, torch.Tensor):
                 tid = self.tensor_ids.of(grad)

@@ -57,12 +57,37 @@ def test_a_storage_met_through_a_fleeting_wrapper_is_held_until_the_pass_ends() 
     y = x.exp()
     wrapper = y.grad_fn._saved_result
     pointer = tensor_pointer(wrapper)
-    sid = ids.of_pointer(pointer, wrapper, fleeting=True)
+    sid = ids.of_pointer(pointer, wrapper, saved_by="n2")
     del wrapper, y
     gc.collect()
     assert ids.known_pointer(pointer) == sid
     ids.take_bare_pointers()
     assert ids.known_pointer(pointer) is None  # forgotten once the pass is over
+
+
+def test_a_storage_held_through_saved_outputs_dies_when_the_nodes_that_saved_it_free_them() -> None:
+    """Within one pass: once every node that saved it has run (torch frees what a node saved right
+    after it runs), its address names whatever the allocator puts there next — a hook's new scalar
+    in ``(h * 2).sum().backward()`` with a backward pass in ``h``'s hook is a new storage, in every
+    run, whether or not the allocator happened to reuse the address."""
+    ids = StorageIds()
+    ids.pass_depth = 1
+    x = torch.ones(3, requires_grad=True)
+    y = x.exp()
+    first, second = y.grad_fn._saved_result, y.grad_fn._saved_result
+    pointer = tensor_pointer(first)
+    sid = ids.of_pointer(pointer, first, saved_by="n2")
+    assert ids.of_pointer(pointer, second, saved_by="n5") == sid
+    del first, second, y
+    gc.collect()
+    ids.release_saved("n2")
+    assert ids.known_pointer(pointer) == sid, "n5 still holds what it saved"
+    ids.release_saved("n9")  # a node that saved nothing here changes nothing
+    assert ids.known_pointer(pointer) == sid
+    ids.release_saved("n5")
+    assert ids.known_pointer(pointer) is None
+    # the allocator's next block at that address (the address is given: reuse is its choice)
+    assert ids.of_pointer(pointer, torch.zeros(1)) != sid
 
 
 def test_an_undone_attempt_forgets_the_storage_it_named() -> None:
