@@ -15,7 +15,7 @@ from typing import Any
 from app.diagnostics.index import At, Index
 from app.diagnostics.memory import Accounting
 from app.diagnostics.source import LineFacts, SourceFacts, resolve, shorten
-from app.schema import DeltaTrace, RunError
+from app.schema import DeltaTrace, MemoryChange, RunError
 
 
 @dataclass
@@ -42,6 +42,12 @@ class Context:
     @property
     def error(self) -> RunError | None:
         return self.trace.error
+
+    @property
+    def memory(self) -> list[MemoryChange]:
+        """The memory chart's figures after each step (the accounting the index feeds; none without one)."""
+        accounting = self.index.accounting
+        return accounting.changes if accounting is not None else []
 
     def line(self, step: int) -> int:
         return self.index.lines[step]

@@ -259,7 +259,7 @@ def growth_per_iteration(context: Context, steps: list[int]) -> tuple[float, int
     """(bytes per iteration, first step, last step), read from the memory chart at the steps the
     cause acted at (the same point of consecutive iterations); the first is skipped when there are
     enough (the first iteration also makes what every later one reuses: an optimizer's state)."""
-    changes = context.index.accounting.changes if context.index.accounting is not None else []
+    changes = context.memory
     points = steps[1:] if len(steps) >= 3 else steps
     if len(points) < 2 or points[-1] >= len(changes):
         return None

@@ -21,7 +21,7 @@ def _name(names: list[str]) -> str | None:
 
 
 def outcome(context: Context) -> Outcome:
-    changes = context.index.accounting.changes if context.index.accounting is not None else []
+    changes = context.memory
     if not changes:
         return Outcome(steps=0, end_bytes=0)
     growth, loop_line = None, None

@@ -63,7 +63,7 @@ def held_across_iterations(context: Context) -> Iterator[Diagnostic]:
 
 def _chart(context: Context, growth: tuple[float, int, int] | None, nodes: int) -> str:
     """The sentence that quotes the memory chart (the figures its readout shows at those steps)."""
-    changes = context.index.accounting.changes if context.index.accounting is not None else []
+    changes = context.memory
     if growth is None:
         return ""
     per, first, last = growth
