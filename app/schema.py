@@ -324,7 +324,7 @@ Severity = Literal["error", "warning", "info"]
 class Patch(_Fact):
     """One edit of the snippet: lines ``start`` to ``end`` (1-based, inclusive) become ``text`` (its
     lines joined by newlines; "" removes them). ``end`` = ``start`` - 1 inserts ``text`` before line
-    ``start``. A finding's patches, applied together, are its fix as code (``app.diagnostics.patch``)."""
+    ``start``. A finding's patches, applied together, are its fix as code (``app.diagnosis.apply``)."""
 
     start: int = Field(ge=1)
     end: int = Field(ge=0)

@@ -9,12 +9,12 @@ import logging
 from typing import Any
 
 from app.budget import BudgetExceeded, current_budget
+from app.diagnosis import Made, Outcome, Report
 from app.diagnostics.context import Context
 from app.diagnostics.fourway import made
 from app.diagnostics.index import Index
 from app.diagnostics.memory import Accounting, account, as_accounts
 from app.diagnostics.outcome import outcome
-from app.diagnostics.report import Made, Outcome, Report
 from app.diagnostics.rules import RULE_IDS, RULES
 from app.diagnostics.source import SourceFacts
 from app.schema import DeltaResponse, DeltaStep, DeltaTrace, Diagnostic, MemoryChange, RunResponse, RunResult

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 
+from app.diagnosis import Made
 from app.diagnostics.context import Context
-from app.diagnostics.report import Made
 from app.diagnostics.source import resolve, shorten, text
 
 FORMS = ("clone()", "detach()", "clone().detach()", "detach().clone()")

@@ -6,10 +6,10 @@ memory accounting as the findings: the figures are the chart's.
 
 from __future__ import annotations
 
+from app.diagnosis import Outcome
 from app.diagnostics.context import Context
 from app.diagnostics.holders import growth_per_iteration
 from app.diagnostics.loops import loop_runs
-from app.diagnostics.report import Outcome
 from app.diagnostics.trained import trained
 
 

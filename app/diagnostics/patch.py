@@ -1,5 +1,5 @@
 """A fix as code: edits of the snippet's lines (``app.schema.Patch``) that a rule makes from the
-statements it names, and ``apply`` that carries them out.
+statements it names (``app.diagnosis.apply`` carries them out).
 
 Edits are made on the source as the user typed it, never on ``ast.unparse`` of it: quotes, spacing and
 comments stay the user's. ``ast`` positions count UTF-8 bytes within a line, so a line is cut as
@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Iterable
 
 from app.schema import Patch
 
@@ -94,15 +93,6 @@ def unwrap(lines: list[str], block: ast.With | ast.For | ast.While) -> Patch:
         else:  # a blank line, or a line less indented than the body (a continuation)
             rows.append(row.lstrip() and outer + row.lstrip())
     return Patch(start=start, end=end, text="\n".join(rows))
-
-
-def apply(code: str, patches: Iterable[Patch]) -> str:
-    """The code with the patches carried out (given for the code as it is: none of them overlap)."""
-    lines = code.split("\n")
-    for patch in sorted(patches, key=lambda p: (p.start, p.end), reverse=True):
-        new = patch.text.split("\n") if patch.text else []
-        lines[patch.start - 1:patch.end] = new
-    return "\n".join(lines)
 
 
 def is_simple(node: ast.expr) -> bool:

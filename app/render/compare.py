@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any
 
-from app.diagnostics.report import Report
+from app.diagnosis import Report
 from app.gallery import EXAMPLES, Example, code_comments, get_example, localized
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView, build_explorer, client_payload, frame_at

@@ -1,7 +1,7 @@
 """View models for the findings panel, the memory timeline, the four-way table and the compare's
 one-line summary: numbers and text segments that ``templates/_diagnostics.html``,
 ``_memory_timeline.html``, ``_fourway.html`` and ``_compare.html`` draw. Pure; no torch. Runs no rule:
-it is handed a ``app.diagnostics.Report`` the web layer asked for.
+it is handed the ``app.diagnosis.Report`` the web layer asked the detector for.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from app.diagnostics.patch import apply
-from app.diagnostics.report import Made, Outcome, Report
+from app.diagnosis import Made, Outcome, Report, apply
 from app.i18n import N_, gettext, ngettext
 from app.schema import Diagnostic, MemoryAccount, MemoryChange
 from app.trace.gpu import GpuPoint

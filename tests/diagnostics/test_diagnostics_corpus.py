@@ -18,7 +18,7 @@ from functools import cache
 import pytest
 from diagnostics_support import Run, run
 
-from app.diagnostics.patch import apply
+from app.diagnosis import apply
 from app.units import fmt_bytes
 from tests.diagnostics.corpus.cases import CASES, Case, Grows, Shares, Untrained
 from tests.diagnostics.corpus.oracle import check, run_plain

@@ -1,11 +1,15 @@
-"""What the server says about one run beside its trace, as plain data (no rule here): the views
-(``app.render``) read it, the web layer asks the diagnostics for it (``app.diagnostics.report``)."""
+"""What the server says about one run beside its trace, as plain data (no rule here): the detector
+(``app.diagnostics``) writes it, the views (``app.render``) draw it. The two sit side by side over the
+schema and import nothing of each other: the web layer asks the detector (``app.diagnostics.report``)
+and hands the answer to the views.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.schema import Diagnostic, MemoryChange
+from app.schema import Diagnostic, MemoryChange, Patch
 
 
 @dataclass(frozen=True)
@@ -44,3 +48,13 @@ class Report:
     made: list[Made] = field(default_factory=list)
     outcome: Outcome = field(default_factory=lambda: Outcome(steps=0, end_bytes=0))
     ran: bool = False  # the run has steps: a run refused or failed before its first one says nothing
+
+
+def apply(code: str, patches: Iterable[Patch]) -> str:
+    """The code with a finding's patches carried out (given for the code as it is: none of them
+    overlap): its fix as code, the page's "Try this fix" (the rules make them, ``app.diagnostics.patch``)."""
+    lines = code.split("\n")
+    for patch in sorted(patches, key=lambda p: (p.start, p.end), reverse=True):
+        new = patch.text.split("\n") if patch.text else []
+        lines[patch.start - 1:patch.end] = new
+    return "\n".join(lines)
