@@ -13,6 +13,7 @@ import io
 import tokenize
 
 from app.schema import Patch
+from app.snippet import span
 
 
 def _line_bytes(lines: list[str], number: int) -> bytes:
@@ -31,10 +32,6 @@ def segment(lines: list[str], node: ast.AST) -> str:
     return b"\n".join(parts).decode(errors="replace")
 
 
-def statement_span(stmt: ast.stmt) -> tuple[int, int]:
-    return stmt.lineno, stmt.end_lineno or stmt.lineno
-
-
 def replace(lines: list[str], stmt: ast.stmt, node: ast.AST, text: str) -> Patch:
     """The statement's lines with ``node``'s source (inside them) replaced by ``text``."""
     return replace_many(lines, stmt, [(node, text)])
@@ -42,7 +39,7 @@ def replace(lines: list[str], stmt: ast.stmt, node: ast.AST, text: str) -> Patch
 
 def replace_many(lines: list[str], stmt: ast.stmt, edits: list[tuple[ast.AST, str]]) -> Patch:
     """The statement's lines with each node's source replaced (the nodes do not overlap)."""
-    start, end = statement_span(stmt)
+    start, end = span(stmt)
     whole = b"\n".join(_line_bytes(lines, n) for n in range(start, end + 1))
 
     def offset(line: int, column: int) -> int:
@@ -69,20 +66,20 @@ def indentation(lines: list[str], line: int) -> str:
 
 def wrap(lines: list[str], stmt: ast.stmt, header: str) -> Patch:
     """The statement moved into a block: ``with torch.no_grad():`` above it, the statement indented."""
-    start, end = statement_span(stmt)
+    start, end = span(stmt)
     pad = indentation(lines, start)
     inner = [("    " + row if row.strip() else row) for row in lines[start - 1:end]]
     return Patch(start=start, end=end, text="\n".join([pad + header, *inner]))
 
 
 def delete(stmt: ast.stmt) -> Patch:
-    start, end = statement_span(stmt)
+    start, end = span(stmt)
     return Patch(start=start, end=end, text="")
 
 
 def unwrap(lines: list[str], block: ast.With | ast.For | ast.While) -> Patch:
     """The block's body in its place, one level less indented (the block's header gone)."""
-    start, end = statement_span(block)
+    start, end = span(block)
     body_start = block.body[0].lineno
     outer = indentation(lines, start)
     inner = indentation(lines, body_start)

@@ -11,6 +11,7 @@ import ast
 from dataclasses import dataclass, field
 
 from app.diagnostics.index import At
+from app.snippet import is_loop, nested, parse, span
 
 # Methods that end in "_" but do not write the tensor's elements.
 NOT_WRITES = frozenset({"requires_grad_", "retain_grad", "share_memory_", "detach_", "register_hook"})
@@ -381,23 +382,17 @@ class SourceFacts:
         self.source = source
         self.lines = source.splitlines()
         self.by_line: dict[int, LineFacts] = {}
-        self.loops: list[tuple[int, int]] = []
         self.loop_info: dict[tuple[int, int], Loop] = {}
-        self.tree: ast.Module | None = None
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return
-        self.tree = tree
-        self._walk(tree.body, source, None, None, False, ())
+        tree = parse(source)
+        if tree is not None:
+            self._walk(tree.body, source, None, None, False, ())
 
     def _walk(self, body: list[ast.stmt], source: str, func: str | None, loop: tuple[int, int] | None,
               grad_off: bool, withs: tuple[ast.With, ...]) -> None:
         for stmt in body:
             own_loop = loop
-            if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
-                own_loop = (stmt.lineno, stmt.end_lineno or stmt.lineno)
-                self.loops.append(own_loop)
+            if is_loop(stmt):
+                own_loop = span(stmt)
                 self.loop_info[own_loop] = Loop(own_loop[0], own_loop[1], func, stmt, loop)
             facts = _facts(stmt, source, func, own_loop, grad_off, withs)
             for line in range(facts.line, facts.end_line + 1):
@@ -411,12 +406,8 @@ class SourceFacts:
             if isinstance(stmt, ast.With | ast.AsyncWith):
                 inner_off = grad_off or any(_is_grad_off(item.context_expr) for item in stmt.items)
                 inner_withs = (*withs, stmt)  # type: ignore[assignment]
-            for child in ("body", "orelse", "finalbody"):
-                nested = getattr(stmt, child, None)
-                if isinstance(nested, list) and nested and isinstance(nested[0], ast.stmt):
-                    self._walk(nested, source, inner_func, inner_loop, inner_off, inner_withs)
-            for handler in getattr(stmt, "handlers", []):
-                self._walk(handler.body, source, inner_func, inner_loop, inner_off, inner_withs)
+            for inner in nested(stmt):
+                self._walk(inner, source, inner_func, inner_loop, inner_off, inner_withs)
 
     def loop(self, span: tuple[int, int] | None) -> Loop | None:
         return self.loop_info.get(span) if span is not None else None

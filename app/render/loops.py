@@ -17,10 +17,10 @@ import ast
 import statistics
 from dataclasses import dataclass
 
-from app.diagnostics.source import SourceFacts
 from app.i18n import gettext as _
 from app.render import fmt
 from app.render.steps import StepInput
+from app.snippet import loops, parse
 
 MAX_LOOPS = 3  # loops the memory view speaks of, the most iterations first
 MIN_ITERATIONS = 2
@@ -53,11 +53,11 @@ class Loops:
 def read_loops(code: str, lines: list[int] | tuple[int, ...], alive: list[int], finished: bool) -> Loops:
     """The loops of ``code`` over a run whose step ``i`` ran line ``lines[i]`` and left ``alive[i]``
     bytes; ``finished``: the run ran to its end (a loop cut by a limit did not end)."""
-    source = SourceFacts(code)
-    ranges = source.loops
+    tree = parse(code)
+    ranges = loops(tree)
     if not ranges or not lines:
         return Loops((), frozenset())
-    functions = _function_lines(source.tree)
+    functions = _function_lines(tree)
     headers: dict[int, list[int]] = {start: [] for start, _ in ranges}
     for step, line in enumerate(lines):
         if line in headers:
