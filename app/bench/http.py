@@ -11,6 +11,7 @@ cache (each request a real run); everything else is the default configuration.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -77,6 +78,7 @@ class BenchServer:
             "EXPLORER_CACHE_MIB": "0",
             **(env or {}),
         }
+        self.env = env
         self.log = (self.workdir / "server.log").open("wb")
         self.process = subprocess.Popen(
             [
@@ -102,6 +104,21 @@ class BenchServer:
         if not wait_until_healthy(self.url, self.process):
             self.stop()
             raise RuntimeError(f"bench server did not start; see {self.workdir / 'server.log'}")
+
+    def wait_until_warm(self, seconds: float = 180) -> bool:
+        """Wait until the sandbox's warm standby fork server is up (``/healthz``: ``pool.standby``), or
+        the server says it keeps none. A fork server warming takes a core for seconds (it imports torch
+        and runs its warm-ups): a timing taken meanwhile measures the start, not the server."""
+        if self.env.get("EXPLORER_STANDBY", "").strip().lower() in ("0", "false", "f", "n", "no", "off"):
+            return True
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError, ValueError):
+                pool = httpx.get(f"{self.url}/healthz", timeout=2).json().get("pool") or {}
+                if pool.get("standby", True):
+                    return True
+            time.sleep(0.2)
+        return False
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -231,6 +248,7 @@ def idle_memory(server_pid: int) -> tuple[float, float, int]:
 def run() -> list[Row]:
     server = BenchServer()
     try:
+        server.wait_until_warm()  # the steady state, not the start
         url = f"{server.url}/api/run"
         serial = serial_latencies(url)
         rate, total = parallel_rate(url)
