@@ -14,7 +14,6 @@ import builtins
 import contextlib
 import json
 import os
-import random
 import resource
 import signal
 import sys
@@ -24,7 +23,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-import torch
 
 from app import policy, policy_builtins
 from app.engine import EngineLimits, trace_delta
@@ -373,10 +371,11 @@ def serve_one(
     """The whole life of a child. Never returns."""
     try:
         facts = layers.harden(config, uid, (job_fd, result_fd), fork_server_pid, filters)
-        # Fresh randomness per child: the fork server's state must not predict a child's
-        # (the engine then seeds torch and random with 0 per run, for reproducible permalinks).
-        random.seed()
-        torch.seed()
+        # No seeding here: every run seeds torch's generator, random and numpy with 0 before the
+        # snippet's first line (app.engine.run, reproducible permalinks), and what draws from the OS
+        # (torch.seed(), random.seed(), os.urandom) draws fresh in every child. torch.seed() here
+        # cost ~2 ms of each child's CPU (a lazy CUDA seeding that formats a stack trace, ~300 pages
+        # copied from the fork server) and set nothing a run could see.
         warm_up(CHILD_WARM_UP)
         layers.limit_cpu(config.cpu_seconds)
         status = layers.status_fields()
