@@ -6,7 +6,8 @@ the server plus the pool at idle (RSS, and PSS, which splits the pages children 
 server instead of counting them once per process).
 
 The bench server is started with the rate limit lifted (one client sends every request) and no run
-cache (each request a real run); everything else is the default configuration.
+cache (each request a real run); everything else is the default configuration. Timing starts once the
+server is warm: its standby fork server up (``BenchServer.wait_until_warm``).
 """
 
 from __future__ import annotations
