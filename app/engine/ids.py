@@ -22,15 +22,16 @@ import torch
 
 
 class _Journal:
-    """Undo records for a registry: each entry is a zero-argument function that reverts one change."""
+    """Undo records for a registry: each entry is a function and the arguments that revert one change
+    (not a closure: a step notes dozens, and each closure is an allocation the collector tracks)."""
 
     def __init__(self) -> None:
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.recording = False
 
-    def note(self, undo: Callable[[], None]) -> None:
+    def note(self, undo: Callable[..., Any], *args: Any) -> None:
         if self.recording:
-            self._undo.append(undo)
+            self._undo.append((undo, args))
 
     def mark(self) -> int:
         self.recording = True
@@ -38,11 +39,27 @@ class _Journal:
 
     def rollback(self, mark: int) -> None:
         while len(self._undo) > mark:
-            self._undo.pop()()
+            undo, args = self._undo.pop()
+            undo(*args)
 
     def commit(self) -> None:
         self._undo.clear()
         self.recording = False
+
+
+class _AddressRef(weakref.ref):
+    """A weak reference that knows the address it was filed under, for its registry's one callback
+    (a closure per reference would be one more allocation per object met)."""
+
+    __slots__ = ("address",)
+
+    def __new__(cls, obj: Any, callback: Callable[[Any], None], address: int) -> _AddressRef:
+        ref = super().__new__(cls, obj, callback)
+        ref.address = address
+        return ref
+
+    def __init__(self, obj: Any, callback: Callable[[Any], None], address: int) -> None:
+        super().__init__(obj, callback)
 
 
 class ObjectIds:
@@ -55,6 +72,9 @@ class ObjectIds:
         self._by_id: dict[str, weakref.ref[Any]] = {}  # the latest object that answered to an id
         self._by_key: dict[Hashable, str] = {}
         self.journal = _Journal()
+        # The bound method made once: weakref callbacks must not keep the registry alive through
+        # a cycle, and a registry outlives its references anyway.
+        self._forget_callback = self._forget
         # Addresses whose object died since the last ``take_deaths``: a cached reading that named an
         # object at one of them is stale.
         self._deaths: set[int] = set()
@@ -82,7 +102,8 @@ class ObjectIds:
         self._remember(obj, new_id)
         return new_id
 
-    def _forget(self, address: int, ref: weakref.ref[Any]) -> None:
+    def _forget(self, ref: _AddressRef) -> None:
+        address = ref.address
         entry = self._by_address.get(address)
         if entry is not None and entry[0] is ref:
             del self._by_address[address]
@@ -111,10 +132,10 @@ class ObjectIds:
         address = id(obj)
         previous = self._by_address.get(address)
         previous_ref = self._by_id.get(object_id)
-        ref = weakref.ref(obj, lambda ref: self._forget(address, ref))
+        ref = _AddressRef(obj, self._forget_callback, address)
         self._by_address[address] = (ref, object_id)
         self._by_id[object_id] = ref
-        self.journal.note(lambda: self._restore(address, previous, object_id, previous_ref))
+        self.journal.note(self._restore, address, previous, object_id, previous_ref)
 
     def _restore(self, address: int, previous: tuple[weakref.ref[Any], str] | None, object_id: str,
                  previous_ref: weakref.ref[Any] | None) -> None:
@@ -141,7 +162,7 @@ class ObjectIds:
         found = self._by_key.get(key)
         if found is None:
             found = self._by_key[key] = self._new()
-            self.journal.note(lambda: self._by_key.pop(key, None))
+            self.journal.note(self._by_key.pop, key, None)
         return found
 
     def has_key(self, key: Hashable) -> bool:
@@ -166,6 +187,7 @@ class StorageIds(ObjectIds):
         # their storage object.
         self._by_bare_pointer: dict[int, _Bare] = {}
         self._pointer_of: dict[str, int] = {}  # storage id -> where its bytes were last seen
+        self._unpoint_callback = self._unpoint
         self.pass_depth = 0  # backward passes running, one inside another (app.engine.run)
 
     def of_storage(self, storage: Any) -> str:
@@ -207,7 +229,7 @@ class StorageIds(ObjectIds):
         previous = self._by_bare_pointer.get(pointer)
         bare = self._by_bare_pointer[pointer] = _Bare(self._new())
         bare.met(tensor, saved_by, self.pass_depth)
-        self.journal.note(lambda: self._unbare(pointer, bare, previous))
+        self.journal.note(self._unbare, pointer, bare, previous)
         return bare.sid
 
     def end_pass(self, depth: int) -> None:
@@ -256,16 +278,19 @@ class StorageIds(ObjectIds):
             old = self._by_pointer.get(moved_from)
             if old is not None and old[1] == sid:
                 del self._by_pointer[moved_from]
-                self.journal.note(lambda: self._repoint(moved_from, old))
+                self.journal.note(self._repoint, moved_from, old)
         previous = entry
         previous_at = self._pointer_of.get(sid)
-        self._by_pointer[pointer] = (weakref.ref(storage, lambda ref: self._unpoint(pointer, ref)), sid)
+        self._by_pointer[pointer] = (_AddressRef(storage, self._unpoint_callback, pointer), sid)
         self._pointer_of[sid] = pointer
-        self.journal.note(lambda: self._repoint(pointer, previous))
-        self.journal.note(lambda: self._pointer_of.__setitem__(sid, previous_at) if previous_at is not None
-                          else self._pointer_of.pop(sid, None))
+        self.journal.note(self._repoint, pointer, previous)
+        if previous_at is not None:
+            self.journal.note(self._pointer_of.__setitem__, sid, previous_at)
+        else:
+            self.journal.note(self._pointer_of.pop, sid, None)
 
-    def _unpoint(self, pointer: int, ref: weakref.ref[Any]) -> None:
+    def _unpoint(self, ref: _AddressRef) -> None:
+        pointer = ref.address
         entry = self._by_pointer.get(pointer)
         if entry is not None and entry[0] is ref:
             del self._by_pointer[pointer]
@@ -407,7 +432,7 @@ class NodeIds:
         if found is None:
             self._count += 1
             found = self._by_key[key] = f"n{self._count}"
-            self.journal.note(lambda: self._undo_new(key))
+            self.journal.note(self._undo_new, key)
         return found
 
     def known_key(self, key: Hashable) -> str | None:
@@ -418,8 +443,10 @@ class NodeIds:
         if self._by_key.get(key) != node_id:
             previous = self._by_key.get(key)
             self._by_key[key] = node_id
-            self.journal.note(lambda: self._by_key.pop(key, None) if previous is None
-                              else self._by_key.__setitem__(key, previous))
+            if previous is None:
+                self.journal.note(self._by_key.pop, key, None)
+            else:
+                self.journal.note(self._by_key.__setitem__, key, previous)
 
     def _undo_new(self, key: Hashable) -> None:
         self._by_key.pop(key, None)
@@ -430,4 +457,4 @@ class NodeIds:
         if key and isinstance(key, tuple) and key[0] in ("leaf", "object"):
             found = self._by_key.pop(key, None)
             if found is not None:
-                self.journal.note(lambda: self._by_key.__setitem__(key, found))
+                self.journal.note(self._by_key.__setitem__, key, found)
