@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.autograd.function import BackwardCFunction
 
 from app.engine.arrays import ArrayReader
 from app.engine.backward import NodeRan, freed_message, tensor_saves
 from app.engine.ids import NodeIds, ObjectIds, StorageIds, key_leaf, tensor_pointer
 from app.engine.names import NameWalker
-from app.engine.reader import Deferred, Reader, fact_signature
+from app.engine.reader import SAVED_PREFIX, Deferred, Reader, fact_signature, packed_by_hooks
 from app.engine.values import ValueWriter
 from app.engine.watch import Touches
 
@@ -152,6 +153,7 @@ class SnapshotTaker:
         # afresh at each access and dies with the step: re-reading its node would key it again, and
         # at every step, for every live graph (a kept ReLU/tanh loop's quadratic).
         self._recheck: set[str] = set()
+        self._flips: dict[str, set[str]] = {}  # this step: node -> its rechecked copies (_flip_known)
         # What a backward step adds to the names as roots (the node that ran, its gradients), and
         # what the previous step added: without their names, are they still reached?
         self._extra: list[tuple[str, Any]] = []
@@ -288,10 +290,12 @@ class SnapshotTaker:
                         self.volatile.add(sid)
             self._mark_backward(touches.backward_nodes, touches.backward_leaves)
         storages |= self.volatile
+        flips: dict[str, set[str]] = {}
         for tid in self._recheck:
             owner = self.keyed_owner.get(tid)
             if owner in self.nodes and self.tensor_ids.object(tid) is not None:
-                dirty.add(owner)
+                flips.setdefault(owner, set()).add(tid)
+        self._flips = flips
         for sid in storages:
             dirty.update(self.on_storage.get(sid, ()))
             dirty.update(self.saving.get(sid, ()))  # what it saved may now be "modified in place"
@@ -361,6 +365,11 @@ class SnapshotTaker:
 
     # ---- the incremental step --------------------------------------------------------------------
     def _incremental(self, bound: dict[str, str], gone: list[str]) -> dict[str, Any] | None:
+        if not (bound or gone or self._dirty or self._extra or self._extra_before or self._flips):
+            # No name changed, nothing may have been written, nothing to recheck: there is nothing
+            # to read, and every count stands (a loop's own line, a print: a third of a leak's steps).
+            self._recheck = set()
+            return {}
         journals = [ids.journal for ids in (self.tensor_ids, self.storage_ids, self.node_ids)]
         marks = [journal.mark() for journal in journals]
         try:
@@ -409,6 +418,9 @@ class SnapshotTaker:
             else:
                 reader.add_node(ident, obj, self.node_keys.get(ident))
         reader.drain()
+        for nid in sorted(self._flips, key=_id_order):
+            if nid not in dirty and nid not in reader.nodes and not self._flip_known(reader, nid):
+                dirty.add(nid)  # read it whole, below
         # Then what changed deeper in the graph.
         for ident in sorted((t for t in dirty - seeds if t in members), key=_id_order):
             self._read_again(reader, ident)
@@ -418,6 +430,43 @@ class SnapshotTaker:
                 len(self.nodes) + len(reader.nodes) > MAX_NODES:
             raise _Retry  # near the caps, which objects get in depends on the whole reading order
         return plan
+
+    def _flip_known(self, reader: Reader, nid: str) -> bool:
+        """A node whose saved copies were given ids of their own at the last step, and whose objects
+        still live (a saved input's wrapper, kept while torch holds it): read again, it finds them
+        known. Nothing else of it changed (it is not dirty), so rather than reading it whole, ask
+        it for those slots only and file it as read with its fact as it stands and those slots
+        "direct" — what reading it whole gives. False (read it whole) for any slot that is not
+        plainly such a copy: a twin match, a copy that died, a custom Function's, one packed by a
+        hook, one of a sequence."""
+        fact = self.nodes[nid]
+        kinds = self.saved_kinds.get(nid, {})
+        tids = self._flips[nid]
+        if "twin" in kinds.values():
+            return False
+        keyed = [name for name, kind in kinds.items() if kind == "keyed"]
+        if not keyed or any(fact["saved"].get(name) not in tids or "[" in name for name in keyed):
+            return False
+        node = self._locate(nid, {})
+        if node is None or isinstance(node, BackwardCFunction):
+            return False
+        now = dict(kinds)
+        for name in keyed:
+            attribute = SAVED_PREFIX + name
+            if packed_by_hooks(node, attribute) is not None:
+                return False
+            try:
+                value = getattr(node, attribute)
+            except RuntimeError:
+                return False
+            if not isinstance(value, torch.Tensor) or self.tensor_ids.known(value) != fact["saved"][name]:
+                return False
+            now[name] = "direct"
+        reader.nodes[nid] = fact
+        reader.objects[nid] = node
+        reader.saved_kinds[nid] = now
+        reader.node_keys.setdefault(nid, self.node_keys.get(nid))
+        return True
 
     def _read_again(self, reader: Reader, ident: str) -> None:
         if ident in reader.tensors or ident in reader.nodes or ident in self.keyed_owner:
