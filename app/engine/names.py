@@ -307,7 +307,12 @@ def members(name: str, value: Any, kind: str, start: int = 0) -> list[Member]:
     if kind == "module":
         return _module_members(name, value)
     if kind == "sequence":
-        items = itertools.islice(_iterate(value, _SEQUENCES), start, None)
+        cls = type(value)  # (not isinstance(): it may ask the object for its __class__)
+        if start and issubclass(cls, list | tuple):  # a grown list's tail, without walking its head
+            base = list if issubclass(cls, list) else tuple
+            items = base.__getitem__(value, slice(start, MAX_CONTAINER_ITEMS))
+        else:
+            items = itertools.islice(_iterate(value, _SEQUENCES), start, None)
         return [(f"{name}[{i}]", item) for i, item in enumerate(items, start)]
     if kind == "namedtuple":
         fields = next(_type_dict(k)["_fields"] for k in type(value).__mro__ if "_fields" in _type_dict(k))
@@ -440,7 +445,8 @@ class NameWalker:
                 self._top_rank[top] = (scope_index, top_index)
                 items = self._read(prefix + name, value, ())
                 previous = self._tops.get(top)
-                if items is not previous:
+                # (a tensor's name reads as a new one-item list at every step: equal, nothing to diff)
+                if items is not previous and items != previous:
                     self._tops[top] = items
                     self._diff(top, previous or [], items, bound, gone)
         for top in [t for t in self._tops if t not in seen]:
