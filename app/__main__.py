@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return _render(args.file, args.output, args.step, args.lang, args.cuda_on_cpu)
 
     if args.command == "serve":
+        _in_serve_environment(argv)
         import uvicorn
 
         from app.config import get_settings
@@ -66,6 +67,24 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(result, sys.stdout, allow_nan=False)
     sys.stdout.write("\n")
     return 0 if result["ok"] else 1
+
+
+def _in_serve_environment(argv: list[str] | None) -> None:
+    """Start this same command again, same process, in the environment the server runs in
+    (``app.heap.serve_environment``: Python's allocator is chosen before the interpreter starts),
+    unless it already is: so ``python -m app serve``, ``scripts/serve`` and the Docker image all run
+    the server as it was measured, with nothing for the user to set."""
+    import os
+
+    from app.heap import serve_environment
+
+    environment = serve_environment(os.environ)
+    if environment is None:
+        return
+    command = sys.orig_argv[1:] if argv is None else ["-m", "app", *argv]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *command], environment)
 
 
 def _render(file: str, output: str, step: int | None, lang: str, cuda_on_cpu: bool = False) -> int:

@@ -1,4 +1,5 @@
-"""The cyclic garbage collector, paused while the server works on one trace.
+"""The server's heap: the cyclic garbage collector paused while it works on one trace, and the
+allocator it runs on (``serve_environment``, ``tune_malloc``, ``trim_heap``).
 
 Reading a trace (validating the worker's JSON, replaying it for diagnostics, building the views)
 allocates hundreds of thousands of small objects that all live until the answer is written. Python's
@@ -14,7 +15,7 @@ import contextlib
 import ctypes
 import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 _lock = threading.Lock()
@@ -66,18 +67,50 @@ def collect_due() -> int:
     return generation
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
+# glibc's mallopt parameters
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+MALLOC_MMAP_BYTES = 128 * 1024
+SERVE_ALLOCATOR = {"PYTHONMALLOC": "malloc"}
 
 
-def limit_malloc_arenas(count: int = 2) -> None:
-    """Let glibc keep at most ``count`` malloc arenas in the server process.
+def serve_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment ``python -m app serve`` starts itself again in (``app.__main__``), or None when
+    ``environ`` is already it: Python's objects allocated by glibc's malloc, not by pymalloc.
 
-    Each worker thread that builds a large answer gets an arena of its own by default (up to 8 per
-    core) and glibc keeps every arena's high-water mark: after a flood of concurrent large answers
-    the server stays that much larger (``python -m app.bench soak``). Two arenas bound that growth;
-    the threads that share them spend their time in Python, not in malloc. A no-op off glibc."""
+    pymalloc carves small objects out of 1 MiB arenas and gives an arena back to the system only
+    when every object in it is gone. A flood of large answers (hundreds of thousands of short-lived
+    objects each) spreads over many arenas, and the few objects made meanwhile that live on (cache
+    entries, the rate window's hits, orjson's key cache, a module's first lazy table) keep each of
+    them: ``python -m app.bench soak`` left RSS +150 MiB after its flood (after half of it, 36 -> 138
+    arenas held 37 MB of objects, and a full collection gave 3 back). glibc's malloc keeps such a
+    survivor's 4 KiB page only and ``trim_heap`` hands the free pages around it back: +38 to +59 MiB. A
+    ``PYTHONMALLOC`` the user set is theirs and kept. The fork server and the runs never see this
+    (``app.sandbox.pool.fork_server_env``)."""
+    if all(name in environ for name in SERVE_ALLOCATOR):
+        return None
+    return {**SERVE_ALLOCATOR, **environ}
+
+
+def tune_malloc() -> None:
+    """glibc's malloc for a server that reads large answers from worker threads (a no-op off glibc):
+
+    * at most ``MALLOC_ARENAS`` malloc arenas: each worker thread would get an arena of its own (up
+      to 8 per core) and glibc keeps every arena's high-water mark; the threads that share two spend
+      their time in Python, not in malloc;
+    * blocks from ``MALLOC_MMAP_BYTES`` up (a frame's JSON, a large list's items, an answer's body)
+      mapped on their own and unmapped when freed, and the heap's free top handed back past as many
+      bytes: glibc would otherwise raise both thresholds as large blocks come and go (up to 32 MiB),
+      and keep those blocks in its heaps.
+
+    Call it before the worker threads exist."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, count)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, MALLOC_ARENAS)
+        libc.mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_BYTES)
+        libc.mallopt(M_TRIM_THRESHOLD, MALLOC_MMAP_BYTES)
 
 
 def trim_heap() -> None:
@@ -85,3 +118,4 @@ def trim_heap() -> None:
     after a large answer is gone. It walks the heap: call it from a worker thread. A no-op off glibc."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
+

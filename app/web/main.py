@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
-from app.heap import limit_malloc_arenas
+from app.heap import tune_malloc
 from app.sandbox.admission import Admission
 from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
@@ -42,7 +42,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None, runner: Runner | None = None) -> FastAPI:
     settings = settings or get_settings()
-    limit_malloc_arenas()  # before the worker threads exist: see app/heap.py
+    tune_malloc()  # before the worker threads exist: see app/heap.py
     preload()  # what the server keeps for good, before requests fragment the heap
     app = FastAPI(title="Autograd Explorer", docs_url="/api/docs", redoc_url=None, lifespan=_lifespan)
     app.state.settings = settings

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sandbox_support import Server, assert_benign, benign_expected, start_server
+from sandbox_support import Server, assert_benign, benign_expected, fork_servers, start_server
 
 SERVER_SECONDS = 1.0
 HARD_STOP_GRACE = 1.0  # app.web.work: work that never checks its budget is stopped this much later
@@ -255,3 +255,27 @@ def test_server_timing_says_what_the_sandbox_took_beside_the_work(served: Server
     sandbox_ms, work_ms = float(match.group(1)), float(match.group(2))
     assert sandbox_ms > work_ms > 0
     assert sandbox_ms + work_ms <= elapsed_ms
+
+
+def _environ(pid: int) -> dict[str, str]:
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
+
+
+def test_the_server_runs_on_the_allocator_it_was_measured_with(served: Server) -> None:
+    """``python -m app serve`` starts itself again, same process, with Python's objects on glibc's
+    malloc (``app.heap.serve_environment``: the soak's memory after a flood), unless whoever started
+    it chose an allocator; the fork server, hence every run, is started without it."""
+    chosen = os.environ.get("PYTHONMALLOC")
+    assert _environ(served.pid).get("PYTHONMALLOC") == (chosen or "malloc")
+    assert served.process.poll() is None  # the process that was started is the one serving
+    for fork_server in fork_servers(served):
+        assert "PYTHONMALLOC" not in _environ(fork_server)
+
+
+def test_the_allocator_a_user_chose_is_kept() -> None:
+    from app.heap import serve_environment
+
+    assert serve_environment({"PATH": "/bin"}) == {"PATH": "/bin", "PYTHONMALLOC": "malloc"}
+    assert serve_environment({"PYTHONMALLOC": "pymalloc"}) is None
+    assert serve_environment({"PYTHONMALLOC": "malloc", "HOME": "/root"}) is None
