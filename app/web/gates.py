@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 
 from app.budget import BudgetExceeded, current_budget
-from app.heap import collect_due, pause_collector, trim_heap
+from app.heap import collect_due, pause_collector, quiet_sweep, trim_heap
 from app.i18n import N_, current_locale, gettext, say
 from app.run_errors import Message, Param
 from app.sandbox.stop import RunStop
@@ -303,6 +303,7 @@ async def _slot(request: Request, runs: int) -> AsyncIterator[tuple[Refusal | No
         yield Refusal(503, 1, N_("Busy"), "internal.busy"), sweep
         return
     release_pause = pause_collector()
+    quiet_sweep.started()
 
     def end() -> None:
         try:
@@ -310,6 +311,7 @@ async def _slot(request: Request, runs: int) -> AsyncIterator[tuple[Refusal | No
         finally:
             release_pause()
             state.admission.release()
+            quiet_sweep.ended(sweep.large)  # the server gone quiet: its old garbage too (app/heap.py)
 
     try:
         runner = state.runner
