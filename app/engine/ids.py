@@ -52,14 +52,7 @@ class _AddressRef(weakref.ref):
     (a closure per reference would be one more allocation per object met)."""
 
     __slots__ = ("address",)
-
-    def __new__(cls, obj: Any, callback: Callable[[Any], None], address: int) -> _AddressRef:
-        ref = super().__new__(cls, obj, callback)
-        ref.address = address
-        return ref
-
-    def __init__(self, obj: Any, callback: Callable[[Any], None], address: int) -> None:
-        super().__init__(obj, callback)
+    address: int
 
 
 class ObjectIds:
@@ -132,7 +125,8 @@ class ObjectIds:
         address = id(obj)
         previous = self._by_address.get(address)
         previous_ref = self._by_id.get(object_id)
-        ref = _AddressRef(obj, self._forget_callback, address)
+        ref = _AddressRef(obj, self._forget_callback)
+        ref.address = address
         self._by_address[address] = (ref, object_id)
         self._by_id[object_id] = ref
         self.journal.note(self._restore, address, previous, object_id, previous_ref)
@@ -281,7 +275,9 @@ class StorageIds(ObjectIds):
                 self.journal.note(self._repoint, moved_from, old)
         previous = entry
         previous_at = self._pointer_of.get(sid)
-        self._by_pointer[pointer] = (_AddressRef(storage, self._unpoint_callback, pointer), sid)
+        ref = _AddressRef(storage, self._unpoint_callback)
+        ref.address = pointer
+        self._by_pointer[pointer] = (ref, sid)
         self._pointer_of[sid] = pointer
         self.journal.note(self._repoint, pointer, previous)
         if previous_at is not None:
