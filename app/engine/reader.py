@@ -54,22 +54,31 @@ def saved_names(node: Any, cache: dict[type, tuple[str, ...]]) -> tuple[str, ...
 
 def packed_by_hooks(node: Any, attribute: str) -> Any:
     """What ``saved_tensors_hooks`` packed for this saved value, or None when no hook is involved."""
-    raw_name = "_raw" + attribute if attribute.startswith(SAVED_PREFIX) else "_raw_" + attribute
+    raw_name = _RAW_NAMES.get(attribute)
+    if raw_name is None:
+        raw_name = _RAW_NAMES[attribute] = \
+            "_raw" + attribute if attribute.startswith(SAVED_PREFIX) else "_raw_" + attribute
     try:
         raw = getattr(node, raw_name, None)
     except RuntimeError:  # freed by backward: the plain read reports it
         return None
-    several = isinstance(raw, list | tuple)
-    items = raw if several else (raw,)
-    hooks = [getattr(item, "unpack_hook", None) for item in items]
-    if all(hook is None or getattr(hook, "__code__", None) is _SAVE_ON_CPU_UNPACK for hook in hooks):
-        return None  # no hook, or save_on_cpu's: reading it is its accessor, which changes nothing
-    # Any other unpack hook is not ours to call: the snippet's may print or count, and torch's own
-    # may do work that counts as the unpack (non-reentrant checkpoint recomputes the forward, and
-    # raises when backward then unpacks a second time).
-    return [item.data for item in items] if several else raw.data
+    # No hook, or save_on_cpu's: reading it is its accessor, which changes nothing. Any other unpack
+    # hook is not ours to call: the snippet's may print or count, and torch's own may do work that
+    # counts as the unpack (non-reentrant checkpoint recomputes the forward, and raises when
+    # backward then unpacks a second time).
+    if not isinstance(raw, list | tuple):  # one saved value, the common case
+        return None if _no_unpack_hook(raw) else raw.data
+    if all(_no_unpack_hook(item) for item in raw):
+        return None
+    return [item.data for item in raw]
 
 
+def _no_unpack_hook(raw: Any) -> bool:
+    hook = getattr(raw, "unpack_hook", None)
+    return hook is None or getattr(hook, "__code__", None) is _SAVE_ON_CPU_UNPACK
+
+
+_RAW_NAMES: dict[str, str] = {}  # saved attribute -> the attribute of its unpacked-free form
 _SAVE_ON_CPU_UNPACK = getattr(torch.autograd.graph.save_on_cpu().unpack_hook, "__code__", None)
 
 
@@ -127,6 +136,9 @@ def signature(t: torch.Tensor) -> tuple:
 def fact_signature(fact: dict[str, Any]) -> tuple:
     return (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"], fact["is_conj"],
             fact["is_neg"])
+
+
+Layout = tuple[list[int], list[int], int]  # a tensor's shape, stride and storage offset, as read
 
 
 @dataclass
@@ -291,35 +303,40 @@ class Reader:
         if not unavailable:
             try:
                 fact["is_inference"] = t.is_inference()
-                if self._within_storage(t, storage_id):
-                    fact["values"] = self._values(t, storage_id)
-                    fact["summary"] = values.summary(t)
+                numel = t.numel()
+                if self._within_storage(t, storage_id, layout, numel):
+                    lazy = fact["is_conj"] or fact["is_neg"]
+                    fact["values"] = self._values(t, storage_id, layout, numel, lazy)
+                    fact["summary"] = values.summary(t) if numel > MAX_VALUES else None
                 else:
                     unavailable["values"] = "its view reaches past the end of its storage (resized smaller)"
             except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
                 unavailable["values"] = short_message(error)
         return fact
 
-    def _within_storage(self, t: torch.Tensor, storage_id: str | None) -> bool:
+    def _within_storage(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int) -> bool:
         """Reading past a storage's end reads freed memory (a view of a storage ``resize_``-d
-        smaller can crash the process): check the extent against the storage's size first."""
-        if storage_id is None or t.layout != torch.strided or t.numel() == 0:
+        smaller can crash the process): check the extent against the storage's size first.
+        ``layout``: its (shape, stride, storage offset) as read (no stride: not strided)."""
+        if storage_id is None or numel == 0 or t.layout != torch.strided:
             return True
         storage = self.storages.get(storage_id) or self.run.storages.get(storage_id)
         if storage is None:
             return True
-        last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+        shape, stride, offset = layout
+        last = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
         return (last + 1) * t.element_size() <= storage["nbytes"]
 
-    def _values(self, t: torch.Tensor, storage_id: str | None) -> Any:
+    def _values(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int, lazy: bool) -> Any:
+        """Its values: a slice of its storage's, when those were read at this step and it lies in
+        them in order (``lazy``: conjugate or negative bits, which read differently)."""
         read = self._storage_reads.get(storage_id) if storage_id is not None else None
-        if read is not None and read[0] == t.dtype and t.is_contiguous() and not has_lazy_bits(t):
-            numel = t.numel()
-            if 0 < numel <= MAX_VALUES:
-                offset = t.storage_offset()
-                flat = read[1][offset : offset + numel]
-                if len(flat) == numel:
-                    return nest(flat, list(t.shape))
+        if read is not None and 0 < numel <= MAX_VALUES and not lazy and read[0] == t.dtype \
+                and t.is_contiguous():
+            offset = layout[2]
+            flat = read[1][offset : offset + numel]
+            if len(flat) == numel:
+                return nest(flat, layout[0])
         return self.run.values.tensor_values(t)
 
     def _storage(self, t: torch.Tensor, tid: str) -> str | None:
@@ -345,9 +362,7 @@ class Reader:
                     "element_size": t.element_size(),
                     "dtype": dtype,
                     "values": elements,
-                }
-                if storage is not None:
-                    ids.point(storage, sid)
+                }  # (where its bytes are: noted by ids.of_storage already)
         return sid
 
     def _bare_nbytes(self, sid: str, t: torch.Tensor) -> int:

@@ -724,6 +724,8 @@ class SnapshotTaker:
     def _set_node(self, nid: str, fact: dict[str, Any], reader: Reader, delta: dict[str, Any]) -> None:
         kinds = reader.saved_kinds.get(nid, {})
         self.node_keys[nid] = reader.node_keys.get(nid, self.node_keys.get(nid))
+        if self.nodes.get(nid) == fact and self.saved_kinds.get(nid) == kinds:
+            return  # read again and found as it was: its edges and indexes stand
         was_keyed = set()
         for tid in self.nodes.get(nid, {}).get("saved", {}).values():
             if tid is not None:
