@@ -376,11 +376,18 @@ def _top_level(name: str, value: Any) -> bool:
     if name.startswith("__"):
         return False
     cls = type(value)  # never isinstance(): it may ask the object for its __class__
-    if issubclass(cls, types.ModuleType | types.BuiltinFunctionType | types.MethodType):
-        return False
-    if issubclass(cls, type | types.FunctionType):
+    kind = _TOP_KINDS.get(cls)
+    if kind is None:  # (by class, once: a union's issubclass is slow, and this runs per name per step)
+        kind = ("imported" if issubclass(cls, (types.ModuleType, types.BuiltinFunctionType, types.MethodType))
+                else "definition" if issubclass(cls, (type, types.FunctionType)) else "value")
+        if _type_dict(cls).get("__module__") != SNIPPET_MODULE:  # the cache must not keep those alive
+            _TOP_KINDS[cls] = kind
+    if kind == "definition":
         return kind_of(value) is not None  # the snippet's own classes and functions only
-    return True
+    return kind == "value"
+
+
+_TOP_KINDS: dict[type, str] = {}  # a class (not the snippet's own) -> how _top_level takes its instances
 
 
 @dataclass
