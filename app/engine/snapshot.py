@@ -418,8 +418,9 @@ class SnapshotTaker:
             else:
                 reader.add_node(ident, obj, self.node_keys.get(ident))
         reader.drain()
+        found: dict[str, Any] = {}  # what _locate found, shared: one graph's nodes find each other
         for nid in sorted(self._flips, key=_id_order):
-            if nid not in dirty and nid not in reader.nodes and not self._flip_known(reader, nid):
+            if nid not in dirty and nid not in reader.nodes and not self._flip_known(reader, nid, found):
                 dirty.add(nid)  # read it whole, below
         # Then what changed deeper in the graph.
         for ident in sorted((t for t in dirty - seeds if t in members), key=_id_order):
@@ -431,7 +432,7 @@ class SnapshotTaker:
             raise _Retry  # near the caps, which objects get in depends on the whole reading order
         return plan
 
-    def _flip_known(self, reader: Reader, nid: str) -> bool:
+    def _flip_known(self, reader: Reader, nid: str, found: dict[str, Any]) -> bool:
         """A node whose saved copies were given ids of their own at the last step, and whose objects
         still live (a saved input's wrapper, kept while torch holds it): read again, it finds them
         known. Nothing else of it changed (it is not dirty), so rather than reading it whole, ask
@@ -447,7 +448,7 @@ class SnapshotTaker:
         keyed = [name for name, kind in kinds.items() if kind == "keyed"]
         if not keyed or any(fact["saved"].get(name) not in tids or "[" in name for name in keyed):
             return False
-        node = self._locate(nid, {})
+        node = self._locate(nid, found)
         if node is None or isinstance(node, BackwardCFunction):
             return False
         now = dict(kinds)
