@@ -121,7 +121,8 @@ def trace_delta(
     hook_watch = HookWatch(lambda: setattr(touches, "whole", True), active=registers_hooks(source))
     taker = SnapshotTaker(full=limits.full_snapshots)
     touches = Touches()
-    lines = source.split("\n")
+    # the lines after which a step is read whole (searched once, not at each of their steps)
+    whole_lines = {number for number, text in enumerate(source.split("\n"), 1) if WHOLE_SNAPSHOT.search(text)}
     steps: list[dict[str, Any]] = []
     LIVE["steps"] = steps
     start = prelude(builtins_namespace)
@@ -136,7 +137,7 @@ def trace_delta(
         scopes = snippet_scopes(frame, scope["namespace"])
         printed = output.text[scope["printed"]:]
         scope["printed"] += len(printed)
-        if 0 < line <= len(lines) and WHOLE_SNAPSHOT.search(lines[line - 1]):
+        if line in whole_lines:
             touches.whole = True
         streams = sys.stdout, sys.stderr
         # Reading facts can run snippet code the plain run would not run then (a module's overridden

@@ -61,18 +61,22 @@ def tensor_edges(fact: dict[str, Any], owner: str | None = None) -> tuple[str, .
     the edge would close a cycle. Any other grad_fn is an edge like any tensor's: it may be a node
     no ``next`` edge reaches (nn.GRUCell's MulBackward0 saves a copy whose CloneBackward0 is on no
     path of the graph), and it is older than the saving node, so it cannot reach back to it."""
-    grad_fn = fact["grad_fn"]
+    grad_fn, grad, base = fact["grad_fn"], fact["grad"], fact["base"]
     if grad_fn is not None and grad_fn == owner:
         grad_fn = None
-    return tuple(x for x in (grad_fn, fact["grad"], fact["base"]) if x is not None)
+    if grad is None and base is None:  # (most tensors: spelled out, it is called per tensor per round)
+        return () if grad_fn is None else (grad_fn,)
+    return tuple([x for x in (grad_fn, grad, base) if x is not None])
 
 
 def node_edges(fact: dict[str, Any], kinds: dict[str, str]) -> tuple[str, ...]:
     """A node's hard edges: next functions, its leaf, the saved tensors it keeps (not the twins
     its re-created copies were matched to: those are reached some other way)."""
-    saved = tuple(t for name, t in fact["saved"].items() if t is not None and kinds.get(name) != "twin")
-    variable = (fact["variable"],) if fact["variable"] is not None else ()
-    return tuple(n for n in fact["next"] if n is not None) + variable + saved
+    edges = [n for n in fact["next"] if n is not None]
+    if fact["variable"] is not None:
+        edges.append(fact["variable"])
+    edges.extend([t for name, t in fact["saved"].items() if t is not None and kinds.get(name) != "twin"])
+    return tuple(edges)
 
 
 def _id_order(ident: str) -> tuple[int, str]:
