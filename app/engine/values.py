@@ -98,6 +98,8 @@ class ValueWriter:
         return values  # ints and bools are JSON already
 
     def scalar(self, value: Any, dtype: torch.dtype) -> Any:
+        if dtype == torch.float32 and isinstance(value, float) and math.isfinite(value):
+            return shortest_float32(value)  # (the same digits as float32_values, without its array)
         return self.flat([value], dtype)[0]
 
     def tensor_values(self, tensor: torch.Tensor) -> Any:
