@@ -87,7 +87,9 @@ def test_a_run_draws_the_playgrounds_numbers_and_leaves_the_callers_generators()
 
 def test_the_wall_clock_stops_a_run_and_the_signal_is_given_back() -> None:
     before = signal.getsignal(signal.SIGALRM)
-    run = ax.trace("x = torch.zeros(1)\nwhile True:\n    x += 1", limits=ax.Limits(wall_seconds=0.5))
+    # (steps enough that only the clock can stop it: a fast machine takes 10,000 in under 0.5 s)
+    run = ax.trace("x = torch.zeros(1)\nwhile True:\n    x += 1",
+                   limits=ax.Limits(wall_seconds=0.5, max_steps=10**7))
     assert run.trace.error is not None and run.trace.error.kind == "timeout"
     assert run.trace.error.code == "timeout.wall_shown"
     assert run.steps > 1 and not run.ok
