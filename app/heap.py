@@ -86,9 +86,10 @@ def serve_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
     entries, the rate window's hits, orjson's key cache, a module's first lazy table) keep each of
     them: ``python -m app.bench soak`` left RSS +150 MiB after its flood (after half of it, 36 -> 138
     arenas held 37 MB of objects, and a full collection gave 3 back). glibc's malloc keeps such a
-    survivor's 4 KiB page only and ``trim_heap`` hands the free pages around it back: +38 to +59 MiB. A
-    ``PYTHONMALLOC`` the user set is theirs and kept. The fork server and the runs never see this
-    (``app.sandbox.pool.fork_server_env``)."""
+    survivor's 4 KiB page only and ``trim_heap`` hands the free pages around it back: +38 to +59 MiB
+    (+28 to +34 with ``QuietSweep``), for about a quarter more server CPU on a large answer
+    (docs/self-host.md). A ``PYTHONMALLOC`` the user set is theirs and kept. The fork server and the
+    runs never see this (``app.sandbox.pool.fork_server_env``)."""
     if all(name in environ for name in SERVE_ALLOCATOR):
         return None
     return {**SERVE_ALLOCATOR, **environ}
