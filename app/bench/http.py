@@ -1,4 +1,4 @@
-"""``POST /api/run`` over real HTTP to a real uvicorn server with the default (fork-server) sandbox.
+"""``POST /api/run`` over real HTTP to a real server (``python -m app serve``) with the default (fork-server) sandbox.
 
 Figures: latency at concurrency 1 (p50, p95), throughput at concurrency 4, the same snippet as a naive
 cold ``python -c`` subprocess per request (imports torch each time) for the ratio, and the memory of
@@ -82,20 +82,9 @@ class BenchServer:
         self.env = env
         self.log = (self.workdir / "server.log").open("wb")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "app.web.main:create_app",
-                "--factory",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-                "--no-access-log",
-            ],
+            # As a user starts it (its connection limits, its allocator: app.__main__), not a bare
+            # uvicorn that would measure another server.
+            [sys.executable, "-m", "app", "serve", "--port", str(self.port)],
             cwd=ROOT,
             env=env,
             stdout=self.log,
