@@ -1,4 +1,4 @@
-"""``POST /api/run`` over real HTTP to a real server (``python -m app serve``) with the default (fork-server) sandbox.
+"""``POST /api/run`` over real HTTP to a real server (``python -m app serve``), default sandbox.
 
 Figures: latency at concurrency 1 (p50, p95), throughput at concurrency 4, the same snippet as a naive
 cold ``python -c`` subprocess per request (imports torch each time) for the ratio, and the memory of
