@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from app.bench import Row
+from app.bench.cluster_kit import server_timing
 from app.bench.snippets import CLONE_DETACH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,21 +132,8 @@ def _post(client: httpx.Client, url: str, phases: list[dict[str, float]] | None 
     if response.status_code != 200 or not response.json()["ok"]:
         raise RuntimeError(f"run failed: {response.status_code} {response.text[:300]}")
     if phases is not None:
-        phases.append(server_timing(response.headers.get("server-timing", "")))
+        phases.append(server_timing(response))
     return elapsed * 1000
-
-
-def server_timing(header: str) -> dict[str, float]:
-    """``Server-Timing: sandbox;dur=9.8, work;dur=2.6`` as ``{"sandbox": 9.8, "work": 2.6}`` (ms)."""
-    found = {}
-    for metric in header.split(","):
-        name, *params = (part.strip() for part in metric.split(";"))
-        for param in params:
-            key, _, value = param.partition("=")
-            if key == "dur" and name:
-                with contextlib.suppress(ValueError):
-                    found[name] = float(value)
-    return found
 
 
 def _percentile(samples: list[float], fraction: float) -> float:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 import httpx
 
 from app.bench import Row
+from app.bench.cluster_kit import server_timing
 from app.bench.http import BenchServer
 from app.bench.snippets import ADAM, DEEP_BACKWARD, LEAK
 from app.bench.stepping import MEASURE, launch_chromium, playwright_here
@@ -95,8 +95,7 @@ def _timed_post(client: httpx.Client, url: str, **kwargs) -> tuple[httpx.Respons
 
 def _server_timing(response: httpx.Response, name: str) -> float:
     """One entry of the answer's ``Server-Timing`` (``app.web.limits``), in ms (NaN: not sent)."""
-    match = re.search(rf"\b{name};dur=([\d.]+)", response.headers.get("server-timing", ""))
-    return float(match.group(1)) if match else math.nan
+    return server_timing(response).get(name, math.nan)
 
 
 def _in_process(delta: dict, code: str) -> dict[str, float]:
