@@ -91,7 +91,7 @@ def _render(file: str, output: str, step: int | None, lang: str, cuda_on_cpu: bo
     from pathlib import Path
 
     from app.local import run_here
-    from app.report import Report
+    from app.report import RenderedRun
 
     kind = "txt" if output == "-" else Path(output).suffix.lstrip(".").lower()
     if kind not in ("html", "svg", "txt"):
@@ -100,9 +100,9 @@ def _render(file: str, output: str, step: int | None, lang: str, cuda_on_cpu: bo
         return 2
     source = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     ran = run_here(source, cuda_on_cpu=cuda_on_cpu)
-    report = Report(ran.trace, source, ran.limits, "stdin" if file == "-" else Path(file).name, ran.measured,
-                    lang)
-    text = report.svg(None if step is None else step - 1) if kind == "svg" else report.as_format(kind)
+    title = "stdin" if file == "-" else Path(file).name
+    rendered = RenderedRun(ran.trace, source, ran.limits, title, ran.measured, lang)
+    text = rendered.svg(None if step is None else step - 1) if kind == "svg" else rendered.as_format(kind)
     if output == "-":
         sys.stdout.write(text)
     else:

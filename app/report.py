@@ -25,7 +25,7 @@ from app.textview import summary, text_view
 FORMATS = ("html", "svg", "txt", "json")
 
 
-class Report:
+class RenderedRun:
     """One trace of ``code`` (a validated ``DeltaTrace``), rendered on demand in ``lang``."""
 
     def __init__(self, trace: DeltaTrace, code: str, limits: RunLimits, title: str = "",

@@ -22,7 +22,7 @@ from typing import Any
 
 from app.local import LocalRun, run_here
 from app.render.notices import RunLimits
-from app.report import Report
+from app.report import RenderedRun
 from app.schema import DeltaTrace, Diagnostic, MemoryChange
 from app.trace.gpu import GpuPoint
 
@@ -38,7 +38,7 @@ class Run:
 
     def __init__(self, ran: LocalRun, title: str = "", lang: str = "en") -> None:
         self._ran = ran
-        self._report = Report(ran.trace, ran.code, ran.limits, title, ran.measured, lang)
+        self._rendered = RenderedRun(ran.trace, ran.code, ran.limits, title, ran.measured, lang)
 
     # ---- what happened ---------------------------------------------------------------------------
     @property
@@ -66,18 +66,18 @@ class Run:
     @property
     def diagnostics(self) -> list[Diagnostic]:
         """The pitfalls found (the playground's diagnostics panel)."""
-        return self._report.diagnostics
+        return self._rendered.diagnostics
 
     @property
     def memory(self) -> list[MemoryChange]:
         """Per step: bytes held through variables, held only by the graph, shared."""
-        return self._report.memory
+        return self._rendered.memory
 
     @property
     def gpu(self) -> tuple[GpuPoint, ...]:
         """Per step: what a CUDA device would report for these storages (``memory_allocated``,
         ``memory_reserved``), a model of PyTorch's caching allocator (``app.trace.gpu``)."""
-        return self._report.view.gpu
+        return self._rendered.view.gpu
 
     @property
     def measured(self) -> tuple[int, ...] | None:
@@ -87,19 +87,19 @@ class Run:
     # ---- what it looks like --------------------------------------------------------------------
     def html(self) -> str:
         """The standalone page: memory view, graph, stepper, diagnostics; works offline."""
-        return self._report.html
+        return self._rendered.html
 
     def svg(self, step: int | None = None, view: str = "both", theme: str = "light") -> str:
         """The picture of one step (1-based; default: the last), as ``/render.svg`` draws it."""
-        return self._report.svg(None if step is None else step - 1, view, theme)
+        return self._rendered.svg(None if step is None else step - 1, view, theme)
 
     def text(self) -> str:
         """A text view per step: variables, shared storages, versions, grad_fn chains, findings."""
-        return self._report.text()
+        return self._rendered.text()
 
     def to_json(self) -> str:
         """The delta trace with its diagnostics and memory, as ``POST /api/run`` answers it."""
-        return self._report.json()
+        return self._rendered.json()
 
     def save(self, path: Any) -> None:
         """Write the run: ``.html`` (the standalone page), ``.svg``, ``.txt`` or ``.json``."""
@@ -107,14 +107,14 @@ class Run:
 
         target = Path(path)
         kind = target.suffix.lstrip(".").lower()
-        target.write_text(self._report.as_format(kind), encoding="utf-8")
+        target.write_text(self._rendered.as_format(kind), encoding="utf-8")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": self._report.frame(), "image/svg+xml": self.svg(),
-                "text/plain": self._report.summary()}
+        return {"text/html": self._rendered.frame(), "image/svg+xml": self.svg(),
+                "text/plain": self._rendered.summary()}
 
     def __repr__(self) -> str:
-        return self._report.summary()
+        return self._rendered.summary()
 
 
 def trace(code: str, *, cuda_on_cpu: bool = False, limits: RunLimits | None = None, title: str = "",
