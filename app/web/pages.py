@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -32,6 +32,7 @@ from app.templating import GRAPH_VENDOR, fragment_context, render, run_context
 from app.templating import templates as templates
 from app.templating import tojson as tojson
 from app.units import fmt_bytes
+from app.web.forms import BAD_FORM, TOO_LONG, read_form
 from app.web.gates import (
     Drawing,
     Refusal,
@@ -112,7 +113,7 @@ async def posted_form(request: Request) -> tuple[dict[str, str], str]:
     if await take_token(request) is not None:
         return {}, ""
     # Form encoding can triple a byte (%E2%80%A6); the exact bound is checked after decoding.
-    form = await _form(request, 3 * request.app.state.settings.max_code_bytes + 1024)
+    form = await read_form(request, 3 * request.app.state.settings.max_code_bytes + 1024)
     return form, form.get("code", "").replace("\r\n", "\n")  # browsers send textarea lines with CRLF
 
 
@@ -128,9 +129,9 @@ async def run_posted_code(request: Request, form: dict[str, str], code: str,
     refusal = await take_token(request)
     if refusal is not None:
         result = refusal.as_result()
-    elif "__too_long__" in form or len(code.encode()) > settings.max_code_bytes:
+    elif TOO_LONG in form or len(code.encode()) > settings.max_code_bytes:
         result = _rejected("rejected.too_long", {"kb": settings.max_code_bytes // 1024})
-    elif "__bad_form__" in form:
+    elif BAD_FORM in form:
         result = _rejected("rejected.bad_form")
     elif not code.strip():
         result = _rejected("rejected.no_code")
@@ -192,19 +193,6 @@ def _parse_step(raw: str | None) -> int | None:
     if raw is None or not raw.strip().isdigit():
         return None
     return max(int(raw) - 1, 0)
-
-
-async def _form(request: Request, limit: int) -> dict[str, str]:
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return {"__too_long__": "1"}
-    try:
-        fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=8)
-    except ValueError:  # more fields than any form of ours sends
-        return {"__bad_form__": "1"}
-    return {key: values[0] for key, values in fields.items()}
 
 
 @router.post("/run", response_class=HTMLResponse)
@@ -380,8 +368,8 @@ async def compare_edited(request: Request) -> Response:
     ``compare_source`` (the edited code) and ``fix``; answered with the compare page's address (303),
     so the page after it is a link like any other."""
     settings = request.app.state.settings
-    form = await _form(request, 3 * 2 * settings.max_code_bytes + 1024)
-    if "__too_long__" in form or "__bad_form__" in form:
+    form = await read_form(request, 3 * 2 * settings.max_code_bytes + 1024)
+    if TOO_LONG in form or BAD_FORM in form:
         kb = settings.max_code_bytes // 1024
         return error_page(request, 413, _("This code is too long to compare"),
                           _("Each side may hold at most {kb} KB of code.").format(kb=kb))

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from fastapi import APIRouter, Request, Response
 
 from app.sandbox.stop import RunStop
+from app.web.forms import TOO_LONG, read_form
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 MAX_STOP_BODY = 256
@@ -63,12 +64,9 @@ class Stops:
 async def stop_run(request: Request) -> Response:
     """Stop the run under the posted ``run_id``: 204, or 404 when no run here holds it (it ended, or
     another replica runs it)."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_STOP_BODY:
-            return Response(status_code=413)
-    fields = dict(part.split("=", 1) for part in body.decode("latin-1").split("&") if "=" in part)
-    run_id = fields.get("run_id", "")
+    form = await read_form(request, MAX_STOP_BODY)
+    if TOO_LONG in form:
+        return Response(status_code=413)
+    run_id = form.get("run_id", "")
     found = RUN_ID.fullmatch(run_id) is not None and request.app.state.stops.request(run_id)
     return Response(status_code=204 if found else 404)

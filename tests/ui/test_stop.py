@@ -3,6 +3,9 @@ at once, navigable, with a notice that says the reader stopped it (app/web/stops
 
 from __future__ import annotations
 
+import threading
+import time
+
 import httpx
 
 from tests.browser_support import open_page, runs, set_code, wait_for_run
@@ -35,3 +38,24 @@ def test_stop_ends_the_run_and_draws_its_steps_so_far(page) -> None:
 def test_a_stop_for_no_run_here_is_404(server: str) -> None:
     for run_id in ("0123456789abcdef0123456789abcdef", "bad id", ""):
         assert httpx.post(f"{server}/run/stop", data={"run_id": run_id}).status_code == 404
+
+
+
+def test_a_stop_body_is_read_as_the_page_s_forms_are(server: str) -> None:
+    """Bounded and percent-decoded (``app.web.forms``): a run posted with an id is stopped by a body
+    that spells the id with an escape, and a body past the bound is refused unread."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert httpx.post(f"{server}/run/stop", content=b"run_id=" + b"a" * 300, headers=form).status_code == 413
+    run_id = "stop-by-escape-0123456789"
+    answer: list[httpx.Response] = []
+    running = threading.Thread(target=lambda: answer.append(
+        httpx.post(f"{server}/run", data={"code": ENDLESS, "run_id": run_id}, timeout=60)))
+    running.start()
+    escaped = "run_id=" + run_id.replace("-", "%2D")
+    stopped = 404
+    while stopped == 404 and running.is_alive():  # 404 until the run holds its id
+        stopped = httpx.post(f"{server}/run/stop", content=escaped, headers=form).status_code
+        time.sleep(0.05)
+    running.join()
+    assert stopped == 204
+    assert "You stopped the run" in answer[0].text
