@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from pydantic import TypeAdapter
 
 from app.bench import Row
 from app.bench.cluster_kit import server_timing
@@ -100,7 +101,10 @@ class BenchServer:
         """Wait until the sandbox's warm standby fork server is up (``/healthz``: ``pool.standby``), or
         the server says it keeps none. A fork server warming takes a core for seconds (it imports torch
         and runs its warm-ups): a timing taken meanwhile measures the start, not the server."""
-        if self.env.get("EXPLORER_STANDBY", "").strip().lower() in ("0", "false", "f", "n", "no", "off"):
+        standby = self.env.get("EXPLORER_STANDBY")
+        # Read as the server's Settings.standby reads it (pydantic's bool: 0/f/false/n/no/off, any
+        # case); a value it refuses would have stopped the server starting.
+        if standby is not None and not TypeAdapter(bool).validate_strings(standby):
             return True
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
