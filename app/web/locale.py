@@ -22,6 +22,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import i18n
+from app.web.limits import MAX_QUERY_FIELDS
 
 SCOPE_KEY = "explorer.locale"
 router = APIRouter()
@@ -71,7 +72,7 @@ def _query_lang(scope: Scope) -> str | None:
     query = scope.get("query_string", b"").decode("latin-1")
     if "lang=" not in query:
         return None
-    for key, value in parse_qsl(query, keep_blank_values=True, max_num_fields=64):
+    for key, value in parse_qsl(query, keep_blank_values=True, max_num_fields=MAX_QUERY_FIELDS):
         if key == "lang":
             return value
     return None
@@ -87,10 +88,11 @@ class LocaleMiddleware:
             return
         cookie = _cookie(scope)
         _only_our_cookie(scope, cookie)
+        accept = _header(scope, b"accept-language")
         try:
-            locale = i18n.negotiate(_query_lang(scope), cookie, _header(scope, b"accept-language"))
-        except ValueError:  # too many query fields: the route itself answers that
-            locale = i18n.DEFAULT
+            locale = i18n.negotiate(_query_lang(scope), cookie, accept)
+        except ValueError:  # too many query fields: app.web.limits refuses them, in the reader's language
+            locale = i18n.negotiate(None, cookie, accept)
         scope[SCOPE_KEY] = locale
         with i18n.use_locale(locale):
             await self.app(scope, receive, send)

@@ -18,6 +18,9 @@ import httpx
 import pytest
 from sandbox_support import Server, start_server
 
+from app.gallery import EXAMPLES
+from app.web.limits import MAX_QUERY_FIELDS
+
 N = 15_000  # a head stays under the 16 KiB the server accepts
 BATCH = 6
 TICK = os.sysconf("SC_CLK_TCK")
@@ -82,6 +85,28 @@ def test_a_hostile_head_costs_what_a_plain_one_of_its_size_costs(served: Server,
     # a batch against 0.01-0.02, every batch), which the old bound of 3x + 0.1 s refused. A tick of the
     # clock is 10 ms.
     assert hostile <= 10 * plain + 0.2, f"{name}: {hostile:.2f} s of server CPU against {plain:.2f} s"
+
+
+def _fields(count: int) -> str:
+    return "&".join(f"utm_{n}=x" for n in range(count))
+
+
+def test_a_query_of_more_fields_than_any_route_reads_is_refused_before_it_is_parsed(served: Server) -> None:
+    """The most a link of ours carries (the picture's every field) with trackers' fields up to the
+    bound is answered; one field more is a 400 on every route, said in the reader's language."""
+    ours = f"example={EXAMPLES[0].slug}&step=2&view=graph&theme=dark&readonly=1&autorun=0&cuda=0&lang=en"
+    fill = MAX_QUERY_FIELDS - (ours.count("&") + 1)
+    assert served.client.head(f"/render.svg?{ours}&{_fields(fill)}").status_code == 200  # not run by HEAD
+    refused = served.client.head(f"/render.svg?{ours}&{_fields(fill + 1)}")
+    assert refused.status_code == 400
+    english = f"The address has more than {MAX_QUERY_FIELDS} query fields; no page here reads that many."
+    for path in ("/", "/embed", "/render.svg", "/compare", "/api/links/a", "/healthz", "/static/explorer.js"):
+        answer = served.client.get(f"{path}?{_fields(MAX_QUERY_FIELDS + 1)}")
+        assert (answer.status_code, answer.json()["detail"]) == (400, english), path
+    chinese = f"这个地址的查询参数超过了 {MAX_QUERY_FIELDS} 个；本站没有哪个页面会读这么多。"
+    for head in ({"Cookie": "lang=zh-CN"}, {"Accept-Language": "zh-CN,zh;q=0.9"}):
+        answer = served.client.get(f"/?{_fields(MAX_QUERY_FIELDS + 1)}", headers=head)
+        assert (answer.status_code, answer.json()["detail"]) == (400, chinese), head
 
 
 def test_the_lang_cookie_still_chooses_and_other_cookies_are_ignored(served: Server) -> None:
