@@ -162,6 +162,7 @@ class FlowPass:
         self.context = context
         self.flow = Flow(context)
         self.last_of: dict[str | None, int] = {}  # function -> its latest step
+        self._lines: dict[int, _Statement] = {}  # what each line's statement reads and writes
 
     def key(self, func: str | None, name: str) -> str:
         return f"{func}:{name}" if func else name
@@ -181,13 +182,16 @@ class FlowPass:
     def reads(self, view: At, parts: list[ast.AST], func: str | None, then: At | None = None) -> Leaves:
         """The leaves of everything the expressions read at ``view``; a chain ``view`` does not know is
         read at ``then`` (a function's first line: its arguments are named only once it ran)."""
+        return self._reads(view, [expr for part in parts for expr in chains(part)], func, then)
+
+    def _reads(self, view: At, exprs: list[ast.expr], func: str | None, then: At | None = None) -> Leaves:
+        """``reads`` of the name chains ``exprs``."""
         out: Leaves = {}
-        for part in parts:
-            for expr in chains(part):
-                found = self.read(view, expr, func)
-                if not found and then is not None:
-                    found = self.read(then, expr, func)
-                merge(out, found)
+        for expr in exprs:
+            found = self.read(view, expr, func)
+            if not found and then is not None:
+                found = self.read(then, expr, func)
+            merge(out, found)
         return out
 
     def run(self) -> Flow:
@@ -221,26 +225,13 @@ class FlowPass:
         # what the functions this line called returned, and cut inside them
         called = [r for r in flow.returns if previous < r[0] < k and r[1] != func]
         inner = [c for c in flow.cuts if previous < c[0] < k and c[1] != func]
-        targets: list[ast.expr] = []
-        in_place: list[ast.expr] = []
-        if isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
-                targets += _store_names(target)
-        elif isinstance(stmt, ast.AugAssign | ast.AnnAssign):
-            targets.append(stmt.target)
-        elif isinstance(stmt, ast.For | ast.AsyncFor):
-            targets += _store_names(stmt.target)
-        for write in facts.writes:
-            in_place.append(write.base or write.receiver)
-        for node in ast.walk(stmt):  # ``h.detach_()`` cuts ``h`` where it stands
-            if calls_method(node, "detach_"):
-                in_place.append(node.func.value)  # type: ignore[attr-defined]
-        names = [t for t in targets if isinstance(t, ast.Name | ast.Attribute) and expr_keys(t)]
-        in_place += [t.value for t in targets if isinstance(t, ast.Subscript)]
-        is_return = isinstance(stmt, ast.Return) and stmt.value is not None
+        shape = self._lines.get(facts.line)
+        if shape is None:
+            shape = self._lines[facts.line] = _Statement.of(facts)
+        names, in_place, is_return = shape.names, shape.in_place, shape.is_return
         if not names and not in_place and not is_return:
             return
-        read = self.reads(before, own_parts(stmt), func, after)
+        read = self._reads(before, shape.reads, func, after)
         for leaves in (r[2] for r in called):
             merge(read, leaves)
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
@@ -310,6 +301,40 @@ class FlowPass:
         if fact is not None and fact.is_leaf and fact.requires_grad:
             out[tid] = None
         return out
+
+
+@dataclass
+class _Statement:
+    """What a line's statement binds (``names``), writes in place and reads (its name chains): the
+    same at every step of the line, read from its AST once."""
+
+    names: list[ast.expr]
+    in_place: list[ast.expr]
+    is_return: bool
+    reads: list[ast.expr]
+
+    @classmethod
+    def of(cls, facts: LineFacts) -> _Statement:
+        stmt = facts.node
+        assert stmt is not None
+        targets: list[ast.expr] = []
+        in_place: list[ast.expr] = []
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                targets += _store_names(target)
+        elif isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+            targets.append(stmt.target)
+        elif isinstance(stmt, ast.For | ast.AsyncFor):
+            targets += _store_names(stmt.target)
+        for write in facts.writes:
+            in_place.append(write.base or write.receiver)
+        for node in ast.walk(stmt):  # ``h.detach_()`` cuts ``h`` where it stands
+            if calls_method(node, "detach_"):
+                in_place.append(node.func.value)  # type: ignore[attr-defined]
+        names = [t for t in targets if isinstance(t, ast.Name | ast.Attribute) and expr_keys(t)]
+        in_place += [t.value for t in targets if isinstance(t, ast.Subscript)]
+        is_return = isinstance(stmt, ast.Return) and stmt.value is not None
+        return cls(names, in_place, is_return, [expr for part in own_parts(stmt) for expr in chains(part)])
 
 
 def tensors_under(view: At, expr: ast.expr, func: str | None) -> list[str]:

@@ -35,13 +35,14 @@ def made(context: Context) -> list[Made]:
     """The table's rows: each line that made a tensor one of the four ways, the first time it ran."""
     rows: list[Made] = []
     done: set[int] = set()
+    forms: dict[int, tuple[str, ast.expr] | None] = {}  # per line: its statement read once, not per step
     for k in range(len(context)):
         facts = context.facts(k)
         stmt = facts.node if facts is not None else None
         if (facts is None or not isinstance(stmt, ast.Assign) or facts.line in done or len(stmt.targets) != 1
                 or not isinstance(stmt.targets[0], ast.Name)):
             continue
-        found = _form(stmt.value)
+        found = forms[facts.line] if facts.line in forms else forms.setdefault(facts.line, _form(stmt.value))
         if found is None:
             continue
         form, source = found

@@ -459,8 +459,9 @@ class At:
     def _read(self, kind: str, ident: str | None) -> Any:
         if ident is None or self.step < 0:
             return None
-        self.index.reads += 1
-        return self.index.timeline.value(kind, ident, self.step)
+        index = self.index
+        index._reads.count += 1  # (not through ``reads``: a property, two calls more per fact read)
+        return index.timeline.value(kind, ident, self.step)
 
     def variable(self, key: str) -> str | None:
         return self._read("variables", key)
@@ -504,7 +505,7 @@ class At:
 
     def grad_user_count(self, sid: str) -> int:
         """How many tensors on storage ``sid`` require grad."""
-        self.index.reads += 1
+        self.index._reads.count += 1
         return self.index.grad_users.at(sid, self.step)
 
     def savers(self, tid: str) -> list[tuple[str, str]]:
@@ -513,15 +514,15 @@ class At:
 
     def refs(self, ident: str) -> int:
         """How many edges of this step's facts point at ``ident`` (see ``tensor_edges``/``node_edges``)."""
-        self.index.reads += 1
+        self.index._reads.count += 1
         return self.index.refs.at(ident, self.step)
 
     def order(self, ident: str) -> float:
-        self.index.reads += 1
+        self.index._reads.count += 1
         return self.index.place(ident, self.step)
 
     def holding_label(self, tid: str) -> tuple[str | None, str | None]:
         """(``Holding.first_name``, ``Holding.first_holder``) of ``tid`` at this step: one is None."""
-        self.index.reads += 1
+        self.index._reads.count += 1
         series = self.index.labels.get(tid)
         return series.at(self.step) if series is not None else (None, None)

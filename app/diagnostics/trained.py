@@ -88,19 +88,18 @@ def trained(context: Context) -> Trained:
 def _find(context: Context) -> Trained:
     out = Trained()
     updates: set[tuple[int, str]] = set()
+    by_line: dict[int, _Line] = {}  # what each line's code does, read from its AST once
     for k in range(len(context)):
         facts = context.facts(k)
         if facts is None or facts.node is None:
             continue
-        for node in ast.walk(facts.node):
-            if isinstance(node, ast.Call) and _is_optimizer(node):
-                out.groups += _optimizer_groups(context, k, facts, node)
-        for write in facts.writes:
-            root = write.base or write.receiver
-            text = ast.unparse(root)
-            reads_grad = any(isinstance(n, ast.Attribute) and n.attr == "grad"
-                             and ast.unparse(n.value) == text for n in ast.walk(facts.node))
-            if reads_grad and (k, text) not in updates:
+        line = by_line.get(facts.line)
+        if line is None:
+            line = by_line[facts.line] = _Line.of(facts)
+        for call in line.optimizers:
+            out.groups += _optimizer_groups(context, k, facts, call)
+        for root, text in line.updates:
+            if (k, text) not in updates:
                 updates.add((k, text))
                 group = _update_group(context, k, facts, root)
                 if group is not None and group.leaves:
@@ -110,6 +109,30 @@ def _find(context: Context) -> Trained:
                     else:
                         known.leaves += [leaf for leaf in group.leaves if leaf not in known.leaves]
     return out
+
+
+@dataclass
+class _Line:
+    """A line's optimizer calls, and the writes it makes that read the written tensor's ``.grad``
+    (its root expression and that expression's text): the same at every step of the line."""
+
+    optimizers: list[ast.Call]
+    updates: list[tuple[ast.expr, str]]
+
+    @classmethod
+    def of(cls, facts: LineFacts) -> _Line:
+        assert facts.node is not None
+        nodes = list(ast.walk(facts.node))
+        optimizers = [node for node in nodes if isinstance(node, ast.Call) and _is_optimizer(node)]
+        grads = [ast.unparse(node.value) for node in nodes
+                 if isinstance(node, ast.Attribute) and node.attr == "grad"]
+        updates = []
+        for write in facts.writes:
+            root = write.base or write.receiver
+            text = ast.unparse(root)
+            if text in grads:
+                updates.append((root, text))
+        return cls(optimizers, updates)
 
 
 def _optimizer_groups(context: Context, k: int, facts: LineFacts, call: ast.Call) -> list[Group]:
