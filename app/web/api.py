@@ -8,13 +8,22 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from app.diagnostics import Analysis, Found, analyze, analyze_v1
 from app.i18n import gettext as _
 from app.i18n import say
 from app.run_errors import Message, english
-from app.schema import DeltaResponse, DeltaTrace, Diagnostic, RunError, RunRequest, RunResponse, RunResult
+from app.schema import (
+    DeltaResponse,
+    DeltaStep,
+    DeltaTrace,
+    Diagnostic,
+    RunError,
+    RunRequest,
+    RunResponse,
+    RunResult,
+)
 from app.trace.delta import expand, expanded_size
 from app.units import nbytes
 from app.web.gates import Refusal, run_gated, run_gated_streamed, take_token
@@ -64,16 +73,51 @@ def _answer(trace: DeltaTrace, code: str, form: str, limit: int,
 
 class _Analysed:
     """``_answer``'s analysis made from the steps while the run goes on (``app.web.streamed``), so
-    only the rules and the JSON are left when it ends."""
+    only the rules and the JSON are left when it ends. The delta format's steps are written as JSON
+    as they come too (``DUMP_EVERY`` at a time): the answer is those steps' JSON within the rest of
+    it, the same text ``_answer`` writes."""
 
     def __init__(self, code: str, form: str, limit: int) -> None:
         self.code, self.form, self.limit = code, form, limit
         self.analysis = Analysis(None, code)
-        self.add = self.analysis.add
+        self._pending: list[DeltaStep] = []  # steps fed and not yet written
+        self._written: list[str] = []  # the JSON of the steps before them, without the list's brackets
+        self._count = 0  # steps fed
+
+    def add(self, delta: DeltaStep) -> None:
+        self.analysis.add(delta)
+        self._count += 1
+        if self.form == "delta":
+            self._pending.append(delta)
+            if len(self._pending) >= DUMP_EVERY:
+                self._write()
+
+    def _write(self) -> None:
+        if self._pending:
+            self._written.append(STEPS.dump_json(self._pending)[1:-1].decode())
+            self._pending = []
 
     def finish(self, trace: DeltaTrace) -> Answer:
         self.analysis.bind(trace)
-        return _answer(trace, self.code, self.form, self.limit, self.analysis.result)
+        if self.form != "delta" or len(trace.steps) != self._count:
+            return _answer(trace, self.code, self.form, self.limit, self.analysis.result)
+        self._write()
+        steps, self._written = ",".join(self._written), []
+        return 200, _with_steps(analyze(trace.model_copy(update={"steps": []}), self.code,
+                                        self.analysis.result()).model_dump_json(), steps)
+
+
+DUMP_EVERY = 256  # steps written as JSON at a time while the run goes on
+STEPS = TypeAdapter(list[DeltaStep])
+NO_STEPS = '"steps":[]'
+
+
+def _with_steps(document: str, steps: str) -> str:
+    """A response's JSON written without its steps (``"steps":[]``), with ``steps`` (the JSON of each
+    step, comma-separated) in their place. The only such text in it is that field: any other
+    ``"`` is escaped inside a string, and no other field holds a list under the key ``steps``."""
+    at = document.index(NO_STEPS)
+    return f'{document[:at]}"steps":[{steps}]{document[at + len(NO_STEPS):]}'
 
 
 def _partial(trace: DeltaTrace, form: str, limit: int, note: Message) -> Answer:

@@ -8,6 +8,7 @@ import pytest
 from app import diagnostics
 from app.schema import DeltaTrace
 from app.trace.delta import compress
+from app.web import api
 from app.web.api import _Analysed, _answer
 from app.web.streamed import Streamed
 from tests import golden
@@ -40,3 +41,20 @@ def test_a_v1_answer_over_the_cap_is_refused_from_the_fed_steps_too(monkeypatch:
     status, body = streamed.consume()
     assert streamed.used and status == 413 and '"format": "delta"' in body.replace('\\"', '"')
     assert not ruled  # refused before any rule ran for an answer that is not sent
+
+
+@pytest.mark.parametrize("every", [1, 2, 5])
+def test_the_steps_written_as_they_come_make_the_answer_of_the_whole_trace(
+        monkeypatch: pytest.MonkeyPatch, every: int) -> None:
+    """The delta answer's steps are written as JSON while the run goes on, a few at a time: the
+    answer is still, byte for byte, the one written of the whole trace."""
+    monkeypatch.setattr(api, "DUMP_EVERY", every)
+    for code, trace in sorted(TRACES, key=lambda t: -len(t[1].steps))[:6]:
+        streamed = Streamed(lambda code=code: _Analysed(code, "delta", LIMIT),
+                            lambda t, code=code: _answer(t, code, "delta", LIMIT))
+        for frame in _frames(trace):
+            streamed.feed.put(frame)
+        streamed.feed.settle(trace)
+        answer = streamed.consume()
+        assert streamed.used
+        assert answer == _answer(trace, code, "delta", LIMIT)
