@@ -26,12 +26,11 @@ from app.trace.consistency import (
     Bounds,
     Inconsistent,
     Problem,
+    ok_problem,
+    over_bounds,
     problem,
     step_checker,
-    too_heavy,
-    too_many_steps,
     weight,
-    whole_problem,
 )
 from app.trace.replay import Changes, State, apply
 
@@ -75,24 +74,12 @@ def parse_result(data: bytes, max_bytes: int, bounds: Bounds | None = None) -> D
                 if refused is not None:
                     return unusable(DeltaTrace(ok=False, steps=[]), refused)
             trace = DeltaTrace.model_validate(document)
-            found = problem(trace, bounds)
+            found = problem(trace, bounds, counted=isinstance(steps, list))
     except FrameError as error:
         return failed("internal", "internal.unusable_frame", {"detail": str(error)}, "UnusableAnswer")
     except (ValidationError, ValueError, RecursionError):
         return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
     return trace if found is None else unusable(trace, found)
-
-
-def over_bounds(steps: int, weight: int, bounds: Bounds) -> Problem | None:
-    """The verdict on an answer of ``steps`` steps and entries of ``weight``
-    (``app.trace.consistency.weight``) when it has more than the run may make, counted before a
-    model of any is built: a forged answer of 760,000 one-field steps became 2.6 GiB of models, and
-    one of 200,000 one-field nodes 340 MiB, when they were built before they were counted."""
-    if bounds.max_steps is not None and steps > bounds.max_steps:
-        return too_many_steps(bounds)
-    if bounds.max_weight is not None and weight > bounds.max_weight:
-        return too_heavy(bounds)
-    return None
 
 
 def parsed_weight(steps: list) -> int:
@@ -217,7 +204,7 @@ class AnswerReader:
         if head is None or self.invalid or self._going_on is not None:  # (a step left in parts)
             return failed("internal", "internal.unusable_schema", error_type="UnusableAnswer")
         trace = head.model_copy(update={"steps": self.steps})
-        found = whole_problem(trace, self.bounds) or self.found
+        found = ok_problem(trace) or self.found  # (its steps were counted as they came: ``add``)
         return trace if found is None else unusable(trace, found)
 
     def stopped(self) -> DeltaTrace:
