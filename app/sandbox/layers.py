@@ -27,10 +27,12 @@ from app.sandbox.seccomp import Filters
 
 PR_SET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 3, 4, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAPABILITY_VERSION_3 = 47, 4, 0x20080522
+SYS_CLOSE_RANGE, UINT_MAX = 436, 0xFFFFFFFF  # the same number on x86-64 and arm64
 MIB = 1024 * 1024
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.syscall.restype = ctypes.c_long
 
 
 def prctl(option: int, value: int = 0) -> int:
@@ -72,6 +74,19 @@ def _kib(value: str) -> int:
 
 
 def _close_fds(keep: set[int]) -> None:
+    """Close every descriptor but ``keep``: one close_range(2) call per gap between kept ones, where
+    listing /proc/self/fd and closing one by one took ~0.3 ms a child; one by one where the kernel
+    has no close_range (before Linux 5.9)."""
+    low = 0
+    for fd in [*sorted(fd for fd in keep if fd >= 0), UINT_MAX + 1]:
+        if fd > low and _libc.syscall(SYS_CLOSE_RANGE, ctypes.c_uint(low), ctypes.c_uint(fd - 1),
+                                      ctypes.c_uint(0)) != 0:
+            _close_listed(keep)
+            return
+        low = fd + 1
+
+
+def _close_listed(keep: set[int]) -> None:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
@@ -136,6 +151,8 @@ def harden(
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
     # 3.
+    # (Not a ruleset made once by the fork server: the /proc/self rules must name the child's own
+    # /proc entries, which only the child can open.)
     abi = landlock.restrict([*config.read_paths, config.workdir], ["/dev/null"])
 
     # 4.
