@@ -367,8 +367,10 @@ def serve_one(
     uid: int | None,
     fork_server_pid: int,
     filters: Filters,
+    warm: bool = True,
 ) -> None:
-    """The whole life of a child. Never returns."""
+    """The whole life of a child. Never returns. ``warm``: warm up before the job (the server asks a
+    child not to when it is busy: ``app.sandbox.pool``)."""
     try:
         facts = layers.harden(config, uid, (job_fd, result_fd), fork_server_pid, filters)
         # No seeding here: every run seeds torch's generator, random and numpy with 0 before the
@@ -376,7 +378,8 @@ def serve_one(
         # (torch.seed(), random.seed(), os.urandom) draws fresh in every child. torch.seed() here
         # cost ~2 ms of each child's CPU (a lazy CUDA seeding that formats a stack trace, ~300 pages
         # copied from the fork server) and set nothing a run could see.
-        warm_up(CHILD_WARM_UP)
+        if warm:
+            warm_up(CHILD_WARM_UP)
         layers.limit_cpu(config.cpu_seconds)
         status = layers.status_fields()
         hello = {

@@ -272,7 +272,7 @@ class ForkServer:
         except OSError:
             raise ServerGone from None
 
-    def spawn(self) -> None:
+    def spawn(self, warm: bool = True) -> None:
         from app.sandbox import child
 
         uid = None
@@ -293,7 +293,7 @@ class ForkServer:
         if pid == 0:  # the child: never returns
             try:
                 self.control.detach()
-                child.serve_one(job_r, result_w, self.config, uid, self.pid, self.filters)
+                child.serve_one(job_r, result_w, self.config, uid, self.pid, self.filters, warm)
             finally:
                 os._exit(child.EXIT_SETUP_FAILED)
         os.close(job_r)
@@ -319,7 +319,7 @@ class ForkServer:
     def handle(self, message: dict) -> None:
         op = message.get("op")
         if op == "spawn":
-            self.spawn()
+            self.spawn(message.get("warm") is not False)
         elif op == "kill":
             pid = int(message["pid"])
             if pid in self.children:
