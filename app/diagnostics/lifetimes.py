@@ -76,26 +76,33 @@ def _reached_by_backward(context: Context) -> dict[str, int]:
 def _build(context: Context) -> Lifetimes:
     timeline = context.index.timeline
     out = Lifetimes()
-    for nid in timeline.ids("nodes"):
-        history = timeline.changes_of("nodes", nid)
-        first = next(((step, fact) for step, fact in history if fact is not None), None)
+    born_at, died, parents = out.born, out.died, out.parents
+    for nid, steps, values in timeline.histories("nodes"):
+        # (most nodes change once or twice: made, then maybe dropped; their first value is the fact)
+        first = 0 if values[0] is not None else \
+            next((i for i, fact in enumerate(values) if fact is not None), None)
         if first is None:
             continue
-        born, fact = first
-        out.born[nid] = born
-        gone = next((step for step, value in history if step > born and value is None), math.inf)
-        out.died[nid] = gone
+        fact = values[first]
+        born_at[nid] = steps[first]
+        died[nid] = next((steps[i] for i in range(first + 1, len(values)) if values[i] is None), math.inf)
         if short_node_name(fact.name) == ACCUMULATE_GRAD:
             out.accumulators.add(nid)
         for parent_of in {n for n in fact.next if n is not None}:
-            out.parents.setdefault(parent_of, []).append(nid)
-    out.by_birth = sorted((born, nid) for nid, born in out.born.items())
-    for tid in timeline.ids("tensors"):
+            parents.setdefault(parent_of, []).append(nid)
+    out.by_birth = sorted((born, nid) for nid, born in born_at.items())
+    users = out.users
+    for tid, _steps, values in timeline.histories("tensors"):
+        if len(values) == 1:  # one fact all its life: its grad_fn, if any, once
+            fact = values[0]
+            if fact is not None and fact.grad_fn is not None:
+                users.setdefault(fact.grad_fn, []).append(tid)
+            continue
         seen: set[str] = set()
-        for _step, fact in timeline.changes_of("tensors", tid):
+        for fact in values:
             if fact is not None and fact.grad_fn is not None and fact.grad_fn not in seen:
                 seen.add(fact.grad_fn)
-                out.users.setdefault(fact.grad_fn, []).append(tid)
+                users.setdefault(fact.grad_fn, []).append(tid)
     for k, step in enumerate(context.trace.steps):
         if step.phase == "backward" and step.node is not None:
             out.ran.setdefault(step.node, []).append(k)
