@@ -82,8 +82,8 @@ def test_a_hostile_head_costs_what_a_plain_one_of_its_size_costs(served: Server,
     # Quadratic parsing costs a hundred times the plain head (the cookie: ~1 s a request, 6 s
     # a batch); linear parsing of the most a head can hold does not: 3,750 query fields, each unquoted
     # by starlette's parse_qsl, cost ~13-20 ms a request on glibc's malloc against ~2-3 ms plain (0.13 s
-    # a batch against 0.01-0.02, every batch), which the old bound of 3x + 0.1 s refused. A tick of the
-    # clock is 10 ms.
+    # a batch against 0.01-0.02, every batch), which the old bound of 3x + 0.1 s refused (such a query
+    # is now refused before it is parsed: app.web.limits.MAX_QUERY_FIELDS). A tick of the clock is 10 ms.
     assert hostile <= 10 * plain + 0.2, f"{name}: {hostile:.2f} s of server CPU against {plain:.2f} s"
 
 
