@@ -27,6 +27,7 @@ from app.schema import (
 from app.trace.delta import expand, expanded_size
 from app.units import nbytes
 from app.web.gates import Refusal, run_gated, run_gated_streamed, take_token
+from app.web.gzipped import Gzipped, Part, member, part
 from app.web.streamed import Streamed
 
 router = APIRouter()
@@ -34,10 +35,12 @@ router = APIRouter()
 REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {
     "schema": RunRequest.model_json_schema()}}}}
 
-Answer = tuple[int, str]  # HTTP status, JSON body
+Answer = tuple[int, str | Gzipped]  # HTTP status, JSON body (or gzip-encoded already)
 
 
-def _json(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _json(body: str | Gzipped, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    if isinstance(body, Gzipped):  # (said as GZipMiddleware says it, which passes it on as it is)
+        headers = {**(headers or {}), "Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
@@ -75,13 +78,16 @@ class _Analysed:
     """``_answer``'s analysis made from the steps while the run goes on (``app.web.streamed``), so
     only the rules and the JSON are left when it ends. The delta format's steps are written as JSON
     as they come too (``DUMP_EVERY`` at a time): the answer is those steps' JSON within the rest of
-    it, the same text ``_answer`` writes."""
+    it, the same text ``_answer`` writes. ``gzip``: the client takes gzip; a run of more steps than
+    that has them compressed as they are written too, and its answer is gzip-encoded here
+    (``app.web.gzipped``: the same bytes once decoded)."""
 
-    def __init__(self, code: str, form: str, limit: int) -> None:
-        self.code, self.form, self.limit = code, form, limit
+    def __init__(self, code: str, form: str, limit: int, gzip: bool = False) -> None:
+        self.code, self.form, self.limit, self.gzip = code, form, limit, gzip
         self.analysis = Analysis(None, code)
         self._pending: list[DeltaStep] = []  # steps fed and not yet written
-        self._written: list[str] = []  # the JSON of the steps before them, without the list's brackets
+        self._written: list[bytes] = []  # the JSON of the steps before them, commas between
+        self._deflated: Part | None = None  # and compressed, once there were DUMP_EVERY
         self._count = 0  # steps fed
 
     def add(self, delta: DeltaStep) -> None:
@@ -90,34 +96,38 @@ class _Analysed:
         if self.form == "delta":
             self._pending.append(delta)
             if len(self._pending) >= DUMP_EVERY:
+                if self.gzip and self._deflated is None:
+                    self._deflated = Part()
                 self._write()
 
     def _write(self) -> None:
         if self._pending:
-            self._written.append(STEPS.dump_json(self._pending)[1:-1].decode())
+            text = STEPS.dump_json(self._pending)[1:-1]
             self._pending = []
+            if self._written:
+                text = b"," + text
+            self._written.append(text)
+            if self._deflated is not None:
+                self._deflated.add(text)
 
     def finish(self, trace: DeltaTrace) -> Answer:
         self.analysis.bind(trace)
         if self.form != "delta" or len(trace.steps) != self._count:
             return _answer(trace, self.code, self.form, self.limit, self.analysis.result)
         self._write()
-        steps, self._written = ",".join(self._written), []
-        return 200, _with_steps(analyze(trace.model_copy(update={"steps": []}), self.code,
-                                        self.analysis.result()).model_dump_json(), steps)
+        document = analyze(trace.model_copy(update={"steps": []}), self.code,
+                           self.analysis.result()).model_dump_json().encode()
+        at = document.index(NO_STEPS)  # the only such text in it: ``"`` is escaped in strings
+        head, end = document[:at] + b'"steps":[', b"]" + document[at + len(NO_STEPS):]
+        written, self._written = self._written, []
+        if self._deflated is None:
+            return 200, b"".join((head, *written, end)).decode()
+        return 200, member((part(head), self._deflated.end(), part(end, last=True)), (head, *written, end))
 
 
 DUMP_EVERY = 256  # steps written as JSON at a time while the run goes on
 STEPS = TypeAdapter(list[DeltaStep])
-NO_STEPS = '"steps":[]'
-
-
-def _with_steps(document: str, steps: str) -> str:
-    """A response's JSON written without its steps (``"steps":[]``), with ``steps`` (the JSON of each
-    step, comma-separated) in their place. The only such text in it is that field: any other
-    ``"`` is escaped inside a string, and no other field holds a list under the key ``steps``."""
-    at = document.index(NO_STEPS)
-    return f'{document[:at]}"steps":[{steps}]{document[at + len(NO_STEPS):]}'
+NO_STEPS = b'"steps":[]'
 
 
 def _partial(trace: DeltaTrace, form: str, limit: int, note: Message) -> Answer:
@@ -158,7 +168,8 @@ async def run_snippet(request: Request) -> Response:
         work = lambda trace: _answer(trace, code, form, limit)  # noqa: E731
         partial = lambda trace, note: _partial(trace, form, limit, note)  # noqa: E731
         if getattr(request.app.state.runner, "streams", False):
-            streamed = Streamed(lambda: _Analysed(code, form, limit), work)
+            gzip = "gzip" in request.headers.get("accept-encoding", "")  # as GZipMiddleware asks
+            streamed = Streamed(lambda: _Analysed(code, form, limit, gzip), work)
             answer = await run_gated_streamed(request, code, streamed, partial, cuda_on_cpu=cuda)
         else:
             answer = await run_gated(request, code, work, partial, cuda_on_cpu=cuda)
