@@ -467,10 +467,30 @@ class SnapshotTaker:
             if not isinstance(value, torch.Tensor) or self.tensor_ids.known(value) != fact["saved"][name]:
                 return False
             now[name] = "direct"
+        if self._flips_alone(nid, [fact["saved"][name] for name in keyed]):
+            # Nothing but these kinds changes: file them now, without the node among what the step
+            # read (its fact, edges and indexes stand; its settling and commit were a tenth of a leak).
+            self.saved_kinds[nid] = now
+            for name in keyed:
+                del self.keyed_owner[fact["saved"][name]]
+            return True
         reader.nodes[nid] = fact
         reader.objects[nid] = node
         reader.saved_kinds[nid] = now
         reader.node_keys.setdefault(nid, self.node_keys.get(nid))
+        return True
+
+    def _flips_alone(self, nid: str, tids: list[str]) -> bool:
+        """Do these copies of ``nid``, found known again, change nothing but their kind? Their edges
+        stay (a copy's grad_fn is not ``nid``: see tensor_edges), and no other node saving on their
+        storages waits for a twin (a copy found known may now be one: ``_rematch_needed``)."""
+        for tid in tids:
+            tensor = self.tensors.get(tid)
+            if tensor is None or tensor["grad_fn"] == nid or self.keyed_owner.get(tid) != nid:
+                return False
+            for other in self.saving.get(tensor["storage"], ()) if tensor["storage"] is not None else ():
+                if other != nid and "keyed" in self.saved_kinds.get(other, {}).values():
+                    return False
         return True
 
     def _read_again(self, reader: Reader, ident: str) -> None:
@@ -783,8 +803,11 @@ class SnapshotTaker:
                 del self.saving[sid]
 
     def _reedge(self, ident: str, new: tuple[str, ...]) -> None:
+        old = self.edges.get(ident, ())
+        if old == new:  # a member read again with the same edges (most are): its counts stand
+            return
         indegree = self.indegree
-        for target in self.edges.get(ident, ()):
+        for target in old:
             parents = self.parents[target]
             parents[ident] -= 1
             if not parents[ident]:
