@@ -250,9 +250,10 @@ class StorageIds(ObjectIds):
         """Where the bytes of storage ``sid`` were last seen (0: not known by its object)."""
         return self._pointer_of.get(sid, 0)
 
-    def bare_ids(self) -> set[str]:
-        """The storages known only by their bytes so far (see ``take_bare_pointers``)."""
-        return {entry.sid for entry in self._by_bare_pointer.values()}
+    def bare_storages(self) -> list[tuple[str, Any]]:
+        """(id, a tensor it was met through that is still on its bytes, else None) per storage known
+        only by its bytes so far."""
+        return [(entry.sid, entry.holder(pointer)) for pointer, entry in self._by_bare_pointer.items()]
 
     def take_bare_pointers(self) -> dict[int, str]:
         """The storages known only by their bytes, forgotten here (the caller meets their objects)."""
@@ -342,13 +343,15 @@ class _Bare:
                 self._held = None
 
     def alive(self, pointer: int) -> bool:
-        if self._held is not None:
-            return True
+        return self._held is not None or self.holder(pointer) is not None
+
+    def holder(self, pointer: int) -> Any:
+        """A tensor it was met through, still on its bytes (it keeps the storage alive), or None."""
         for ref in self._tensors:
             tensor = ref()
             if tensor is not None and tensor_pointer(tensor) == pointer:
-                return True
-        return False
+                return tensor
+        return None
 
 
 def tensor_pointer(tensor: Any) -> int:

@@ -279,8 +279,9 @@ class SnapshotTaker:
         if after_pass:
             # Storages met during a backward pass by their bytes only: one that died there and one
             # made at its address later in the pass (a gradient) were read as one. Read them again
-            # with their objects now (app.engine.run.on_backward no longer marks the whole pass).
-            storages |= self.storage_ids.bare_ids()
+            # with their objects now (app.engine.run.on_backward no longer marks the whole pass),
+            # but for those a tensor they were met through still holds, as they were read.
+            storages |= self._bare_to_read()
         if touches is not None:
             for address in touches.tensors:
                 tid = self.tensor_ids.known_address(address)
@@ -305,6 +306,29 @@ class SnapshotTaker:
             dirty.update(self.saving.get(sid, ()))  # what it saved may now be "modified in place"
         for tid in [t for t in dirty if t in self.keyed_owner]:
             dirty.add(self.keyed_owner[tid])  # re-created on every access: read through its node
+
+    def _bare_to_read(self) -> set[str]:
+        """The storages met by their bytes only that must be read again now. Not one that a tensor it
+        was met through still holds (it is the storage it was then: nothing freed it) whose size as
+        read in the pass (estimated from the tensor: ``Reader._bare_nbytes``) is its object's and
+        whose tensors in R all read it as its dtype: its fact and theirs stand, and what was written
+        since is marked as any write is (the gradients of a pass, read again at the line's step
+        after it: 8% of an Adam loop's reading)."""
+        again = set()
+        for sid, holder in self.storage_ids.bare_storages():
+            known = self.storages.get(sid)
+            if holder is None or known is None:
+                again.add(sid)
+                continue
+            try:
+                nbytes = holder.untyped_storage().nbytes()  # (met now anyway: _meet_bare_storages)
+            except (RuntimeError, NotImplementedError, TypeError):
+                nbytes = None
+            dtype = known["dtype"]
+            tensors = self.on_storage.get(sid, ())
+            if nbytes != known["nbytes"] or any(self.tensors[t]["dtype"] != dtype for t in tensors):
+                again.add(sid)
+        return again
 
     def backward_marks(self, root: Any) -> tuple[set[Any], set[int]]:
         """(node keys, leaf addresses) a backward pass from ``root`` may change, read while the
