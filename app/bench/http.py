@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 from pydantic import TypeAdapter
@@ -32,6 +33,7 @@ from app.bench.cluster_kit import server_timing
 from app.bench.snippets import CLONE_DETACH
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 WARM_UP_REQUESTS = 20
 SERIAL_REQUESTS = 200
 PARALLEL_SECONDS = 8.0
@@ -241,6 +243,26 @@ def _tree(root: int) -> list[int]:
     return tree
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(server_pid: int) -> float:
+    """CPU seconds of a server and every process under it, the ones already reaped included: each
+    process's own time and what its reaped children took (a child's time moves to its parent's when
+    it is reaped, so nothing is counted twice). The fork server reaps its children: their forking,
+    set-up, run and exit are all in it. Divided by the runs made between two readings, it is the
+    load-independent figure behind runs per second: on a shared machine the rate moves with others'
+    load, the CPU a run takes much less so."""
+    total = 0
+    for pid in _tree(server_pid):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    return total / CLOCK_TICKS
+
+
 def tree_memory(server_pid: int) -> tuple[float, float, int]:
     """RSS and PSS (MiB) of a server and every process under it, and how many they are."""
     pids = _tree(server_pid)
@@ -249,6 +271,15 @@ def tree_memory(server_pid: int) -> tuple[float, float, int]:
         r, p = _memory_kib(pid)
         rss, pss = rss + r, pss + p
     return rss / 1024, pss / 1024, len(pids)
+
+
+def _with_cpu(server_pid: int, measured: Callable[[], T]) -> tuple[T, float]:
+    """``measured()`` and the CPU seconds the server's processes took for it (``tree_cpu``), read
+    once the children it used have exited (a child's exit is part of its run's cost)."""
+    before = tree_cpu(server_pid)
+    result = measured()
+    time.sleep(0.5)
+    return result, tree_cpu(server_pid) - before
 
 
 def idle_memory(server_pid: int) -> tuple[float, float, int]:
@@ -262,9 +293,10 @@ def run() -> list[Row]:
         server.wait_until_warm()  # the steady state, not the start
         url = f"{server.url}/api/run"
         phases: list[dict[str, float]] = []
-        serial = serial_latencies(url, phases)
-        rate, total = parallel_rate(url)
-        rss, pss, processes = idle_memory(server.process.pid)
+        pid = server.process.pid
+        serial, serial_cpu = _with_cpu(pid, lambda: serial_latencies(url, phases))
+        (rate, total), parallel_cpu = _with_cpu(pid, lambda: parallel_rate(url))
+        rss, pss, processes = idle_memory(pid)
     finally:
         server.stop()
     cold = cold_latencies()
@@ -277,7 +309,10 @@ def run() -> list[Row]:
         Row("http", case1, "median sandbox (Server-Timing: child, run, checks)", parts["sandbox"], "ms"),
         Row("http", case1, "median work (Server-Timing: after the run)", parts["work"], "ms"),
         Row("http", case1, "median rest (HTTP, middlewares, gates, threads, client)", parts["rest"], "ms"),
+        Row("http", case1, "CPU per run (server, fork server, children)",
+            1000 * serial_cpu / (len(serial) + WARM_UP_REQUESTS), "ms"),
         Row("http", case4, "runs per second", rate, "runs/s"),
+        Row("http", case4, "CPU per run (server, fork server, children)", 1000 * parallel_cpu / total, "ms"),
         # "over 100 runs/s" (issue 24, 7), as the upper bound the table knows: at most 10 ms per run
         Row("http", case4, f"time per run ({total} runs)", 1000.0 / rate, "ms", 1000.0 / 100),
         Row("http", "naive cold python -c per request", "median", cold_median, "ms"),
