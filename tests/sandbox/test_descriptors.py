@@ -10,6 +10,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -53,23 +54,28 @@ def _wait_until(predicate, seconds: float) -> bool:  # noqa: ANN001
 def test_runs_come_back_after_descriptor_exhaustion(starved_server: Server) -> None:
     benign_expected()
     assert_benign(starved_server)
-    # One keep-alive connection opened before the flood keeps a way in while the server cannot accept.
-    keeper = httpx.Client(base_url=f"http://127.0.0.1:{starved_server.port}", timeout=60)
+    # Two keep-alive connections opened before the flood keep a way in while the server cannot accept.
+    keepers = [httpx.Client(base_url=f"http://127.0.0.1:{starved_server.port}", timeout=60) for _ in range(2)]
     try:
-        assert keeper.get("/healthz").status_code == 200
+        assert all(keeper.get("/healthz").status_code == 200 for keeper in keepers)
         flood = _flood(starved_server.port, OPEN_FILES * 2)
         # the server accepts what it can, until its descriptors run out (then EMFILE)
         assert _wait_until(lambda: _open_files(starved_server.pid) >= OPEN_FILES - 1, 60)
-        # Every run takes a pre-forked child and asks for its replacement, whose pipes the kernel
-        # cannot hand over now: the run still answers (no 45 s wait), and the pool counts the loss.
-        for _ in range(4):
-            answer = keeper.post("/api/run", json={"code": BENIGN})
-            assert answer.status_code in (200, 503), answer.status_code
+        # Two runs at once: each takes a pre-forked child, and a busy pool asks for the replacement at
+        # once (an idle one only when the run has ended, its own pipes closed), whose pipes the kernel
+        # cannot hand over now: the runs still answer (no 45 s wait), and the pool counts the loss.
+        with ThreadPoolExecutor(2) as runs:
+            for _ in range(4):
+                for answer in runs.map(lambda keeper: keeper.post("/api/run", json={"code": BENIGN}),
+                                       keepers):
+                    assert answer.status_code in (200, 503), answer.status_code
         for sock in flood:
             sock.close()
-        assert _wait_until(lambda: keeper.get("/healthz").status_code == 200, 20), keeper.get("/healthz").text
+        assert _wait_until(lambda: keepers[0].get("/healthz").status_code == 200, 20), \
+            keepers[0].get("/healthz").text
     finally:
-        keeper.close()
+        for keeper in keepers:
+            keeper.close()
     # Descriptors are back: runs work at once (no restart, no wedge), and nothing is left waiting.
     assert_benign(starved_server)
     assert_benign(starved_server)
