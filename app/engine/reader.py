@@ -41,11 +41,15 @@ def short_message(error: BaseException) -> str:
 
 def saved_names(node: Any, cache: dict[type, tuple[str, ...]]) -> tuple[str, ...]:
     """The attributes of a node that unpack saved tensors: ``_saved_*`` for torch's own nodes,
-    ``saved_tensors`` for a snippet's ``autograd.Function`` (what ``ctx.save_for_backward`` kept)."""
+    ``saved_tensors`` for a snippet's ``autograd.Function`` (what ``ctx.save_for_backward`` kept).
+    Of torch's, those its node type gives a ``_raw_saved_*`` twin: torch's code generator makes one
+    for every saved variable (a tensor, an optional one, a list of them) and for nothing else, so the
+    others hold sizes, strides and scalars — never a tensor nor an error after backward (checked on
+    torch's own nodes by tests/engine) — and reading them was a fifth of reading an ``addmm`` node."""
     kind = type(node)
     names = cache.get(kind)
     if names is None:
-        found = [a for a in dir(node) if a.startswith(SAVED_PREFIX)]
+        found = [a for a in dir(node) if a.startswith(SAVED_PREFIX) and hasattr(kind, "_raw" + a)]
         if isinstance(node, BackwardCFunction):
             found.append("saved_tensors")
         names = cache[kind] = tuple(found)

@@ -273,3 +273,56 @@ y = x[idx]
     node = node_of(step, "y")
     assert node["name"] == "IndexBackward0"
     assert node["saved"] == {"indices[0]": step["variables"]["idx"]}
+
+
+def test_saved_attributes_without_a_raw_twin_never_hold_tensors() -> None:
+    """``reader.saved_names`` reads only the ``_saved_*`` attributes that have a ``_raw_saved_*`` twin:
+    torch's own nodes, asked directly, hold tensors in no other, and none of the others raises once
+    backward freed what the node saved."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from app.engine.reader import saved_names
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, requires_grad=True)
+    w = torch.randn(3, 3, requires_grad=True)
+    image = torch.randn(2, 1, 6, 6, requires_grad=True)
+    conv, norm = torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2)
+    outputs = [
+        x @ w, (x * 2).sin(), x * 3, x.relu(), x.tanh(), x.exp(), F.softmax(x, 0), x.log_softmax(0),
+        x[[0, 1]], x[x > 0], torch.stack([x, x]), torch.cat([x, x]), x.sum(), x.mean(), x.max(), x.sort()[0],
+        x.topk(2)[0], F.mse_loss(x, x.detach()), F.cross_entropy(x, torch.tensor([0, 1, 2, 0])),
+        norm(conv(image)), F.max_pool2d(conv(image), 2), torch.nn.LSTM(3, 4)(x.unsqueeze(1))[0],
+        torch.nn.GRU(3, 4)(x.unsqueeze(1))[0], torch.addmm(x, x, w), x.clamp(0, 1), x.where(x > 0, 0.0),
+        F.embedding(torch.tensor([0, 1]), w), F.layer_norm(x, (3,)), x.pow(2), x / (x + 3), x.norm(),
+        torch.einsum("ij,jk->ik", x, w), x.expand(2, 4, 3), x.t(),
+        x.gather(0, torch.zeros(4, 3, dtype=torch.long)), F.gelu(x), torch.cumsum(x, 0), torch.prod(x),
+    ]
+    nodes: dict[int, object] = {}
+    for output in outputs:
+        stack = [output.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is not None and id(node) not in nodes:
+                nodes[id(node)] = node
+                stack.extend(fn for fn, _ in node.next_functions)
+
+    def others(node: object) -> list[str]:
+        read = set(saved_names(node, {}))
+        return [a for a in dir(node) if a.startswith("_saved_") and a not in read]
+
+    def holds_tensors(value: object) -> bool:
+        items = value if isinstance(value, list | tuple) else (value,)
+        return any(isinstance(item, torch.Tensor) for item in items)
+
+    skipped = [(type(node).__name__, a) for node in nodes.values() for a in others(node)]
+    assert len(nodes) > 100 and len(skipped) > 50  # the check has something to check
+    holding = [(type(n).__name__, a) for n in nodes.values() for a in others(n)
+               if holds_tensors(getattr(n, a))]
+    assert holding == []
+    for output in outputs:
+        output.sum().backward()
+    for node in nodes.values():
+        for attribute in others(node):
+            getattr(node, attribute)  # raises if backward freed it
