@@ -33,8 +33,8 @@ from app.bench import Row
 from app.bench.http import BenchServer
 from app.bench.snippets import (
     ADAM,
+    BATCHNORM_CNN,
     CLONE_DETACH,
-    CNN,
     DEEP_BACKWARD,
     KEPT_IN,
     LEAK,
@@ -130,7 +130,7 @@ MODEL_SIZE = [
     ModelSize("ReLU leak ×1000", kept_graphs("relu", 1000), 400.0, 900.0),
     ModelSize("tanh leak ×1000", kept_graphs("tanh", 1000), 400.0, 900.0),
     ModelSize("Adam ×100", ADAM, 360.0, 600.0),
-    ModelSize("small CNN, 20 batches of 16", CNN, 130.0, 300.0),
+    ModelSize("small CNN, 20 batches of 16", BATCHNORM_CNN, 130.0, 300.0),
     ModelSize("chain ×200 with backward", DEEP_BACKWARD.format(last="loss.backward()"), None),
     ModelSize("numpy arrays kept ×300", NUMPY_KEPT.format(n=300), 500.0),  # issue 11
 ]
