@@ -82,3 +82,22 @@ def test_a_stop_body_is_read_as_the_page_s_forms_are(server: str) -> None:
     running.join()
     assert stopped in (202, 204)
     assert "You stopped the run" in answer[0].text
+
+
+def test_a_stop_kept_for_its_run_is_bounded_in_time_and_number(monkeypatch) -> None:
+    """(``app.web.stops.Stops``, no browser.) A stop for an id no run holds is kept for the run that
+    comes under it, within ``EARLY_SECONDS``, for at most ``MAX_EARLY`` ids, the oldest forgotten first."""
+    from app.web import stops
+
+    registry = stops.Stops()
+    ids = [f"run-{n:016d}" for n in range(stops.MAX_EARLY + 1)]
+    assert not any(registry.request(run_id) for run_id in ids)  # none held: all kept
+    with registry.open(ids[0]) as first, registry.open(ids[-1]) as last:
+        assert not first.requested and last.requested  # the oldest went for the newest
+        assert registry.request(ids[-1])  # held now: stopped at once
+    monkeypatch.setattr(stops, "EARLY_SECONDS", -1.0)  # every stop kept is past its time
+    registry.request("late-0123456789abcdef")
+    with registry.open("late-0123456789abcdef") as late:
+        assert not late.requested  # kept past its time: a run that came too late is not stopped
+    with registry.open("fresh-0123456789abcdef") as fresh:
+        assert not fresh.requested
