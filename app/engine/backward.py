@@ -78,6 +78,16 @@ class BackwardWatch:
         self.handles.clear()
 
 
+def pass_inputs(frame: FrameType) -> tuple[torch.Tensor, ...]:
+    """The ``inputs=`` of the backward pass whose ``_engine_run_backward(t_outputs, grad_tensors,
+    keep_graph, create_graph, inputs, ...)`` frame starts: torch's C++ engine calls ``retain_grad()``
+    on each non-leaf one as the pass starts, so its ``.retains_grad`` changes with no call to see."""
+    arguments = frame.f_locals
+    extra = arguments.get("args") or ()
+    inputs = extra[3] if len(extra) > 3 else (arguments.get("kwargs") or {}).get("inputs", ())
+    return tuple(t for t in inputs or () if isinstance(t, torch.Tensor))
+
+
 def _graph(roots: Any) -> list[Any]:
     """Every node reachable from the roots (tensors or gradient edges) of a backward pass."""
     found: list[Any] = []

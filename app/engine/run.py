@@ -22,7 +22,7 @@ import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
 from app.engine import cuda_on_cpu
-from app.engine.backward import BackwardWatch, NodeRan, freed_message
+from app.engine.backward import BackwardWatch, NodeRan, freed_message, pass_inputs
 from app.engine.calls import counted_as_plain, modes_unseen
 from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
@@ -207,11 +207,15 @@ def trace_delta(
             watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
             taker.storage_ids.pass_depth = len(watches)
             watch.start(frame)
+            touches.tensors.update(id(tensor) for tensor in pass_inputs(frame))  # read at the first node
             return
         if event == "exception":
             if watches:
                 watches[-1][0].stepped_every_node = False
             return
+        # A retained input's .grad is set as its gradient is captured, after the last node's step
+        # (by torch.autograd.grad too, out of place): the line's step reads the inputs again.
+        touches.tensors.update(id(tensor) for tensor in pass_inputs(frame))
         stepped = False
         if watches:
             taker.storage_ids.end_pass(len(watches))

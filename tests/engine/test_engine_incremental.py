@@ -268,6 +268,15 @@ h = w.exp()
 h.register_hook(inner)
 (h * 2).sum().backward()
 """,
+    # torch's C++ engine calls retain_grad() on each of backward's non-leaf inputs= as the pass
+    # starts: .retains_grad turns True with no call seen, and the pass's node steps show it.
+    "backward with non-leaf inputs": """
+x = torch.randn(3, requires_grad=True)
+h = x * 2
+k = h.sin()
+k.sum().backward(inputs=[h])
+g = torch.autograd.grad((h * 3).sum(), [h])
+""",
     "functions and recursion": """
 def grow(t, n):
     if n == 0:
