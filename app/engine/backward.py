@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -49,13 +49,10 @@ class BackwardWatch:
 
     def start(self, frame: FrameType) -> None:
         """Called as torch's ``_engine_run_backward(t_outputs, grad_tensors, keep_graph, ...)`` starts."""
-        arguments = frame.f_locals
-        extra = arguments.get("args") or ()
-        keep_graph = extra[1] if len(extra) > 1 else arguments.get("kwargs", {}).get("keep_graph", False)
-        self.frees = not keep_graph
-        roots = arguments.get("t_outputs") or ()
+        called = pass_arguments(frame)
+        self.frees = not called.keep_graph
         with torch._C.DisableTorchFunction():
-            for node in _graph(roots):
+            for node in _graph(called.roots):
                 try:
                     self.handles.append(node.register_hook(self._hook(node)))
                 except (RuntimeError, AttributeError, TypeError):
@@ -78,14 +75,27 @@ class BackwardWatch:
         self.handles.clear()
 
 
-def pass_inputs(frame: FrameType) -> tuple[torch.Tensor, ...]:
-    """The ``inputs=`` of the backward pass whose ``_engine_run_backward(t_outputs, grad_tensors,
-    keep_graph, create_graph, inputs, ...)`` frame starts: torch's C++ engine calls ``retain_grad()``
-    on each non-leaf one as the pass starts, so its ``.retains_grad`` changes with no call to see."""
+class PassArguments(NamedTuple):
+    """What a backward pass was asked: its roots (tensors or gradient edges), whether it keeps the
+    graph, and its ``inputs=`` — torch's C++ engine calls ``retain_grad()`` on each non-leaf one as
+    the pass starts, so its ``.retains_grad`` (and later its ``.grad``) changes with no call to see."""
+
+    roots: Any
+    keep_graph: bool
+    inputs: tuple[torch.Tensor, ...]
+
+
+def pass_arguments(frame: FrameType) -> PassArguments:
+    """The arguments of the frame of ``_engine_run_backward(t_outputs, grad_tensors, keep_graph,
+    create_graph, inputs, ...)``, torch's backward entry point (positional after ``t_outputs``, or by
+    keyword)."""
     arguments = frame.f_locals
     extra = arguments.get("args") or ()
-    inputs = extra[3] if len(extra) > 3 else (arguments.get("kwargs") or {}).get("inputs", ())
-    return tuple(t for t in inputs or () if isinstance(t, torch.Tensor))
+    keywords = arguments.get("kwargs") or {}
+    keep_graph = extra[1] if len(extra) > 1 else keywords.get("keep_graph", False)
+    inputs = extra[3] if len(extra) > 3 else keywords.get("inputs", ())
+    return PassArguments(arguments.get("t_outputs") or (), bool(keep_graph),
+                         tuple(t for t in inputs or () if isinstance(t, torch.Tensor)))
 
 
 def _graph(roots: Any) -> list[Any]:

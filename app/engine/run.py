@@ -22,7 +22,7 @@ import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
 
 from app.engine import cuda_on_cpu
-from app.engine.backward import BackwardWatch, NodeRan, freed_message, pass_inputs
+from app.engine.backward import BackwardWatch, NodeRan, freed_message, pass_arguments
 from app.engine.calls import counted_as_plain, modes_unseen
 from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
@@ -207,7 +207,7 @@ def trace_delta(
             watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
             taker.storage_ids.pass_depth = len(watches)
             watch.start(frame)
-            touches.tensors.update(id(tensor) for tensor in pass_inputs(frame))  # read at the first node
+            touches.tensors.update(map(id, pass_arguments(frame).inputs))  # read at the first node
             return
         if event == "exception":
             if watches:
@@ -215,7 +215,8 @@ def trace_delta(
             return
         # A retained input's .grad is set as its gradient is captured, after the last node's step
         # (by torch.autograd.grad too, out of place): the line's step reads the inputs again.
-        touches.tensors.update(id(tensor) for tensor in pass_inputs(frame))
+        called = pass_arguments(frame)
+        touches.tensors.update(map(id, called.inputs))
         stepped = False
         if watches:
             taker.storage_ids.end_pass(len(watches))
@@ -231,7 +232,7 @@ def trace_delta(
             # step shows freed already: the line's step reads what ran since, not the pass again.
             # (About a tenth of Adam's reading: the pass's parameters and grads, read twice.)
             return
-        roots = frame.f_locals.get("t_outputs")
+        roots = called.roots
         with torch._C.DisableTorchFunction():
             for root in roots if isinstance(roots, list | tuple) else (roots,):
                 nodes, leaves = taker.backward_marks(root)
