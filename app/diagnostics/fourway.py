@@ -42,7 +42,9 @@ def made(context: Context) -> list[Made]:
         if (facts is None or not isinstance(stmt, ast.Assign) or facts.line in done or len(stmt.targets) != 1
                 or not isinstance(stmt.targets[0], ast.Name)):
             continue
-        found = forms[facts.line] if facts.line in forms else forms.setdefault(facts.line, _form(stmt.value))
+        if facts.line not in forms:
+            forms[facts.line] = _form(stmt.value)
+        found = forms[facts.line]
         if found is None:
             continue
         form, source = found
