@@ -89,7 +89,7 @@ def serve_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
     survivor's 4 KiB page only and ``trim_heap`` hands the free pages around it back: +38 to +59 MiB
     (+28 to +34 with ``QuietSweep``), for about a quarter more server CPU on a large answer
     (docs/self-host.md). A ``PYTHONMALLOC`` the user set is theirs and kept. The fork server and the
-    runs never see this (``app.sandbox.pool.fork_server_env``)."""
+    runs never see this (``app.sandbox.launch.fork_server_env``)."""
     if all(name in environ for name in SERVE_ALLOCATOR):
         return None
     return {**SERVE_ALLOCATOR, **environ}

@@ -44,7 +44,7 @@ from app.bench.snippets import (
 )
 from app.engine import EngineLimits, trace_delta
 from app.engine.run import prelude
-from app.sandbox.pool import fork_server_env
+from app.sandbox.launch import fork_server_env
 
 TRAINING_LOOP = """\
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))

@@ -14,8 +14,8 @@ from fastapi.staticfiles import StaticFiles
 from app.config import Settings, get_settings
 from app.heap import tune_malloc
 from app.sandbox.admission import Admission
-from app.sandbox.pool import default_runner
 from app.sandbox.runner import Runner
+from app.sandbox.runners import default_runner
 from app.shortlinks import open_store
 from app.web import api, download, embed, links, locale, pages, render_svg, stops
 from app.web.after import AfterAnswer

@@ -5,7 +5,7 @@
 a forked child of its own (fresh state, as every sandboxed run gets), on one thread, with the seeds
 the engine gives every run, its warnings shown on stderr as Python shows them, stdout and stderr in
 one stream as the explorer collects them. Start it with the fork server's environment
-(``app.sandbox.pool.fork_server_env``) so that torch picks the same kernels.
+(``app.sandbox.launch.fork_server_env``) so that torch picks the same kernels.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from test_policy import TEACHING
 from tutorial_corpus import CORPUS
 
 from app.gallery import get_example
-from app.sandbox.pool import fork_server_env
+from app.sandbox.launch import fork_server_env
 from app.schema import DeltaResponse
 from app.trace.delta import expand
 

@@ -298,8 +298,8 @@ def test_an_installed_filter_refuses_what_it_lists() -> None:
 
 def test_the_unconfined_runner_needs_the_explicit_dev_override(tmp_path) -> None:
     from app.config import Settings
-    from app.sandbox.pool import default_runner
     from app.sandbox.runner import SubprocessRunner
+    from app.sandbox.runners import default_runner
 
     with pytest.raises(RuntimeError, match="EXPLORER_UNSAFE_DEV"):
         default_runner(Settings(sandbox="subprocess", data_dir=tmp_path))
