@@ -97,7 +97,7 @@ class Commit:
         for sid in set(reader.storages) | moved:
             self._refresh_storage(sid, reader, delta)
         self._refresh_variables(touched_names, delta)
-        self._recheck = set(reader.keyed_owners)
+        self._note_recheck(reader)
         return clean_delta(delta)
 
     def _rekey_edges(self, reader: Reader, plan: Plan) -> None:

@@ -103,6 +103,13 @@ class Planning:
         keyed = [name for name, kind in kinds.items() if kind == "keyed"]
         if not keyed or any(fact["saved"].get(name) not in tids or "[" in name for name in keyed):
             return False
+        copies = [fact["saved"][name] for name in keyed]
+        if self._stable.issuperset(copies) and self._flips_alone(nid, copies):
+            # Each slot handed out, twice at the last step, the object it holds (``_note_recheck``):
+            # it hands out that object still, which lives and is known now. (Not found again and
+            # asked: locating the node was most of a kept sin leak's append line.)
+            self._file_flips(nid, kinds, keyed)
+            return True
         node = self._locate(nid, found)
         if node is None or isinstance(node, BackwardCFunction):
             return False
@@ -118,18 +125,50 @@ class Planning:
             if not isinstance(value, torch.Tensor) or self.tensor_ids.known(value) != fact["saved"][name]:
                 return False
             now[name] = "direct"
-        if self._flips_alone(nid, [fact["saved"][name] for name in keyed]):
+        if self._flips_alone(nid, copies):
             # Nothing but these kinds changes: file them now, without the node among what the step
             # read (its fact, edges and indexes stand; its settling and commit were a tenth of a leak).
-            self.saved_kinds[nid] = now
-            for name in keyed:
-                del self.keyed_owner[fact["saved"][name]]
+            self._file_flips(nid, kinds, keyed)
             return True
         reader.nodes[nid] = fact
         reader.objects[nid] = node
         reader.saved_kinds[nid] = now
         reader.node_keys.setdefault(nid, self.node_keys.get(nid))
         return True
+
+    def _file_flips(self, nid: str, kinds: dict[str, str], keyed: list[str]) -> None:
+        saved = self.nodes[nid]["saved"]
+        self.saved_kinds[nid] = {**kinds, **dict.fromkeys(keyed, "direct")}
+        for name in keyed:
+            del self.keyed_owner[saved[name]]
+
+    def _note_recheck(self, reader: Reader) -> None:
+        """After a step: its saved copies with ids of their own are rechecked at the next one
+        (``_flip_known``), and ``_stable`` are those whose slot handed out the same object when
+        asked again now — a saved input, which torch keeps as the very tensor (a saved output is
+        made afresh at each access, and that one's wrapper dies with the step). Only plain slots:
+        not a custom Function's, not one of a sequence, not packed by a hook."""
+        owners = reader.keyed_owners
+        self._recheck = set(owners)
+        stable: set[str] = set()
+        for nid in set(owners.values()):
+            node, fact = reader.objects.get(nid), reader.nodes.get(nid)
+            if node is None or not fact or isinstance(node, BackwardCFunction):
+                continue
+            for name, tid in fact["saved"].items():
+                copy = reader.objects.get(tid)
+                if copy is None or owners.get(tid) != nid or "[" in name or \
+                        reader.tensors[tid].get("grad_fn") == nid:
+                    continue  # (its grad_fn the node: a saved output, made afresh at each access)
+                attribute = SAVED_PREFIX + name
+                if packed_by_hooks(node, attribute) is not None:
+                    continue
+                try:
+                    if getattr(node, attribute) is copy:
+                        stable.add(tid)
+                except RuntimeError:
+                    continue
+        self._stable = stable
 
     def _flips_alone(self, nid: str, tids: list[str]) -> bool:
         """Do these copies of ``nid``, found known again, change nothing but their kind? Their edges

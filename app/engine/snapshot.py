@@ -102,6 +102,7 @@ class SnapshotTaker(Marks, Planning, Commit):
         # afresh at each access and dies with the step: re-reading its node would key it again, and
         # at every step, for every live graph (a kept ReLU/tanh loop's quadratic).
         self._recheck: set[str] = set()
+        self._stable: set[str] = set()  # of those, whose slots hand out the same object (_note_recheck)
         self._flips: dict[str, set[str]] = {}  # this step: node -> its rechecked copies (_flip_known)
         # What a backward step adds to the names as roots (the node that ran, its gradients), and
         # what the previous step added: without their names, are they still reached?
@@ -231,7 +232,7 @@ class SnapshotTaker(Marks, Planning, Commit):
         self.node_keys = {nid: reader.node_keys.get(nid, self.node_keys.get(nid)) for nid in self.nodes}
         self.saved_kinds = {nid: reader.saved_kinds.get(nid, {}) for nid in self.nodes}
         self._rebuild()
-        self._recheck = set(reader.keyed_owners)
+        self._note_recheck(reader)
         return clean_delta(delta)
 
 
