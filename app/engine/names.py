@@ -426,6 +426,7 @@ class NameWalker:
         self.current: dict[str, str] = {}  # every name now -> tensor id
         self._top_of: dict[str, Top] = {}
         self._left = MAX_VISITS  # members this step may still read
+        self._grown: tuple[list[Item], list[Item]] | None = None  # the items a grown entry had, has now
         self.capped: dict[str, int] = {}  # this step: limit -> its value, for each limit that cut
 
     def walk(self, scopes: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, str], list[str]]:
@@ -450,10 +451,18 @@ class NameWalker:
                     gone.extend(self._drop_top(top))
                 seen.add(top)
                 self._top_rank[top] = (scope_index, top_index)
+                self._grown = None
                 items = self._read(prefix + name, value, ())
                 previous = self._tops.get(top)
+                if items is previous:
+                    continue
+                grown = self._grown
+                if grown is not None and grown[0] is previous and grown[1] is items:
+                    # a flat list or dict that only grew (``_read`` says so): its head is as it was
+                    self._tops[top] = items
+                    self._diff(top, previous, items, bound, gone, grown=True)
                 # (a tensor's name reads as a new one-item list at every step: equal, nothing to diff)
-                if items is not previous and items != previous:
+                elif items != previous:
                     self._tops[top] = items
                     self._diff(top, previous or [], items, bound, gone)
         for top in [t for t in self._tops if t not in seen]:
@@ -500,9 +509,10 @@ class NameWalker:
         return gone
 
     def _diff(self, top: Top, previous: list[Item], items: list[Item], bound: dict[str, str],
-              gone: list[str]) -> None:
+              gone: list[str], grown: bool = False) -> None:
+        """``grown``: ``items`` is ``previous`` and more (not compared again: a thousand losses)."""
         start = 0
-        if len(items) >= len(previous) and items[: len(previous)] == previous:
+        if grown or (len(items) >= len(previous) and items[: len(previous)] == previous):
             start = len(previous)  # appended to: only the tail is new
             cached = self._index.get(top)
             if cached is not None and cached[0] is previous:  # extend the index instead of rebuilding it
@@ -585,7 +595,8 @@ class NameWalker:
             if found is not None:
                 tail, parts = self._items(found, inner)
                 if not parts:
-                    entry.fingerprint, entry.items, entry.used = print_, entry.items + tail, self._step
+                    self._grown = (entry.items, items := entry.items + tail)
+                    entry.fingerprint, entry.items, entry.used = print_, items, self._step
                     self._register(key, entry, found)
                     return entry.items
         key_texts = {} if kind == "dict" else None
