@@ -38,27 +38,37 @@ _call_codes: dict[tuple[str, int], Any] = {}
 _HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
 
 
-def caller() -> FrameType:
-    """The frame that called the torch function the mode is handling (asked from its
-    ``__torch_function__``): the frame above it, or above a Python function's
-    ``handle_torch_function`` and the function's first entry."""
-    frame = sys._getframe(2)
-    if frame.f_code is _HANDLE_TORCH_FUNCTION:
-        entry = frame.f_back  # the Python function's first entry
+def call_from_mode(func: Any, args: Any, kwargs: Any) -> Any:
+    """``func`` called as the snippet called it, asked from a mode's ``__torch_function__`` (and
+    from nowhere else: it counts the frames above it). The caller is the frame above the mode, or
+    above a Python function's ``handle_torch_function`` and the function's first entry. One frame
+    of the engine's own, not two: while the snippet runs, every Python call, the engine's too, is a
+    call of the tracer's global trace function (a tenth of Adam's run went to the mode's frames)."""
+    caller = sys._getframe(2)
+    if caller.f_code is _HANDLE_TORCH_FUNCTION:
+        entry = caller.f_back  # the Python function's first entry
         if entry is not None and entry.f_back is not None:
-            return entry.f_back
-    return frame
-
-
-def call_as_caller(caller: FrameType, func: Any, args: Any, kwargs: Any) -> Any:
-    key = (caller.f_code.co_filename, caller.f_lineno)
-    code = _call_codes.get(key)
-    if code is None:
-        source = "\n" * (max(key[1], 1) - 1) + "__r = __f(*__a, **__k)"
-        code = _call_codes[key] = compile(source, key[0], "exec").replace(co_name=CALL_FRAME)
+            caller = entry.f_back
+    code = _call_codes.get((caller.f_code.co_filename, caller.f_lineno)) or _call_code(caller)
     slot = {"__f": func, "__a": args, "__k": kwargs, "__c": caller}
     exec(code, caller.f_globals, slot)  # noqa: S102 - our own one-line call
     return slot["__r"]
+
+
+def call_as_caller(caller: FrameType, func: Any, args: Any, kwargs: Any) -> Any:
+    """``func`` called from a one-line code object at ``caller``'s file and line (see the module's
+    docstring; ``call_from_mode`` is this for the engine's own mode)."""
+    code = _call_codes.get((caller.f_code.co_filename, caller.f_lineno)) or _call_code(caller)
+    slot = {"__f": func, "__a": args, "__k": kwargs, "__c": caller}
+    exec(code, caller.f_globals, slot)  # noqa: S102 - our own one-line call
+    return slot["__r"]
+
+
+def _call_code(caller: FrameType) -> Any:
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    source = "\n" * (max(key[1], 1) - 1) + "__r = __f(*__a, **__k)"
+    code = _call_codes[key] = compile(source, key[0], "exec").replace(co_name=CALL_FRAME)
+    return code
 
 
 def _back(frame: FrameType) -> FrameType | None:

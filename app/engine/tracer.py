@@ -120,6 +120,10 @@ RESULT_FACTS = frozenset(id(code) for code in (
 ) if code is not None)
 
 
+# Every torch function the global trace function looks for, asked first in one test.
+WATCHED_CODE = frozenset({id(BACKWARD_ENTRY), *HIDDEN_WRITERS, *RESULT_FACTS})
+
+
 class LineTracer:
     """Calls ``on_step(line, frame)`` after every executed snippet line, at most ``max_steps`` times.
 
@@ -162,6 +166,8 @@ class LineTracer:
     def global_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
         if code.co_filename != SNIPPET_FILENAME:
+            if id(code) not in WATCHED_CODE:  # (nearly every call: torch's, the engine's own)
+                return None
             if code is BACKWARD_ENTRY and self._on_backward is not None:
                 self._on_backward(frame, "call")
                 return self._backward_trace

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from app.engine.calls import call_as_caller, caller
+from app.engine.calls import call_from_mode
 from app.engine.ids import tensor_pointer
 from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of, tensors_in, versions_of
 
@@ -50,28 +50,32 @@ class Touches(TorchFunctionMode):
         self.whole = False
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
+        # (Flat, and no helper called that is not needed: each frame of the engine's is a call of the
+        # tracer's global trace function too, paid at every torch call of the snippet.)
         plan = self._plans.get(func)
         if plan is None:
             plan = self._plans[func] = plan_of(func)
-        if plan.kind == READS:
-            if kwargs:  # ``out=``
-                self._note(tuple(plan.written(args, kwargs)), WRITES)
-            return call_as_caller(caller(), func, args, kwargs)
-        if plan.kind == EXPOSES:
+        kind = plan.kind
+        if kind == READS:
+            if not kwargs:
+                return call_from_mode(func, args, {})
+            self._note(plan.written(args, kwargs), WRITES)  # ``out=``
+            return call_from_mode(func, args, kwargs)
+        kwargs = kwargs or {}
+        if kind == EXPOSES:
             self._note(args, EXPOSES)
             self._note(tuple(kwargs.values()), WRITES)
-            return call_as_caller(caller(), func, args, kwargs)
+            return call_from_mode(func, args, kwargs)
         # what it only reads is not marked (nor the storages under it)
-        self._note(tuple(plan.written(args, kwargs)), WRITES)
+        self._note(plan.written(args, kwargs), WRITES)
         if not plan.versions:
-            return call_as_caller(caller(), func, args, kwargs)
+            return call_from_mode(func, args, kwargs)
         tensors = tensors_in(args)
         if kwargs:
             tensors += tensors_in(kwargs.values())
         before = versions_of(tensors)
         try:
-            return call_as_caller(caller(), func, args, kwargs)
+            return call_from_mode(func, args, kwargs)
         finally:
             # what its insides wrote in place moved its version
             written = moved(tensors, before)

@@ -24,6 +24,7 @@ Plans are made once per function object (torch's functions live as long as the p
 from __future__ import annotations
 
 import inspect
+import operator
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -78,26 +79,29 @@ class WritePlan:
         self.flagged = flagged
         self.versions = versions
 
-    def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
-        """The arguments (tensors, or lists of them) this call writes, by what its schema says."""
+    def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The arguments (tensors, or lists of them) this call writes, by what its schema says. (A
+        list, not a generator: each resumption of one is a call of the tracer's trace function.)"""
         if self.all_args:
-            yield from args
-            yield from kwargs.values()
-            return
+            return [*args, *kwargs.values()]
+        found = []  # (loops, not comprehensions: each of those is a frame, so a trace call, too)
         for position in self.positions:
             if position < len(args):
-                yield args[position]
-        for name in self.names:
-            if name in kwargs:
-                yield kwargs[name]
+                found.append(args[position])
+        if kwargs:
+            for name in self.names:
+                if name in kwargs:
+                    found.append(kwargs[name])
         for position, name, flag_position, flag_name in self.flagged:
             flag = args[flag_position] if flag_position < len(args) else kwargs.get(flag_name)
             if flag:
-                yield args[position] if position < len(args) else kwargs.get(name)
-        if "out" in kwargs and "out" not in self.names:
-            yield kwargs["out"]  # a Python function's ``out=`` (F.normalize)
-        if kwargs.get("inplace"):
-            yield from args[:1]
+                found.append(args[position] if position < len(args) else kwargs.get(name))
+        if kwargs:
+            if "out" in kwargs and "out" not in self.names:
+                found.append(kwargs["out"])  # a Python function's ``out=`` (F.normalize)
+            if kwargs.get("inplace"):
+                found += args[:1]
+        return found
 
 
 def plan_of(func: Any) -> WritePlan:
@@ -181,14 +185,20 @@ def tensors_in(values: Any) -> list[torch.Tensor]:
         if isinstance(value, torch.Tensor):
             found.append(value)
         elif isinstance(value, list | tuple):
-            found.extend(item for item in value if isinstance(item, torch.Tensor))
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    found.append(item)
     return found
 
 
+_version = operator.attrgetter("_version")
+
+
 def versions_of(tensors: list[torch.Tensor]) -> list[int | None]:
-    """Their version counters; None for an inference tensor, which keeps none."""
+    """Their version counters; None for an inference tensor, which keeps none. (Read in C: a
+    comprehension would be a frame of its own, which the tracer's trace function is called for.)"""
     try:
-        return [tensor._version for tensor in tensors]
+        return list(map(_version, tensors))
     except RuntimeError:
         return [_version_or_none(tensor) for tensor in tensors]
 
