@@ -146,18 +146,21 @@ class ValueWriter:
         summary: dict[str, Any] = {"numel": numel}
         if numel > MAX_SUMMARY_NUMEL or tensor.layout != torch.strided or tensor.is_meta:
             return summary
+        # (detached: no graph is recorded, so no no_grad() block, which cost as much as an op)
+        data = tensor.detach()
+        dtype = data.dtype
         try:
-            with torch.no_grad():
-                data = tensor.detach()
-                if data.is_floating_point():
-                    summary["min"] = self.scalar(data.min().item(), data.dtype)
-                    summary["max"] = self.scalar(data.max().item(), data.dtype)
-                    summary["mean"] = self.scalar(data.mean().item(), data.dtype)
-                elif data.dtype != torch.bool and not data.is_complex():
-                    summary["min"] = data.min().item()
-                    summary["max"] = data.max().item()
+            if dtype.is_floating_point:
+                # min and max in one pass, and the three numbers converted at once: half the cost of
+                # three reductions converted one by one (the same numbers: aminmax is min and max).
+                low, high = torch.aminmax(data)
+                summary["min"], summary["max"], summary["mean"] = \
+                    self.flat([low.item(), high.item(), data.mean().item()], dtype)
+            elif dtype != torch.bool and not dtype.is_complex:
+                low, high = torch.aminmax(data)
+                summary["min"], summary["max"] = low.item(), high.item()
         except (RuntimeError, TypeError, ValueError):
-            pass
+            pass  # a dtype without these reductions (float8): its size only
         return summary
 
 
