@@ -110,7 +110,7 @@ class Planning:
             # asked: locating the node was most of a kept sin leak's append line.)
             self._file_flips(nid, kinds, keyed)
             return True
-        node = self._locate(nid, found)
+        node = self._locate(nid, found, reader)
         if node is None or isinstance(node, BackwardCFunction):
             return False
         now = dict(kinds)
@@ -186,7 +186,7 @@ class Planning:
     def _read_again(self, reader: Reader, ident: str) -> None:
         if ident in reader.tensors or ident in reader.nodes or ident in self.keyed_owner:
             return
-        obj = self._locate(ident, {})
+        obj = self._locate(ident, {}, reader)
         if obj is None:
             return
         if ident.startswith("t"):
@@ -333,8 +333,28 @@ class Planning:
         mine += named_now.get(tid, ())
         return min((self.walker.position(n) for n in mine), default=(1 << 30,))
 
-    def _locate(self, ident: str, memo: dict[str, Any]) -> Any:
-        """The live object of a member, found again from a parent in R (nodes have no other handle)."""
+    def _locate(self, ident: str, memo: dict[str, Any], reader: Reader | None = None) -> Any:
+        """The live object of a member, found again from a parent in R (nodes have no other handle),
+        else from what ``reader`` read at this step: a node whose parents in R all died (the tensor
+        a rebound name held) is still reached through the step's new nodes, as the whole snapshot
+        reaches it (``F.max_pool2d(F.relu(h))`` then ``x = drop(flatten(x))``: the pool's node)."""
+        found = self._locate_in_r(ident, memo)
+        if found is None and reader is not None and not ident.startswith("t"):
+            key = self.node_keys.get(ident)
+            holders = [reader.objects.get(nid) for nid, fact in reader.nodes.items()
+                       if ident in (fact.get("next") or ())]
+            holders += [reader.objects.get(tid) for tid, fact in reader.tensors.items()
+                        if fact and fact["grad_fn"] == ident]
+            for holder in holders:
+                candidates = [holder.grad_fn] if isinstance(holder, torch.Tensor) else \
+                    [fn for fn, _ in getattr(holder, "next_functions", ())]
+                for candidate in candidates:
+                    if candidate is not None and self._key_of(candidate) == key:
+                        memo[ident] = candidate
+                        return candidate
+        return found
+
+    def _locate_in_r(self, ident: str, memo: dict[str, Any]) -> Any:
         if ident in memo:
             return memo[ident]
         memo[ident] = None
@@ -343,7 +363,7 @@ class Planning:
             return memo[ident]
         key = self.node_keys.get(ident)
         for parent in sorted(self.parents.get(ident, ()), key=id_order):
-            holder = self._locate(parent, memo)
+            holder = self._locate_in_r(parent, memo)
             if holder is None:
                 continue
             if isinstance(holder, torch.Tensor):

@@ -130,16 +130,18 @@ def device_name(t: torch.Tensor) -> str:
     return str(t.device)
 
 
-def signature(t: torch.Tensor) -> tuple:
+def signature(t: torch.Tensor, grad_fn: str | None) -> tuple:
     """What a live twin of a re-created saved copy must share with it (conj and neg bits included:
-    ``exp``'s saved result is not its conjugated twin)."""
+    ``exp``'s saved result is not its conjugated twin), its node (``grad_fn``, its id) and grad-ness
+    among them: a sigmoid's saved result is not the ``y.detach()`` kept beside it, and one call's
+    ``weight.t()`` is not the next call's, though each lies over the same bytes the same way."""
     return (list(t.shape), list(t.stride()), t.storage_offset(), dtype_name(t.dtype),
-            t.is_conj(), t.is_neg())
+            t.is_conj(), t.is_neg(), grad_fn, t.requires_grad)
 
 
 def fact_signature(fact: dict[str, Any]) -> tuple:
     return (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"], fact["is_conj"],
-            fact["is_neg"])
+            fact["is_neg"], fact["grad_fn"], fact["requires_grad"])
 
 
 Layout = tuple[list[int], list[int], int]  # a tensor's shape, stride and storage offset, as read
@@ -454,4 +456,6 @@ class Reader:
             return
         fact["saved"][name] = None
         storage = self.run.storage_ids.known_pointer(tensor_pointer(value))
-        self.deferred.append(Deferred(fact, name, nid, value, storage, signature(value)))
+        grad_fn = value.grad_fn
+        node = self.node_id(grad_fn) if grad_fn is not None else None
+        self.deferred.append(Deferred(fact, name, nid, value, storage, signature(value, node)))
