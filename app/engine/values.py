@@ -104,9 +104,11 @@ class ValueWriter:
 
     def tensor_values(self, tensor: torch.Tensor) -> Any:
         """Nested lists for small dense tensors, else None."""
-        if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided or tensor.is_meta:
+        if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided:
             return None
-        raw = tensor.tolist()  # (what torch raises, a vmap's batched tensor, is the step's to say)
+        # (what torch raises is the step's to say: a vmap's batched tensor, a meta tensor's "Cannot
+        # copy out of meta tensor; no data!" — the model-ensembling tutorial's base model)
+        raw = tensor.tolist()
         dims = tensor.dim()
         if dims == 0:
             return self.scalar(raw, tensor.dtype)

@@ -11,7 +11,9 @@ Found wrong here, and fixed:
 * a node whose parents in the last step all died (``x = F.max_pool2d(F.relu(...))`` then
   ``x = self.drop(torch.flatten(x, 1))``) could not be found again by the incremental step, so its
   saved copies, known again, were never re-read and the pooled ReLU's saved result kept an id of its
-  own where the whole snapshot showed the ReLU's output (every CNN of the tutorials).
+  own where the whole snapshot showed the ReLU's output (every CNN of the tutorials);
+* a meta tensor (the model-ensembling tutorial's ``base = copy.deepcopy(model).to('meta')``) showed
+  no values and no reason, where torch says "Cannot copy out of meta tensor; no data!".
 """
 
 from __future__ import annotations
@@ -215,6 +217,21 @@ o2 = e2(torch.tensor([[0, 1], [2, 0]]))
 """,
 }
 
+TORCH_FUNC = {
+    "model ensembling: stack_module_state, a meta base model, vmap over functional_call": """
+from torch.func import stack_module_state, functional_call, vmap
+import copy
+models = [nn.Linear(3, 2) for _ in range(3)]
+params, buffers = stack_module_state(models)
+base = copy.deepcopy(models[0]).to('meta')
+def fmodel(params, buffers, x):
+    return functional_call(base, (params, buffers), (x,))
+x = torch.randn(4, 3)
+out = vmap(fmodel, in_dims=(0, 0, None))(params, buffers, x)
+print(out.shape)
+""",
+}
+
 
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
@@ -236,3 +253,8 @@ def test_saved_copies_are_the_tensors_torch_says(name: str) -> None:
 @pytest.mark.parametrize("name", RECURRENT)
 def test_recurrent_code(name: str) -> None:
     _check(RECURRENT[name])
+
+
+@pytest.mark.parametrize("name", TORCH_FUNC)
+def test_torch_func_tutorials(name: str) -> None:
+    _check(TORCH_FUNC[name])
