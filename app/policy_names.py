@@ -51,6 +51,7 @@ ALLOWED_IMPORTS = frozenset(
         "torch.nn.utils.parametrizations",
         "torch.nn.utils.prune",
         "torch.nn.utils.rnn",
+        "torch.nn.parallel",  # the DCGAN tutorial's imports (torch.nn.DataParallel on the CPU)
         "__future__",
         "math",
         "random",
@@ -76,8 +77,8 @@ ALLOWED_IMPORTS = frozenset(
 ONLY_NAMES = {"gc": frozenset({"collect", "get_count", "isenabled"})}
 # Imports that get their own way forward (``policy.import_instead.<root module>`` in app/run_errors.py):
 # what tutorials import that the playground has no use for.
-IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "matplotlib", "torchvision", "torchaudio", "torchtext",
-                             "tqdm"})
+IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "glob", "io", "matplotlib", "torchvision", "torchaudio",
+                             "torchtext", "tqdm"})
 # Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
 # the packages that lead to them. Any other module reached by an attribute path (a module imports
 # ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:

@@ -175,6 +175,11 @@ TEMPLATES: dict[str, str] = {
                                    "the snippet."),
     "policy.import_instead.pathlib": N_("Importing `{module}` is not available in the playground: there are "
                                         "no files here. Put the data the code needs in the snippet."),
+    # (the name-classification and seq2seq tutorials: ``from io import open``, ``import glob``)
+    "policy.import_instead.glob": N_("Importing `{module}` is not available in the playground: there are "
+                                     "no files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.io": N_("Importing `{module}` is not available in the playground: there are "
+                                   "no files here. Put the data the code needs in the snippet."),
     "policy.import_instead.sys": N_("Importing `{module}` is not available in the playground: print() writes "
                                     "to the output already; leave the rest out."),
     "policy.import_instead.matplotlib": N_("Importing `{module}` is not available in the playground: nothing "

@@ -363,6 +363,86 @@ print(netG[1].bias.data, netG[0].weight.shape)
 print(netG)
 """)
 
+snippet("dcgan-training-step", """\
+from __future__ import print_function
+import random
+import torch.nn.parallel
+import torch.optim as optim
+import torch.utils.data
+manualSeed = 999
+random.seed(manualSeed)
+torch.manual_seed(manualSeed)
+torch.use_deterministic_algorithms(True)
+nz, ngf, ndf, nc = 4, 4, 4, 1
+def weights_init(m):
+    classname = m.__class__.__name__
+    if classname.find('Conv') != -1:
+        nn.init.normal_(m.weight.data, 0.0, 0.02)
+    elif classname.find('BatchNorm') != -1:
+        nn.init.normal_(m.weight.data, 1.0, 0.02)
+        nn.init.constant_(m.bias.data, 0)
+class Generator(nn.Module):
+    def __init__(self, ngpu):
+        super(Generator, self).__init__()
+        self.ngpu = ngpu
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 2, 4, 1, 0, bias=False),
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, nc, 4, 2, 1, bias=False),
+            nn.Tanh()
+        )
+    def forward(self, input):
+        return self.main(input)
+class Discriminator(nn.Module):
+    def __init__(self, ngpu):
+        super(Discriminator, self).__init__()
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
+            nn.Sigmoid()
+        )
+    def forward(self, input):
+        return self.main(input)
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+netG = Generator(0).to(device)
+if (device.type == 'cuda') and (ngpu > 1):
+    netG = nn.DataParallel(netG, list(range(ngpu)))
+netG.apply(weights_init)
+netD = Discriminator(0).to(device)
+netD.apply(weights_init)
+criterion = nn.BCELoss()
+fixed_noise = torch.randn(2, nz, 1, 1, device=device)
+real_label, fake_label = 1., 0.
+optimizerD = optim.Adam(netD.parameters(), lr=0.0002, betas=(0.5, 0.999))
+optimizerG = optim.Adam(netG.parameters(), lr=0.0002, betas=(0.5, 0.999))
+real_cpu = torch.randn(2, nc, 8, 8)
+b_size = real_cpu.size(0)
+netD.zero_grad()
+label = torch.full((b_size,), real_label, dtype=torch.float, device=device)
+output = netD(real_cpu).view(-1)
+errD_real = criterion(output, label)
+errD_real.backward()
+noise = torch.randn(b_size, nz, 1, 1, device=device)
+fake = netG(noise)
+label.fill_(fake_label)
+output = netD(fake.detach()).view(-1)
+errD_fake = criterion(output, label)
+errD_fake.backward()
+errD = errD_real + errD_fake
+optimizerD.step()
+netG.zero_grad()
+label.fill_(real_label)
+output = netD(fake).view(-1)
+errG = criterion(output, label)
+errG.backward()
+optimizerG.step()
+with torch.no_grad():
+    f = netG(fixed_noise).detach().cpu()
+print('Loss_D: %.4f\\tLoss_G: %.4f' % (errD.item(), errG.item()), f.shape)
+""")
+
 snippet("class-names", """\
 class Net(nn.Module):
     def __init__(self):
