@@ -219,7 +219,8 @@ def trace_delta(
         touches.tensors.update(map(id, called.inputs))
         stepped = False
         if watches:
-            taker.storage_ids.end_pass(len(watches))
+            if not called.keep_graph:  # (kept, what its saved outputs hold lives on: jacobian's passes)
+                taker.storage_ids.end_pass(len(watches))
             taker.storage_ids.pass_depth = len(watches) - 1
             watch, pushed = watches.pop()
             watch.stop()

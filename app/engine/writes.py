@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 IN_PLACE_DUNDERS = frozenset({
-    "__setitem__", "__delitem__", "__set__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+    "__setitem__", "__delitem__", "__set__", "__delete__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
     "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__",
     "__irshift__", "__imatmul__",
 })

@@ -13,7 +13,13 @@ Found wrong here, and fixed:
   saved copies, known again, were never re-read and the pooled ReLU's saved result kept an id of its
   own where the whole snapshot showed the ReLU's output (every CNN of the tutorials);
 * a meta tensor (the model-ensembling tutorial's ``base = copy.deepcopy(model).to('meta')``) showed
-  no values and no reason, where torch says "Cannot copy out of meta tensor; no data!".
+  no values and no reason, where torch says "Cannot copy out of meta tensor; no data!";
+* ``jacobian`` runs one ``autograd.grad(..., retain_graph=True)`` per row inside one line: the end
+  of each pass forgot the storages met through saved outputs, which the kept graph still holds, so
+  the whole snapshot named the exp's saved result's storage anew at the next pass (the incremental
+  one, rightly, did not);
+* ``del x.grad`` (torch's ``__delete__`` of the ``grad`` descriptor, seen by the torch-function
+  mode like ``x.grad = None``) was not taken for a write: the gradient stayed on screen.
 """
 
 from __future__ import annotations
@@ -230,6 +236,36 @@ x = torch.randn(4, 3)
 out = vmap(fmodel, in_dims=(0, 0, None))(params, buffers, x)
 print(out.shape)
 """,
+    "torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp": """
+from torch.autograd.functional import jacobian, hessian, vjp, jvp, hvp
+def g(x):
+    return (x ** 3).sum()
+x = torch.randn(3)
+J = jacobian(lambda t: t.exp(), x)
+H = hessian(g, x)
+v, gv = vjp(lambda t: t.sin(), x, torch.ones(3))
+o, jv = jvp(lambda t: t.cos(), x, torch.ones(3))
+_, hv = hvp(g, x, torch.ones(3))
+J2 = jacobian(lambda t: t.exp(), x, create_graph=True, vectorize=True)
+print(J.shape, H.shape, gv.shape, jv.shape, hv.shape)
+""",
+}
+
+GRADS = {
+    "torch.autograd.backward of two roots, .grad assigned, deleted, accumulated into": """
+x = torch.ones(2, requires_grad=True)
+y = x * 3
+z = x.exp()
+torch.autograd.backward([y, z], [torch.ones(2), torch.ones(2) * 2])
+g = x.grad
+x.grad = torch.zeros(2)
+del x.grad
+w = torch.ones(2, requires_grad=True)
+w.grad = torch.ones(2)
+(w * 2).sum().backward()
+del w.grad
+print(g, w.grad, x.grad)
+""",
 }
 
 
@@ -258,3 +294,8 @@ def test_recurrent_code(name: str) -> None:
 @pytest.mark.parametrize("name", TORCH_FUNC)
 def test_torch_func_tutorials(name: str) -> None:
     _check(TORCH_FUNC[name])
+
+
+@pytest.mark.parametrize("name", GRADS)
+def test_gradients_written_by_the_snippet(name: str) -> None:
+    _check(GRADS[name])
