@@ -29,6 +29,8 @@ ALLOWED_IMPORTS = frozenset(
         "torch.amp",
         "torch.cuda",
         "torch.cuda.amp",
+        "torch.cpu",  # torch.cpu.amp.autocast(): older CPU mixed-precision recipes
+        "torch.cpu.amp",
         "torch.backends",
         "torch.backends.cudnn",
         "torch.backends.cuda",

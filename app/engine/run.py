@@ -38,6 +38,7 @@ from app.engine.tracer import (
     snippet_scopes,
 )
 from app.engine.watch import WHOLE_SNAPSHOT, Touches
+from app.engine.workers import workers_in_process
 from app.run_errors import Param, error_dict, said
 from app.schema import DeltaTrace
 from app.trace.delta import expand
@@ -255,7 +256,7 @@ def trace_delta(
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
         with warnings.catch_warnings(), counted_as_plain(), modes_unseen(), touches, hook_watch, \
-                _cuda(limits, taker):
+                _cuda(limits, taker), workers_in_process():
             # Shown as a plain run shows them, on stderr (the output), even where the host collects
             # them instead (pytest's capture, a caller's catch_warnings(record=True)).
             warnings.showwarning = _show_warning

@@ -25,7 +25,18 @@ Found wrong here, and fixed:
 from __future__ import annotations
 
 import pytest
-from torch_oracle import assert_same_as_plain, assert_steps_match_plain
+from torch_oracle import (
+    assert_same_as_plain,
+    assert_steps_match_plain,
+    assert_tensor,
+    assert_values,
+    resolve,
+    run_plain,
+    trace,
+)
+from torch_oracle import (
+    fact as fact_of,
+)
 
 from tests.engine.test_engine_incremental import _assert_same
 
@@ -299,3 +310,38 @@ def test_torch_func_tutorials(name: str) -> None:
 @pytest.mark.parametrize("name", GRADS)
 def test_gradients_written_by_the_snippet(name: str) -> None:
     _check(GRADS[name])
+
+
+WORKERS = """
+from torch.utils.data import Dataset, DataLoader
+class Squares(Dataset):
+    def __len__(self):
+        return 6
+    def __getitem__(self, i):
+        x = torch.tensor([float(i)])
+        return x, x * x
+loader = DataLoader(Squares(), batch_size=2, shuffle=True, num_workers=2)
+model = nn.Linear(1, 1)
+for xb, yb in loader:
+    loss = F.mse_loss(model(xb), yb)
+    loss.backward()
+print(loader.num_workers, model.weight.grad)
+"""
+
+
+def test_dataloader_workers_load_in_the_snippets_process() -> None:
+    """``num_workers=2`` (the CIFAR-10 tutorial): the batches a plain run's worker processes give,
+    loaded in-process, so the dataset's own lines are steps of the trace too (app.engine.workers).
+    A worker's batch lives in shared memory, which the issue's suites leave out; its values are the
+    same."""
+    source = WORKERS.strip("\n") + "\n"
+    result, plain = trace(source), run_plain(source)
+    last = result["steps"][-1]
+    assert result["ok"] and last["stdout"] == plain.stdout
+    for label in ("model.weight", "model.bias", "loss"):
+        assert_tensor(last, last["variables"][label], resolve(plain.namespace, label))
+    for label in ("xb", "yb"):  # a worker's batch is in shared memory, stacked into it (version 1)
+        assert_values(fact_of(last, label)["values"], plain.namespace[label])
+    getitem = 6  # ``x = torch.tensor([float(i)])``
+    assert sum(step["line"] == getitem for step in result["steps"]) == 6
+    _assert_same(source)

@@ -56,6 +56,8 @@ TEACHING = {
     "input-name": "input = torch.randn(3)\ndef hook(module, input, output):\n    return output\n"
     "y = F.relu(input=input)\nprint(input)\nfor input in [input]:\n    pass\n",
     "input-in-a-function": "def forward(self, input):\n    global input2\n    return input\n",
+    "cpu-amp": "import torch.nn.parallel\nwith torch.cpu.amp.autocast():\n    y = torch.ones(1)\n"
+    "from torch.cpu.amp import autocast\n",
     "tutorial-modules": "from __future__ import annotations\n"
     "import torch.optim.lr_scheduler as lr_scheduler\n"
     "from torch.optim.lr_scheduler import StepLR, OneCycleLR\n"

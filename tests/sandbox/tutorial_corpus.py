@@ -443,6 +443,37 @@ with torch.no_grad():
 print('Loss_D: %.4f\\tLoss_G: %.4f' % (errD.item(), errG.item()), f.shape)
 """)
 
+# The CIFAR-10 tutorial's loader: worker processes, which the sandbox cannot start, load in-process
+# (app.engine.workers) and give the same batches.
+snippet("dataloader-workers", """\
+from torch.utils.data import DataLoader, TensorDataset
+ds = TensorDataset(torch.arange(8.).unsqueeze(1), torch.arange(8) % 2)
+trainloader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2)
+model = nn.Linear(1, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+for epoch in range(2):
+    running_loss = 0.0
+    for i, data in enumerate(trainloader, 0):
+        inputs, labels = data
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+        print(epoch, i, labels.tolist())
+print(trainloader.num_workers, len(trainloader))
+kept = DataLoader(ds, batch_size=3, num_workers=1, persistent_workers=True, drop_last=True)
+for _ in range(2):
+    print([batch[1].tolist() for batch in kept])
+""")
+
+snippet("cpu-amp-autocast", """\
+model = nn.Linear(4, 2)
+with torch.cpu.amp.autocast():
+    out = model(torch.ones(3, 4))
+print(out.dtype, torch.cpu.is_available())
+""")
+
 snippet("class-names", """\
 class Net(nn.Module):
     def __init__(self):
