@@ -130,6 +130,14 @@ def device_name(t: torch.Tensor) -> str:
     return str(t.device)
 
 
+def _strides_if_any(t: torch.Tensor) -> list[int]:
+    """A sparse COO tensor's strides as torch gives them (``(0, 0)``); CSR and its kin have none."""
+    try:
+        return list(t.stride())
+    except RuntimeError:
+        return []
+
+
 def signature(t: torch.Tensor, grad_fn: str | None) -> tuple:
     """What a live twin of a re-created saved copy must share with it (conj and neg bits included:
     ``exp``'s saved result is not its conjugated twin), its node (``grad_fn``, its id) and grad-ness
@@ -267,7 +275,7 @@ class Reader:
         unavailable: dict[str, str] = {}
         try:
             layout = (list(t.shape), list(t.stride()), t.storage_offset()) if t.layout == torch.strided \
-                else (list(t.shape), [], 0)
+                else (list(t.shape), _strides_if_any(t), 0)
         except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
             # a lazy module's uninitialised parameter, a nested tensor: no shape or strides to read
             layout = ([], [], 0)

@@ -19,7 +19,11 @@ Found wrong here, and fixed:
   the whole snapshot named the exp's saved result's storage anew at the next pass (the incremental
   one, rightly, did not);
 * ``del x.grad`` (torch's ``__delete__`` of the ``grad`` descriptor, seen by the torch-function
-  mode like ``x.grad = None``) was not taken for a write: the gradient stayed on screen.
+  mode like ``x.grad = None``) was not taken for a write: the gradient stayed on screen;
+* ``torch.utils.swap_tensors`` (the snippet's, or ``nn.Module``'s conversion with
+  ``set_swap_module_params_on_conversion(True)``) failed: it refuses a tensor with weak references,
+  and the engine holds one to every tensor (app.engine.swaps);
+* a sparse COO tensor's strides: torch says ``(0, 0)``, the trace said ``[]``.
 """
 
 from __future__ import annotations
@@ -279,6 +283,43 @@ print(g, w.grad, x.grad)
 """,
 }
 
+SWAPS = {
+    "swap_tensors, then load_state_dict(assign=True)": """
+a = torch.ones(2)
+b = torch.zeros(3, requires_grad=True)
+torch.utils.swap_tensors(a, b)
+m = nn.Linear(2, 2)
+w = m.weight
+m.load_state_dict({'weight': torch.zeros(2, 2), 'bias': torch.ones(2)}, assign=True)
+print(a, b, m.weight is w)
+""",
+    "a module converted by swapping its parameters, then trained": """
+torch.__future__.set_swap_module_params_on_conversion(True)
+m = nn.Linear(2, 2)
+w = m.weight
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+m.double()
+loss = m(torch.ones(1, 2, dtype=torch.float64)).sum()
+loss.backward()
+opt.step()
+torch.__future__.set_swap_module_params_on_conversion(False)
+print(w.dtype, w is m.weight)
+""",
+}
+
+SPARSE = {
+    "a sparse COO tensor made from a leaf, densified and multiplied, backward": """
+i = torch.tensor([[0, 1], [1, 0]])
+v = torch.tensor([3.0, 4.0], requires_grad=True)
+s = torch.sparse_coo_tensor(i, v, (2, 2))
+d = s.to_dense()
+y = torch.sparse.mm(s, torch.ones(2, 1))
+(d.sum() + y.sum()).backward()
+c = torch.eye(2).to_sparse_csr()
+print(v.grad)
+""",
+}
+
 
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
@@ -345,3 +386,13 @@ def test_dataloader_workers_load_in_the_snippets_process() -> None:
     getitem = 6  # ``x = torch.tensor([float(i)])``
     assert sum(step["line"] == getitem for step in result["steps"]) == 6
     _assert_same(source)
+
+
+@pytest.mark.parametrize("name", SWAPS)
+def test_swapped_tensors(name: str) -> None:
+    _check(SWAPS[name])
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_sparse_tensors(name: str) -> None:
+    _check(SPARSE[name])
