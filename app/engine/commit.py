@@ -100,6 +100,18 @@ class Commit:
         self._note_recheck(reader)
         return clean_delta(delta)
 
+    def _bind_names(self, bound: dict[str, str]) -> dict[str, Any]:
+        """A step that only named tensors of R (``Planning._names_only``): the names filed, nothing
+        read, so nothing keyed to recheck at the next step."""
+        delta = empty_delta()
+        for name, tid in bound.items():
+            self.names[name] = tid
+            self.names_of[tid].add(name)
+            self.roots[tid] += 1
+        self._refresh_variables(set(bound), delta)
+        self._recheck, self._stable = set(), set()
+        return clean_delta(delta)
+
     def _rekey_edges(self, reader: Reader, plan: Plan) -> None:
         """A tensor whose keyed status flipped (its node now finds its object) changes its edges."""
         for tid in self._keyed_flips:

@@ -95,21 +95,15 @@ class Planning:
         "direct" — what reading it whole gives. False (read it whole) for any slot that is not
         plainly such a copy: a twin match, a copy that died, a custom Function's, one packed by a
         hook, one of a sequence."""
+        keyed = self._keyed_slots(nid)
+        if keyed is None:
+            return False
+        if self._flips_at_once(nid, keyed):
+            self._file_flips(nid, keyed)
+            return True
         fact = self.nodes[nid]
         kinds = self.saved_kinds.get(nid, {})
-        tids = self._flips[nid]
-        if "twin" in kinds.values():
-            return False
-        keyed = [name for name, kind in kinds.items() if kind == "keyed"]
-        if not keyed or any(fact["saved"].get(name) not in tids or "[" in name for name in keyed):
-            return False
         copies = [fact["saved"][name] for name in keyed]
-        if self._stable.issuperset(copies) and self._flips_alone(nid, copies):
-            # Each slot handed out, twice at the last step, the object it holds (``_note_recheck``):
-            # it hands out that object still, which lives and is known now. (Not found again and
-            # asked: locating the node was most of a kept sin leak's append line.)
-            self._file_flips(nid, kinds, keyed)
-            return True
         node = self._locate(nid, found, reader)
         if node is None or isinstance(node, BackwardCFunction):
             return False
@@ -128,7 +122,7 @@ class Planning:
         if self._flips_alone(nid, copies):
             # Nothing but these kinds changes: file them now, without the node among what the step
             # read (its fact, edges and indexes stand; its settling and commit were a tenth of a leak).
-            self._file_flips(nid, kinds, keyed)
+            self._file_flips(nid, keyed)
             return True
         reader.nodes[nid] = fact
         reader.objects[nid] = node
@@ -136,11 +130,52 @@ class Planning:
         reader.node_keys.setdefault(nid, self.node_keys.get(nid))
         return True
 
-    def _file_flips(self, nid: str, kinds: dict[str, str], keyed: list[str]) -> None:
+    def _keyed_slots(self, nid: str) -> list[str] | None:
+        """The slots of a rechecked node (``_flips``) whose copies had ids of their own, if each is
+        plainly such a copy, alive: no twin match among its slots, none of a sequence."""
+        fact = self.nodes[nid]
+        kinds = self.saved_kinds.get(nid, {})
+        tids = self._flips[nid]
+        if "twin" in kinds.values():
+            return None
+        keyed = [name for name, kind in kinds.items() if kind == "keyed"]
+        if not keyed or any(fact["saved"].get(name) not in tids or "[" in name for name in keyed):
+            return None
+        return keyed
+
+    def _flips_at_once(self, nid: str, keyed: list[str]) -> bool:
+        """Can these slots be filed "direct" without asking the node? Each handed out, twice at the
+        last step, the object it holds (``_note_recheck``): it hands out that object still, which
+        lives and is known now — and nothing but their kind changes (``_flips_alone``). (Locating
+        the node and asking it was most of a kept sin leak's append line.)"""
+        copies = [self.nodes[nid]["saved"][name] for name in keyed]
+        return self._stable.issuperset(copies) and self._flips_alone(nid, copies)
+
+    def _file_flips(self, nid: str, keyed: list[str]) -> None:
         saved = self.nodes[nid]["saved"]
-        self.saved_kinds[nid] = {**kinds, **dict.fromkeys(keyed, "direct")}
+        self.saved_kinds[nid] = {**self.saved_kinds.get(nid, {}), **dict.fromkeys(keyed, "direct")}
         for name in keyed:
             del self.keyed_owner[saved[name]]
+
+    def _names_only(self, bound: dict[str, str], gone: list[str]) -> bool:
+        """Does this step only give new names to tensors of R, with nothing else to read or recheck
+        (``losses.append(loss)``)? Then nothing is read, no count drops, nothing leaves R: the
+        names are filed (``Commit._bind_names``). Its rechecked nodes' copies are filed here when
+        each can be at once; any other leaves the step to the plan."""
+        if gone or self._dirty or self._extra or self._extra_before:
+            return False
+        tensors, names = self.tensors, self.names
+        for name, tid in bound.items():
+            if tid not in tensors or name in names:
+                return False
+        flips = self._flips
+        if flips:
+            slots = {nid: self._keyed_slots(nid) for nid in flips}
+            if not all(keyed is not None and self._flips_at_once(nid, keyed) for nid, keyed in slots.items()):
+                return False
+            for nid, keyed in slots.items():
+                self._file_flips(nid, keyed)  # type: ignore[arg-type]
+        return True
 
     def _note_recheck(self, reader: Reader) -> None:
         """After a step: its saved copies with ids of their own are rechecked at the next one

@@ -166,6 +166,9 @@ class SnapshotTaker(Marks, Planning, Commit):
             # to read, and every count stands (a loop's own line, a print: a third of a leak's steps).
             self._recheck = set()
             return {}
+        within_caps = len(self.tensors) <= MAX_TENSORS and len(self.nodes) <= MAX_NODES  # (else: whole)
+        if within_caps and self._names_only(bound, gone):
+            return self._bind_names(bound)
         journals = [ids.journal for ids in (self.tensor_ids, self.storage_ids, self.node_ids)]
         marks = [journal.mark() for journal in journals]
         try:
