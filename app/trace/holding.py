@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from app.schema import DeltaStep, NodeFact, Step, TensorFact
 from app.trace.replay import Changes, State, apply
@@ -47,14 +46,16 @@ def node_holds(node: NodeFact) -> list[tuple[str, str]]:
     return held
 
 
-@dataclass
 class HoldingChanges:
-    """What one step changed about holding."""
+    """What one step changed about holding. (A plain class, as ``Changes``: one is made a step.)"""
 
-    renamed: set[str] = field(default_factory=set)  # tensors whose names may read differently now
-    named_flips: set[str] = field(default_factory=set)  # tensors that became named or graph-only
-    storage_flips: set[str] = field(default_factory=set)  # storages that switched group
-    reheld: set[str] = field(default_factory=set)  # tensors whose graph holders changed
+    __slots__ = ("named_flips", "reheld", "renamed", "storage_flips")
+
+    def __init__(self) -> None:
+        self.renamed: set[str] = set()  # tensors whose names may read differently now
+        self.named_flips: set[str] = set()  # tensors that became named or graph-only
+        self.storage_flips: set[str] = set()  # storages that switched group
+        self.reheld: set[str] = set()  # tensors whose graph holders changed
 
 
 class Holding:
