@@ -69,25 +69,31 @@ def causes(context: Context, life: Lifetimes, run: LoopRun) -> list[Cause]:
     if not held:
         return []
     view = context.at(run.last)
+    tensor, node = view.reader("tensors"), view.reader("nodes")  # (this walk reads every held node)
+    users, parents = life.users, life.parents
     found: dict[str, Cause] = {}
+    holding: dict[str, set[str]] = {}  # cause key -> its holders (``Cause.holders``: in the order found)
     seen: set[str] = set()
-    queue = [(nid, nid) for nid in held]  # (node to visit, the held node it came from)
+    queue = list(held)  # nodes to visit: the held nodes, then what points at them
     while queue:
-        nid, origin = queue.pop()
+        nid = queue.pop()
         if nid in seen:
             continue
         seen.add(nid)
-        for tid in life.users.get(nid, ()):
-            fact = view.tensor(tid)
+        for tid in users.get(nid, ()):
+            fact = tensor(tid)
             if fact is None or fact.grad_fn != nid:
                 continue
             if view.name_count(tid):
                 key = cause_key(view, tid)
-                cause = found.setdefault(key, Cause(key, run))
-                if tid not in cause.holders:
-                    cause.holders.append(tid)
-            queue.extend((saver, origin) for saver, _name in view.savers(tid))
-        queue.extend((parent, origin) for parent in life.parents.get(nid, ()) if view.node(parent))
+                known = holding.get(key)
+                if known is None:
+                    found[key], known = Cause(key, run), holding.setdefault(key, set())
+                if tid not in known:
+                    known.add(tid)
+                    found[key].holders.append(tid)
+            queue.extend(saver for saver, _name in view.savers(tid))
+        queue.extend(parent for parent in parents.get(nid, ()) if node(parent))
     for cause in found.values():
         cause.nodes = reached(view, cause.holders, set(held))
     causes = [cause for cause in found.values() if cause.nodes]
@@ -202,22 +208,23 @@ def in_place(context: Context, cause: Cause) -> list[int]:
 
 def reached(view: At, holders: list[str], held: set[str]) -> set[str]:
     """The held nodes the holders reach (walking down from them, through held nodes only)."""
+    tensor, node_at = view.reader("tensors"), view.reader("nodes")
     out: set[str] = set()
-    queue = [fact.grad_fn for tid in holders if (fact := view.tensor(tid)) is not None and fact.grad_fn]
+    queue = [fact.grad_fn for tid in holders if (fact := tensor(tid)) is not None and fact.grad_fn]
     seen: set[str] = set()
     while queue:
         nid = queue.pop()
         if nid is None or nid in seen:
             continue
         seen.add(nid)
-        node = view.node(nid)
+        node = node_at(nid)
         if node is None:
             continue
         if nid in held:
             out.add(nid)
-        queue.extend(n for n in node.next if n is not None)
+        queue.extend(node.next)  # (None among them: passed over as it comes off the queue)
         for tid in node.saved.values():
-            fact = view.tensor(tid)
+            fact = tensor(tid)
             if fact is not None and fact.grad_fn is not None:
                 queue.append(fact.grad_fn)
     return out

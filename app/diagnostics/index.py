@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from itertools import count
 from typing import Any
 
@@ -462,6 +462,24 @@ class At:
         index = self.index
         index._reads.count += 1  # (not through ``reads``: a property, two calls more per fact read)
         return index.timeline.value(kind, ident, self.step)
+
+    def reader(self, kind: str) -> Callable[[str | None], Any]:
+        """``tensor`` / ``node`` / ``storage`` / ``variable`` of this step as one function, for a walk that
+        reads many facts of one kind: the same answers, counted as reads the same, without the three
+        calls a fact that reading them one by one costs."""
+        histories, step, reads = self.index.timeline.by_id(kind), self.step, self.index._reads
+
+        def read(ident: str | None) -> Any:
+            if ident is None or step < 0:
+                return None
+            reads.count += 1
+            history = histories.get(ident)
+            if history is None:
+                return None
+            i = bisect_right(history.steps, step) - 1  # ``Timeline.value``
+            return history.values[i] if i >= 0 else None
+
+        return read
 
     def variable(self, key: str) -> str | None:
         return self._read("variables", key)

@@ -79,17 +79,23 @@ def _build(context: Context) -> Lifetimes:
     born_at, died, parents = out.born, out.died, out.parents
     for nid, steps, values in timeline.histories("nodes"):
         # (most nodes change once or twice: made, then maybe dropped; their first value is the fact)
-        first = 0 if values[0] is not None else \
-            next((i for i, fact in enumerate(values) if fact is not None), None)
-        if first is None:
-            continue
-        fact = values[first]
-        born_at[nid] = steps[first]
-        died[nid] = next((steps[i] for i in range(first + 1, len(values)) if values[i] is None), math.inf)
+        fact = values[0]
+        if fact is not None and len(values) <= 2:  # made, maybe dropped: no search for either
+            born_at[nid] = steps[0]
+            died[nid] = steps[1] if len(values) == 2 and values[1] is None else math.inf
+        else:
+            first = next((i for i, fact in enumerate(values) if fact is not None), None)
+            if first is None:
+                continue
+            fact = values[first]
+            born_at[nid] = steps[first]
+            died[nid] = next((steps[i] for i in range(first + 1, len(values)) if values[i] is None), math.inf)
         if short_node_name(fact.name) == ACCUMULATE_GRAD:
             out.accumulators.add(nid)
-        for parent_of in {n for n in fact.next if n is not None}:
-            parents.setdefault(parent_of, []).append(nid)
+        edges = fact.next
+        for parent_of in (edges if len(edges) < 2 else dict.fromkeys(edges)):  # each once, in order
+            if parent_of is not None:
+                parents.setdefault(parent_of, []).append(nid)
     out.by_birth = sorted((born, nid) for nid, born in born_at.items())
     users = out.users
     for tid, _steps, values in timeline.histories("tensors"):
