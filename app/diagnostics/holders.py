@@ -16,6 +16,7 @@ previous value; a name merely computed from such a value (``loss`` of ``loss = h
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass, field
 
 from app.diagnostics.context import Context
@@ -42,22 +43,26 @@ class Cause:
 
 def held_nodes(life: Lifetimes, run: LoopRun) -> list[str]:
     """Graph nodes made before the run's last iteration that are still alive at its end (a leaf's
-    ``AccumulateGrad`` aside: it lives as long as its leaf)."""
+    ``AccumulateGrad`` aside: it lives as long as its leaf), in the order they were made."""
     bounds = run.bounds()
     if len(bounds) < 3:
         return []
+    last, accumulators, died = run.last, life.accumulators, life.died  # (``Lifetimes.alive``, inline:
+    # every node of the run is asked, and each was born before ``last``)
     return [nid for nid in life.born_between(bounds[0], bounds[-3])
-            if nid not in life.accumulators and life.alive(nid, run.last)]
+            if nid not in accumulators and last < died.get(nid, math.inf)]
 
 
 def growing_held(life: Lifetimes, run: LoopRun) -> list[str]:
     """``held_nodes`` when they show growth: the first iteration's among them, and (when more than
     one iteration can be checked) more than one iteration's."""
-    bounds = run.bounds()
-    checked = len(bounds) - 3  # iterations [0, checked) had a whole iteration after them
+    checked = len(run.starts) - 2  # iterations [0, checked) had a whole iteration after them
     held = held_nodes(life, run)
-    iterations = {run.iteration(life.born[nid]) for nid in held}
-    if 0 not in iterations or (checked > 1 and len(iterations) < 2):
+    if not held:
+        return []
+    # Made in order: the first iteration's among them when the first was, another's when the last was.
+    second = run.starts[1] if len(run.starts) > 1 else math.inf
+    if life.born[held[0]] >= second or (checked > 1 and life.born[held[-1]] < second):
         return []
     if any(life.ran_after(nid, run.last) for nid in held):
         return []  # a backward() after the loop goes through them: kept to be used

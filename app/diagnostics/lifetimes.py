@@ -77,7 +77,8 @@ def _build(context: Context) -> Lifetimes:
     timeline = context.index.timeline
     out = Lifetimes()
     born_at, died, parents = out.born, out.died, out.parents
-    for nid, steps, values in timeline.histories("nodes"):
+    for nid, history in timeline.by_id("nodes").items():
+        steps, values = history.steps, history.values
         # (most nodes change once or twice: made, then maybe dropped; their first value is the fact)
         fact = values[0]
         if fact is not None and len(values) <= 2:  # made, maybe dropped: no search for either
@@ -90,19 +91,29 @@ def _build(context: Context) -> Lifetimes:
             fact = values[first]
             born_at[nid] = steps[first]
             died[nid] = next((steps[i] for i in range(first + 1, len(values)) if values[i] is None), math.inf)
-        if short_node_name(fact.name) == ACCUMULATE_GRAD:
+        name = fact.name
+        if name.endswith(ACCUMULATE_GRAD) and short_node_name(name) == ACCUMULATE_GRAD:
             out.accumulators.add(nid)
         edges = fact.next
         for parent_of in (edges if len(edges) < 2 else dict.fromkeys(edges)):  # each once, in order
             if parent_of is not None:
-                parents.setdefault(parent_of, []).append(nid)
+                known = parents.get(parent_of)
+                if known is None:
+                    parents[parent_of] = [nid]
+                else:
+                    known.append(nid)
     out.by_birth = sorted((born, nid) for nid, born in born_at.items())
     users = out.users
-    for tid, _steps, values in timeline.histories("tensors"):
+    for tid, history in timeline.by_id("tensors").items():
+        values = history.values
         if len(values) == 1:  # one fact all its life: its grad_fn, if any, once
             fact = values[0]
-            if fact is not None and fact.grad_fn is not None:
-                users.setdefault(fact.grad_fn, []).append(tid)
+            if fact is not None and (grad_fn := fact.grad_fn) is not None:
+                known = users.get(grad_fn)
+                if known is None:
+                    users[grad_fn] = [tid]
+                else:
+                    known.append(tid)
             continue
         seen: set[str] = set()
         for fact in values:

@@ -198,9 +198,3 @@ class Timeline:
     def ids(self, kind: str) -> list[str]:
         """Every id of ``kind`` that ever appears (O(ids): for whole-run questions, not per step)."""
         return list(self._history[kind])
-
-    def histories(self, kind: str) -> Iterator[tuple[str, list[int], list[Any]]]:
-        """(id, the steps it changed at, its values then: None where dropped) of every id of ``kind``,
-        in ``ids`` order: ``changes_of`` for all of them, without a list of pairs made for each."""
-        for ident, history in self._history[kind].items():
-            yield ident, history.steps, history.values
