@@ -213,8 +213,10 @@ class FlowPass:
         """Leaves that stopped requiring grad at this step (``p.requires_grad = False``)."""
         before = self.context.before(k)
         for tid, fact in self.context.trace.steps[k].tensors.items():
+            if fact.requires_grad or not fact.is_leaf:
+                continue  # (asked first: most tensors a step sets are not frozen leaves, and need no read)
             old = before.tensor(tid)
-            if old is not None and old.requires_grad and not fact.requires_grad and fact.is_leaf:
+            if old is not None and old.requires_grad:
                 self.flow.frozen.setdefault(tid, k)
 
     def _step(self, k: int, facts: LineFacts, previous: int) -> None:

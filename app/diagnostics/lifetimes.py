@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from app.diagnostics.context import Context
 from app.trace.holding import ACCUMULATE_GRAD, short_node_name
@@ -73,6 +74,10 @@ def _reached_by_backward(context: Context) -> dict[str, int]:
     return latest
 
 
+_GRAD_FN = attrgetter("grad_fn")
+_NO_NODE = frozenset({None})
+
+
 def _build(context: Context) -> Lifetimes:
     timeline = context.index.timeline
     out = Lifetimes()
@@ -115,11 +120,10 @@ def _build(context: Context) -> Lifetimes:
                 else:
                     known.append(tid)
             continue
-        seen: set[str] = set()
-        for fact in values:
-            if fact is not None and fact.grad_fn is not None and fact.grad_fn not in seen:
-                seen.add(fact.grad_fn)
-                users.setdefault(fact.grad_fn, []).append(tid)
+        # Each node it had once (a parameter's hundred versions: read at C speed). The order of these
+        # nodes is no list's: each one's list gains ``tid`` once, in the order of the tensors.
+        for grad_fn in set(map(_GRAD_FN, filter(None, values))) - _NO_NODE:
+            users.setdefault(grad_fn, []).append(tid)
     for k, step in enumerate(context.trace.steps):
         if step.phase == "backward" and step.node is not None:
             out.ran.setdefault(step.node, []).append(k)
