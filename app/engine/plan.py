@@ -52,6 +52,7 @@ class Planning:
                 roots.add(old, -1)
             if new is not None:
                 roots.add(new, 1)
+        self._mark_moved(bound)
         members = Members(self.tensors, self.nodes)
         reader = Reader(self, fresh=lambda ident: ident not in members or ident in dirty,
                         cap=uncapped)
@@ -157,11 +158,22 @@ class Planning:
         for name in keyed:
             del self.keyed_owner[saved[name]]
 
+    def _mark_moved(self, bound: dict[str, str]) -> None:
+        """A tensor of R written where no call showed it, named again, is read again: the gradient
+        a backward pass summed in place (a tensor used twice, ``y * y``) as a hook's argument."""
+        dirty = self._dirty
+        for tid in bound.values():
+            if tid in self.tensors and tid not in dirty:
+                obj = self.tensor_ids.object(tid)
+                if obj is not None and not self._same_version(tid, obj):
+                    dirty.add(tid)
+
     def _names_only(self, bound: dict[str, str], gone: list[str]) -> bool:
         """Does this step only give new names to tensors of R, with nothing else to read or recheck
         (``losses.append(loss)``)? Then nothing is read, no count drops, nothing leaves R: the
         names are filed (``Commit._bind_names``). Its rechecked nodes' copies are filed here when
         each can be at once; any other leaves the step to the plan."""
+        self._mark_moved(bound)
         if gone or self._dirty or self._extra or self._extra_before:
             return False
         tensors, names = self.tensors, self.names

@@ -23,7 +23,9 @@ Found wrong here, and fixed:
 * ``torch.utils.swap_tensors`` (the snippet's, or ``nn.Module``'s conversion with
   ``set_swap_module_params_on_conversion(True)``) failed: it refuses a tensor with weak references,
   and the engine holds one to every tensor (app.engine.swaps);
-* a sparse COO tensor's strides: torch says ``(0, 0)``, the trace said ``[]``.
+* a sparse COO tensor's strides: torch says ``(0, 0)``, the trace said ``[]``;
+* a tensor hook on ``y`` where ``y`` is used twice (``y * y``) gets the gradient the backward pass
+  summed in place (version 1): the hook's steps showed it as first read, version 0, half its value.
 """
 
 from __future__ import annotations
@@ -320,6 +322,36 @@ print(v.grad)
 """,
 }
 
+HOOKS = {
+    "a tensor hook and a module backward hook that print, on a tensor used twice": """
+x = torch.ones(3, requires_grad=True)
+def show(g):
+    print("grad", g.sum().item())
+    scaled = g * 2
+    return scaled
+y = x * 3
+y.register_hook(show)
+z = (y * y).sum()
+z.backward()
+m = nn.Linear(3, 1)
+def bhook(mod, gin, gout):
+    print("bhook", [None if g is None else tuple(g.shape) for g in gin])
+m.register_full_backward_hook(bhook)
+m(x.detach().unsqueeze(0)).sum().backward()
+print(x.grad)
+""",
+    "a hook on an activation that feeds a residual and the next layer": """
+lin = nn.Linear(2, 2)
+seen = []
+x = torch.randn(1, 2, requires_grad=True)
+h = torch.relu(lin(x))
+h.register_hook(lambda g: seen.append(g.clone()))
+out = (h + lin(h)).sum()
+out.backward()
+print(len(seen), seen[0].shape)
+""",
+}
+
 
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
@@ -396,3 +428,8 @@ def test_swapped_tensors(name: str) -> None:
 @pytest.mark.parametrize("name", SPARSE)
 def test_sparse_tensors(name: str) -> None:
     _check(SPARSE[name])
+
+
+@pytest.mark.parametrize("name", HOOKS)
+def test_hooks_inside_backward(name: str) -> None:
+    _check(HOOKS[name])
