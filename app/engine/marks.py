@@ -62,9 +62,12 @@ class Marks:
     def _meet_bare_storages(self) -> None:
         """Outside a backward pass, give the storages met there by their bytes only their objects
         (through a live tensor on them), so the ids hold; those no tensor uses any more are forgotten."""
+        # (a tensor it was met through that lives on out of R — a gradient gradcheck keeps, met
+        # again in its next pass — holds the storage too: its id must hold as well)
+        holders = dict(self.storage_ids.bare_storages())
         for pointer, sid in self.storage_ids.take_bare_pointers().items():
-            for tid in self.on_storage.get(sid, ()):
-                tensor = self.tensor_ids.object(tid)
+            tensors = [self.tensor_ids.object(tid) for tid in self.on_storage.get(sid, ())]
+            for tensor in [*tensors, holders.get(sid)]:
                 if tensor is not None and tensor_pointer(tensor) == pointer:
                     storage = tensor.untyped_storage()
                     if self.storage_ids.known(storage) is None:

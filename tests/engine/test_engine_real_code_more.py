@@ -25,7 +25,10 @@ Found wrong here, and fixed:
   and the engine holds one to every tensor (app.engine.swaps);
 * a sparse COO tensor's strides: torch says ``(0, 0)``, the trace said ``[]``;
 * a tensor hook on ``y`` where ``y`` is used twice (``y * y``) gets the gradient the backward pass
-  summed in place (version 1): the hook's steps showed it as first read, version 0, half its value.
+  summed in place (version 1): the hook's steps showed it as first read, version 0, half its value;
+* the double-backward tutorial's ``gradgradcheck``: a gradient it keeps alive between its passes
+  left R after one pass and came back in the next, and the whole snapshot named its storage anew
+  (met by its bytes only in the pass, forgotten after it) where the incremental one kept it.
 """
 
 from __future__ import annotations
@@ -352,6 +355,24 @@ print(len(seen), seen[0].shape)
 """,
 }
 
+DOUBLE_BACKWARD = {
+    "the double-backward tutorial's Exp, saving its output, through gradcheck and gradgradcheck": """
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        result = torch.exp(x)
+        ctx.save_for_backward(result)
+        return result
+    @staticmethod
+    def backward(ctx, grad_out):
+        result, = ctx.saved_tensors
+        return result * grad_out
+x = torch.tensor(1., requires_grad=True, dtype=torch.double).clone()
+torch.autograd.gradcheck(Exp.apply, x)
+torch.autograd.gradgradcheck(Exp.apply, x)
+""",
+}
+
 
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
@@ -433,3 +454,8 @@ def test_sparse_tensors(name: str) -> None:
 @pytest.mark.parametrize("name", HOOKS)
 def test_hooks_inside_backward(name: str) -> None:
     _check(HOOKS[name])
+
+
+@pytest.mark.parametrize("name", DOUBLE_BACKWARD)
+def test_double_backward(name: str) -> None:
+    _check(DOUBLE_BACKWARD[name])
