@@ -172,14 +172,10 @@ class ArrayReader:
             if before == now:
                 continue
             stale |= self._on.get(sid, set())
-            if now is not None:  # the arrays that start inside it (bisect: not every array)
+            if now is not None:  # the arrays over any of its bytes (bisect: not every array)
                 start, end = now[0], now[0] + now[1]
-                i = bisect_left(self._lows, (start, ""))
-                while i < len(self._lows) and self._lows[i][0] < end:
-                    aid = self._lows[i][1]
-                    if self._span[aid][1] <= end:
-                        stale.add(aid)
-                    i += 1
+                i = bisect_left(self._lows, (end, ""))
+                stale.update(aid for _, aid in self._lows[:i] if self._span[aid][1] > start)
         return stale
 
     def _unspan(self, aid: str) -> None:
@@ -231,6 +227,9 @@ class ArrayReader:
             insort(self._lows, (low, aid))
             found = self._storage_of(low, high)
             safe = self._own_buffer(array, fact, pointer, low, high)
+            # Written through the array, any storage over some of its bytes changes: re-read at every
+            # step (``torch.from_numpy(a[1:])`` lies inside ``a``, not ``a`` inside it).
+            taker.volatile.update(self._overlapping(low, high))
             if found is not None:  # on a storage the trace holds: its bytes are alive
                 start, nbytes, sid = found
                 fact.update(storage=sid, offset=pointer - start, buffer_nbytes=nbytes)
@@ -242,6 +241,12 @@ class ArrayReader:
         elif _size(array) <= MAX_VALUES:
             fact["unavailable"]["values"] = NOT_READ
         return fact
+
+    def _overlapping(self, low: int, high: int) -> list[str]:
+        """The storages with bytes in [low, high)."""
+        index = self._index
+        i = bisect_left(index, (high, -1, ""))
+        return [sid for start, nbytes, sid in index[:i] if start + nbytes > low]
 
     def _storage_of(self, low: int, high: int) -> tuple[int, int, str] | None:
         index = self._index

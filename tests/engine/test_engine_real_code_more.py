@@ -28,7 +28,9 @@ Found wrong here, and fixed:
   summed in place (version 1): the hook's steps showed it as first read, version 0, half its value;
 * the double-backward tutorial's ``gradgradcheck``: a gradient it keeps alive between its passes
   left R after one pass and came back in the next, and the whole snapshot named its storage anew
-  (met by its bytes only in the pass, forgotten after it) where the incremental one kept it.
+  (met by its bytes only in the pass, forgotten after it) where the incremental one kept it;
+* ``s = torch.from_numpy(a[1:])`` then ``a[2] = 3``: a write through a numpy array into a storage
+  that lies inside it (not it inside the storage) was not seen by the incremental step.
 """
 
 from __future__ import annotations
@@ -373,6 +375,25 @@ torch.autograd.gradgradcheck(Exp.apply, x)
 """,
 }
 
+NUMPY = {
+    "numpy writes into storages over part of an array, and arrays over part of a storage": """
+import numpy as np
+a = np.zeros(3, dtype=np.float32)
+t = torch.from_numpy(a)
+a[0] = 5
+s = torch.from_numpy(a[1:])
+a[2] = 3
+b = np.ones(4)
+u = torch.as_tensor(b[2:])
+b[3] = 8
+np.add(b, 1, out=b)
+w = torch.ones(3)
+n = w.numpy()
+n[1:] *= 2
+print(t, s, u, w)
+""",
+}
+
 
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
@@ -459,3 +480,8 @@ def test_hooks_inside_backward(name: str) -> None:
 @pytest.mark.parametrize("name", DOUBLE_BACKWARD)
 def test_double_backward(name: str) -> None:
     _check(DOUBLE_BACKWARD[name])
+
+
+@pytest.mark.parametrize("name", NUMPY)
+def test_numpy_sharing(name: str) -> None:
+    _check(NUMPY[name])
