@@ -367,6 +367,11 @@ class Reader:
         if sid not in self.storages:
             dtype = dtype_name(t.dtype)
             if self.run.storage_fresh(sid, dtype, tid):
+                if storage is not None and not storage.resizable():
+                    # memory torch did not allocate (torch.frombuffer over a bytearray, from_numpy,
+                    # from_dlpack): its owner may write it with no torch call to see — read it again
+                    # at every step, as the memory handed to Python is (watch: exposed)
+                    self.run.volatile.add(sid)
                 nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
                 elements = self.run.values.storage_values(t, nbytes)
                 if elements is not None and not has_lazy_bits(t):

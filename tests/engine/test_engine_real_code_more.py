@@ -30,7 +30,9 @@ Found wrong here, and fixed:
   left R after one pass and came back in the next, and the whole snapshot named its storage anew
   (met by its bytes only in the pass, forgotten after it) where the incremental one kept it;
 * ``s = torch.from_numpy(a[1:])`` then ``a[2] = 3``: a write through a numpy array into a storage
-  that lies inside it (not it inside the storage) was not seen by the incremental step.
+  that lies inside it (not it inside the storage) was not seen by the incremental step;
+* ``torch.frombuffer(buf)`` then ``buf[3] = 63``: memory torch did not allocate, written by its
+  owner with no torch call, was not read again.
 """
 
 from __future__ import annotations
@@ -391,6 +393,17 @@ w = torch.ones(3)
 n = w.numpy()
 n[1:] *= 2
 print(t, s, u, w)
+""",
+    "a tensor over a bytearray, written through the bytearray; dlpack over numpy": """
+import numpy as np
+buf = bytearray(8)
+t = torch.frombuffer(buf, dtype=torch.float32)
+buf[3] = 63
+buf[7] = 64
+a = np.zeros(2)
+z = torch.from_dlpack(a)
+a[1] = 4
+print(t, z)
 """,
 }
 
