@@ -10,6 +10,7 @@ float32 array that way in C (Ryu): about 0.1 µs a value, against 1 µs for nump
 
 from __future__ import annotations
 
+import ctypes
 import math
 import struct
 from itertools import chain
@@ -82,6 +83,35 @@ def float32_values(values: list[float]) -> list[Any]:
     return [shortest_float32(v) if math.isfinite(v) else json_scalar(v) for v in values]
 
 
+_FLOAT32_ARRAYS: dict[int, type] = {}  # element count -> the ctypes array type of that many floats
+
+
+def _float32_memory(tensor: torch.Tensor) -> list[Any] | None:
+    """A plain float32 tensor's elements in row-major order, in their shortest form, read from its
+    memory by numpy without a Python float per element (which ``tolist`` makes and numpy converts
+    back: a third of a 16-element read, half of a 64-element one). Not through ``Tensor.numpy()``,
+    which marks the storage not resizable for good: the bytes are viewed where they are, as
+    ``tolist`` reads them. None where the memory is not the numbers as they read (not contiguous,
+    conjugate or negative bits, not on the CPU, no plain memory: a torch.func wrapper) or where one
+    is NaN or infinite (orjson writes null): the caller reads those through ``tolist``."""
+    if _np is None or not tensor.is_cpu or not tensor.is_contiguous() or tensor.is_conj() or tensor.is_neg():
+        return None
+    count = tensor.numel()
+    try:
+        pointer = tensor.data_ptr()
+    except RuntimeError:
+        return None
+    if not pointer or not count:
+        return None
+    kind = _FLOAT32_ARRAYS.get(count)
+    if kind is None:
+        kind = _FLOAT32_ARRAYS[count] = ctypes.c_float * count
+    text = orjson.dumps(_np.frombuffer(kind.from_address(pointer), dtype=_np.float32),
+                        option=orjson.OPT_SERIALIZE_NUMPY)
+    # (a search of the text, not of the list: comparing each float with None cost as much as parsing)
+    return None if b"null" in text else orjson.loads(text)
+
+
 class ValueWriter:
     """Converts tensor contents to JSON-safe lists."""
 
@@ -106,15 +136,22 @@ class ValueWriter:
         """Nested lists for small dense tensors, else None."""
         if tensor.numel() > MAX_VALUES or tensor.layout != torch.strided:
             return None
-        # (what torch raises is the step's to say: a vmap's batched tensor, a meta tensor's "Cannot
-        # copy out of meta tensor; no data!" — the model-ensembling tutorial's base model)
-        raw = tensor.tolist()
         dims = tensor.dim()
-        if dims == 0:
-            return self.scalar(raw, tensor.dtype)
-        if tensor.numel() == 0:
-            return raw  # nested empty lists: nothing to convert
-        return nest(self.flat(_flatten(raw, dims), tensor.dtype), list(tensor.shape))
+        if dims == 0 or tensor.numel() == 0:
+            # (what torch raises is the step's to say: a vmap's batched tensor, a meta tensor's "Cannot
+            # copy out of meta tensor; no data!" — the model-ensembling tutorial's base model)
+            raw = tensor.tolist()  # a scalar, or nested empty lists: nothing to convert
+            return self.scalar(raw, tensor.dtype) if dims == 0 else raw
+        return nest(self.elements(tensor), list(tensor.shape))
+
+    def elements(self, tensor: torch.Tensor) -> list[Any]:
+        """A small dense tensor's elements, converted, in row-major order."""
+        if tensor.dtype == torch.float32:
+            written = _float32_memory(tensor)
+            if written is not None:
+                return written
+        # (what torch raises, a vmap's batched tensor, a meta tensor's, is the step's to say)
+        return self.flat(_flatten(tensor.tolist(), tensor.dim()), tensor.dtype)
 
     def storage_values(self, tensor: torch.Tensor, nbytes: int) -> list[Any] | None:
         """Every element of the tensor's storage, read with the tensor's dtype, in storage order."""
@@ -127,7 +164,7 @@ class ValueWriter:
                     and not (tensor.is_conj() or tensor.is_neg()):
                 # The tensor is its whole storage, in order (a fresh result, the common case): read
                 # it as it is, sparing the detach and as_strided views (half of a small read).
-                return self.flat(_flatten(tensor.tolist(), tensor.dim()), tensor.dtype)
+                return self.elements(tensor)
             raw = torch.as_strided(tensor.detach(), (count,), (1,), 0)
             # Conjugate and negative views read through a lazy flip; the memory itself holds the
             # unflipped numbers.
@@ -135,10 +172,9 @@ class ValueWriter:
                 raw = raw.conj()
             if raw.is_neg():
                 raw = raw._neg_view()
-            flat = raw.tolist()
+            return self.elements(raw)
         except (RuntimeError, TypeError, ValueError):
             return None
-        return self.flat(flat, tensor.dtype)
 
     def summary(self, tensor: torch.Tensor) -> dict[str, Any] | None:
         """min, max and mean of a tensor too large to send whole."""

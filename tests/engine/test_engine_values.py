@@ -147,3 +147,31 @@ def test_float32_arrays_are_written_as_numpy_writes_each_value() -> None:
     expected = [shortest_float32(v) for v in values]
     assert written == expected
     assert [math.copysign(1, v) for v in written] == [math.copysign(1, v) for v in expected]
+
+
+def test_float32_values_read_from_memory_match_torch_in_every_layout() -> None:
+    """Small float32 tensors are read from their memory (``values._float32_memory``); what a layout
+    makes of that memory, torch's ``tolist`` says: views at an offset, transposed, expanded, a
+    negative view, one that requires grad, NaN among them, a scalar, an empty one."""
+    source = """\
+m = torch.randn(4, 16)
+row = m[2]
+col = m[:, 3]
+t = m[:2, :4].t()
+e = torch.randn(3, 1).expand(3, 5)
+n = torch._neg_view(torch.randn(6))
+w = torch.randn(8, requires_grad=True)
+y = w * 2
+h = torch.tensor([1.5, float('nan'), -0.0, float('inf')])
+s = torch.tensor(0.1)
+z = torch.empty(0, 3)
+"""
+    step = trace(source)["steps"][-1]
+    plain = run_plain(source).namespace
+    for name in ("m", "row", "col", "t", "e", "n", "w", "y", "h", "s", "z"):
+        expected = plain[name].detach().resolve_neg()
+        read = torch.tensor(decode(fact(step, name)["values"]), dtype=torch.float32).reshape(expected.shape)
+        torch.testing.assert_close(read, expected, rtol=0, atol=0, equal_nan=True, msg=name)
+    assert math.copysign(1, fact(step, "h")["values"][2]) == -1  # the sign of zero is kept
+    memory = step["storages"][fact(step, "n")["storage"]]["values"]  # the unflipped numbers
+    assert torch.equal(torch.tensor(memory, dtype=torch.float32), -plain["n"].resolve_neg())
