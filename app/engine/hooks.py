@@ -222,15 +222,3 @@ def metadata_keys(node: Any) -> list[str]:
         return []
     keys = list(metadata)[:MAX_KEYS]
     return [(key if isinstance(key, str) else type(key).__name__)[:MAX_KEY] for key in keys]
-
-
-def inspector_facts(node: Any, leaf: torch.Tensor | None) -> dict[str, Any]:
-    """``NodeFact``'s ``metadata`` and ``hooks``, left out when empty (as the schema leaves them out)."""
-    facts: dict[str, Any] = {}
-    keys = metadata_keys(node)
-    if keys:
-        facts["metadata"] = keys
-    hooks = node_hooks(node, leaf)
-    if hooks:
-        facts["hooks"] = hooks
-    return facts

@@ -185,9 +185,10 @@ class StorageIds(ObjectIds):
         self.pass_depth = 0  # backward passes running, one inside another (app.engine.run)
 
     def of_storage(self, storage: Any) -> str:
-        known = self.known(storage)
+        entry = self._by_address.get(id(storage))
+        sid = entry[1] if entry is not None and entry[0]() is storage else None
         pointer = _pointer(storage)
-        if known is None and pointer:
+        if sid is None and pointer:
             entry = self._by_pointer.get(pointer)
             if entry is not None and entry[0]() is not None:
                 self.alias(storage, entry[1])
@@ -195,8 +196,10 @@ class StorageIds(ObjectIds):
             bare = self._by_bare_pointer.get(pointer)
             if bare is not None and bare.alive(pointer):
                 self.alias(storage, bare.sid)
-                known = bare.sid
-        sid = known or self.of(storage)
+                sid = bare.sid
+        if sid is None:  # a storage met for the first time (``of``, without asking again whether it is known)
+            sid = self._new()
+            self._remember(storage, sid)
         self.point(storage, sid, pointer)
         return sid
 

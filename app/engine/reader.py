@@ -21,7 +21,7 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from app.engine.cuda_on_cpu import SIMULATING, device_of
-from app.engine.hooks import inspector_facts
+from app.engine.hooks import metadata_keys, node_hooks
 from app.engine.ids import key_leaf, tensor_pointer
 from app.engine.names import iterate_sequence, kind_of, object_dict
 from app.engine.values import MAX_VALUES, nest
@@ -103,11 +103,6 @@ def _grad_of(t: torch.Tensor, is_leaf: bool) -> torch.Tensor | None:
         return t.grad
     except Exception:  # noqa: BLE001 - the warning raised as an error: it has no grad
         return None
-
-
-def has_lazy_bits(t: torch.Tensor) -> bool:
-    """Conjugate and negative views read differently from the raw storage they share."""
-    return t.is_conj() or t.is_neg()
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
@@ -274,13 +269,19 @@ class Reader:
     def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
         unavailable: dict[str, str] = {}
         try:
-            layout = (list(t.shape), list(t.stride()), t.storage_offset()) if t.layout == torch.strided \
+            strided = t.layout == torch.strided
+            layout = (list(t.shape), list(t.stride()), t.storage_offset()) if strided \
                 else (list(t.shape), _strides_if_any(t), 0)
         except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
             # a lazy module's uninitialised parameter, a nested tensor: no shape or strides to read
-            layout = ([], [], 0)
+            strided, layout = False, ([], [], 0)
             unavailable["shape"] = short_message(error)
-        storage_id = self._storage(t, tid) if "shape" not in unavailable else None
+        # (each read once here, and handed to what needs it: every torch call is a C++ round trip)
+        dtype = t.dtype
+        dtype_text = dtype_name(dtype)
+        conj, neg = t.is_conj(), t.is_neg()
+        storage_id = self._storage(t, tid, dtype, dtype_text, conj or neg) \
+            if "shape" not in unavailable else None
         if storage_id is not None:
             self.by_storage.setdefault(storage_id, []).append(tid)
         try:
@@ -291,10 +292,9 @@ class Reader:
         is_leaf = t.is_leaf
         grad = _grad_of(t, is_leaf)
         base = t._base
-        values = self.run.values
         fact = {
             "shape": layout[0],
-            "dtype": dtype_name(t.dtype),
+            "dtype": dtype_text,
             "stride": layout[1],
             "storage_offset": layout[2],
             "storage": storage_id,
@@ -310,18 +310,18 @@ class Reader:
             "retains_grad": t.retains_grad,
             "is_inference": False,
             "device": device_name(t),
-            "is_conj": t.is_conj(),
-            "is_neg": t.is_neg(),
+            "is_conj": conj,
+            "is_neg": neg,
             "unavailable": unavailable,
         }
         if not unavailable:
             try:
                 fact["is_inference"] = t.is_inference()
                 numel = t.numel()
-                if self._within_storage(t, storage_id, layout, numel):
-                    lazy = fact["is_conj"] or fact["is_neg"]
-                    fact["values"] = self._values(t, storage_id, layout, numel, lazy)
-                    fact["summary"] = values.summary(t) if numel > MAX_VALUES else None
+                if not strided or self._within_storage(t, storage_id, layout, numel):
+                    fact["values"] = self._values(t, storage_id, layout, numel, dtype, conj or neg)
+                    if numel > MAX_VALUES:
+                        fact["summary"] = self.run.values.summary(t)
                 else:
                     unavailable["values"] = "its view reaches past the end of its storage (resized smaller)"
             except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
@@ -331,21 +331,23 @@ class Reader:
     def _within_storage(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int) -> bool:
         """Reading past a storage's end reads freed memory (a view of a storage ``resize_``-d
         smaller can crash the process): check the extent against the storage's size first.
-        ``layout``: its (shape, stride, storage offset) as read (no stride: not strided)."""
-        if storage_id is None or numel == 0 or t.layout != torch.strided:
+        ``layout``: a strided tensor's (shape, stride, storage offset) as read."""
+        if storage_id is None or numel == 0:
             return True
         storage = self.storages.get(storage_id) or self.run.storages.get(storage_id)
         if storage is None:
             return True
-        shape, stride, offset = layout
-        last = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+        shape, stride, last = layout
+        for size, step in zip(shape, stride, strict=True):
+            last += (size - 1) * step
         return (last + 1) * t.element_size() <= storage["nbytes"]
 
-    def _values(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int, lazy: bool) -> Any:
+    def _values(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int,
+                dtype: torch.dtype, lazy: bool) -> Any:
         """Its values: a slice of its storage's, when those were read at this step and it lies in
         them in order (``lazy``: conjugate or negative bits, which read differently)."""
         read = self._storage_reads.get(storage_id) if storage_id is not None else None
-        if read is not None and 0 < numel <= MAX_VALUES and not lazy and read[0] == t.dtype \
+        if read is not None and 0 < numel <= MAX_VALUES and not lazy and read[0] == dtype \
                 and t.is_contiguous():
             offset = layout[2]
             flat = read[1][offset : offset + numel]
@@ -353,7 +355,10 @@ class Reader:
                 return nest(flat, layout[0])
         return self.run.values.tensor_values(t)
 
-    def _storage(self, t: torch.Tensor, tid: str) -> str | None:
+    def _storage(self, t: torch.Tensor, tid: str, dtype: torch.dtype, dtype_text: str,
+                 lazy: bool) -> str | None:
+        """``t``'s storage id, its fact read if it must be (``lazy``: ``t`` has conjugate or negative
+        bits, so the elements read, as the memory holds them, are not a slice of its values)."""
         ids = self.run.storage_ids
         pointer = tensor_pointer(t) if self.run.in_backward else 0
         if pointer:  # during a backward pass: known by its bytes only (see ids.tensor_pointer)
@@ -364,24 +369,22 @@ class Reader:
             except (RuntimeError, NotImplementedError, TypeError):  # sparse and other storage-less layouts
                 return None
             sid = ids.of_storage(storage)
-        if sid not in self.storages:
-            dtype = dtype_name(t.dtype)
-            if self.run.storage_fresh(sid, dtype, tid):
-                if storage is not None and not storage.resizable():
-                    # memory torch did not allocate (torch.frombuffer over a bytearray, from_numpy,
-                    # from_dlpack): its owner may write it with no torch call to see — read it again
-                    # at every step, as the memory handed to Python is (watch: exposed)
-                    self.run.volatile.add(sid)
-                nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
-                elements = self.run.values.storage_values(t, nbytes)
-                if elements is not None and not has_lazy_bits(t):
-                    self._storage_reads[sid] = (t.dtype, elements)
-                self.storages[sid] = {
-                    "nbytes": nbytes,
-                    "element_size": t.element_size(),
-                    "dtype": dtype,
-                    "values": elements,
-                }  # (where its bytes are: noted by ids.of_storage already)
+        if sid not in self.storages and self.run.storage_fresh(sid, dtype_text, tid):
+            if storage is not None and not storage.resizable():
+                # memory torch did not allocate (torch.frombuffer over a bytearray, from_numpy,
+                # from_dlpack): its owner may write it with no torch call to see — read it again
+                # at every step, as the memory handed to Python is (watch: exposed)
+                self.run.volatile.add(sid)
+            nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
+            elements = self.run.values.storage_values(t, nbytes)
+            if elements is not None and not lazy:
+                self._storage_reads[sid] = (dtype, elements)
+            self.storages[sid] = {
+                "nbytes": nbytes,
+                "element_size": t.element_size(),
+                "dtype": dtype_text,
+                "values": elements,
+            }  # (where its bytes are: noted by ids.of_storage already)
         return sid
 
     def _bare_nbytes(self, sid: str, t: torch.Tensor) -> int:
@@ -407,7 +410,12 @@ class Reader:
             if self.node_keys.get(nid) != key:  # met before its leaf had an id: file it under the leaf
                 self.run.node_ids.also(key, nid)
                 self.node_keys[nid] = key
-        fact.update(inspector_facts(node, leaf))  # metadata keys, hooks (app.engine.hooks)
+        keys = metadata_keys(node)  # (NodeFact's, left out when empty, as the schema leaves them out)
+        if keys:
+            fact["metadata"] = keys
+        hooks = node_hooks(node, leaf)
+        if hooks:
+            fact["hooks"] = hooks
         for attribute in saved_names(node, self.run.saved_names):
             self._read_saved(fact, nid, node, attribute)
         if isinstance(node, BackwardCFunction):  # a custom Function: what the snippet kept on ctx
@@ -443,7 +451,8 @@ class Reader:
             if message.startswith(FREED_PREFIX):
                 self.run.freed.setdefault(nid, {})[name] = message
             return
-        self._add_saved(fact, nid, name, value)
+        if value is not None:  # (None: a slot this node did not fill)
+            self._add_saved(fact, nid, name, value)
 
     def _saved_nothing(self, nid: str, name: str) -> bool:
         """A custom Function's ``ctx.saved_tensors`` that held nothing when last read: torch refuses it
