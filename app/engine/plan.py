@@ -11,6 +11,7 @@ live twin after R is known. When the plan cannot promise the whole snapshot's an
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,11 +60,14 @@ class Planning:
         # Roots first, in walk order: what new or rebound names reach, and named tensors that may
         # have changed — met in the order the whole snapshot meets them; then a backward step's own.
         seeds = set(bound.values()) | {t for t in dirty if roots.get(t)}
-        named_now: dict[str, list[str]] = defaultdict(list)  # tensor -> the names this step bound to it
-        for name, tid in names.items():
-            if tid is not None:
-                named_now[tid].append(name)
-        for tid in sorted(seeds, key=lambda t: self._first_position(t, names, named_now)):
+        ordered: Iterable[str] = seeds
+        if len(seeds) > 1:  # (one seed, most steps: no order to find)
+            named_now: dict[str, list[str]] = defaultdict(list)  # tensor -> the names this step bound to it
+            for name, tid in names.items():
+                if tid is not None:
+                    named_now[tid].append(name)
+            ordered = sorted(seeds, key=lambda t: self._first_position(t, names, named_now))
+        for tid in ordered:
             obj = self.tensor_ids.object(tid)
             if obj is not None:
                 reader.add_tensor(tid, obj)
