@@ -39,7 +39,8 @@ from app.render.findings import (
     timeline_view,
 )
 from app.render.notices import RunLimits
-from app.render.svg import GAP, PAD, SANS, THEMES, Canvas, clean, render_svg
+from app.render.svg import render_svg
+from app.render.svg_canvas import GAP, PAD, SANS, THEMES, Canvas, clean
 from app.render.tracks import Frame
 from app.schema import DeltaTrace
 from app.units import fmt_bytes

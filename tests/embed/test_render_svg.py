@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from app.budget import Budget, BudgetExceeded, use_budget
 from app.gallery import EXAMPLES, get_example
 from app.render import build_explorer, fmt
-from app.render.svg import DARK, LIGHT, THEMES, render_svg
+from app.render.svg import render_svg
+from app.render.svg_canvas import DARK, LIGHT, THEMES
 from app.web.permalink import encode_code
 from tests.render.conftest import trace
 

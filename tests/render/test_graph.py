@@ -17,7 +17,7 @@ from app.render.graph import MAX_UNITS
 from app.render.graph_events import GraphEvents
 from app.render.layout import Box, LayoutCache, lay_out
 from app.render.steps import drive
-from app.render.svg import camera, graph_size
+from app.render.svg_graph import camera, graph_size
 from app.schema import DeltaTrace
 from app.trace.delta import compress
 from tests.golden import load

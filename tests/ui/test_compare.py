@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from app.render.svg import GAP, PAD
+from app.render.svg_canvas import GAP, PAD
 from tests.browser_support import axe_violations, open_page, serious
 
 BUG, FIX = '[data-testid="compare-bug"]', '[data-testid="compare-fix"]'

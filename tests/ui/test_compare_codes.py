@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from app.render.svg import GAP, PAD
+from app.render.svg_canvas import GAP, PAD
 from app.web.permalink import encode_code
 from tests.browser_support import axe_violations, open_page, run_code, serious
 
