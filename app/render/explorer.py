@@ -22,7 +22,8 @@ from app.render.details import Facts, FactsBuilder
 from app.render.folds import Entry
 from app.render.graph import GraphBuilder, GraphView
 from app.render.loops import LoopBytes, LoopGrowth, read_loops
-from app.render.memory import MemoryBuilder, MemoryView
+from app.render.memory import MemoryBuilder
+from app.render.memory_view import MemoryView
 from app.render.notices import ErrorView, Notice, RunLimits, cap_notice, cuda_notice, cut_notice, error_view
 from app.render.steps import Driver, StepInput, ViewBuilder
 from app.render.tracks import Frame, Tracks

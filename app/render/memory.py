@@ -19,195 +19,40 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import NamedTuple
 
 from app.i18n import gettext as _
 from app.i18n import ngettext
 from app.render import fmt
-from app.render.arrays import ArrayIndex, BufferBuilder, Buffers
+from app.render.arrays import ArrayIndex, BufferBuilder
 from app.render.folds import Entry, Members
-from app.render.footprint import Layout, cell_map, coverage, layout_flags
-from app.render.grid import Grid, grid, reads_as
+from app.render.footprint import Layout
 from app.render.kinds import GRAPH, KINDS, Kind, storage_kind, tensor_kind_of
+from app.render.memory_records import (
+    CELLS_PER_LINE,
+    Record,
+    RowNow,
+    Shape,
+    layout_of,
+    member_label,
+    strip_for,
+    tensor_names,
+    unmarked,
+)
+from app.render.memory_view import Family, Group, Largest, MemoryView, Strip
 from app.render.names import family, holders_of, holders_text, id_order, tensor_kind
 from app.render.steps import StepInput
 from app.render.tracks import Tracks
 from app.schema import StorageFact, TensorFact
 
-CELLS_PER_LINE = 6
 CELL_LIMIT = 2 * CELLS_PER_LINE  # storages of at most this many elements are drawn cell by cell (two
 #                                  lines at most, the names on the first); longer ones as one scaled bar
-BINS = 32
-LEVELS = 4  # coverage shades of a scaled strip: 1 (a sliver) .. 4 (every byte)
 MAX_ROWS = 12  # footprint rows per strip; further tensors on one storage are counted
 FIRST_SLOTS = 2  # a family shows its first members, then a count, then its newest member
 MAX_FAMILIES = 40  # per group; storages of further families are counted and listed, not drawn
 SEP = " "  # between the cell texts of a strip in its one text track (``fmt.scalar`` has no spaces)
-
-ITEMSIZE = {
-    "bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
-    "float32": 4, "float64": 8, "complex32": 4, "complex64": 8, "complex128": 16, "uint16": 2,
-    "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1,
-}
-
 LARGEST = 5  # storages in the "largest" list
 OPEN_UP_TO = 12  # a view that never draws more strips than this opens its groups; a larger one shows
 #                  each group as one line, closed
-
-
-@dataclass(frozen=True)
-class Mark:
-    """One storage cell under one tensor: which tensor index lives there."""
-
-    text: str
-    title: str
-    band: int  # parity of the first index: rows of a matrix alternate tints
-    many: bool  # an expanded tensor addresses this cell more than once
-
-
-@dataclass(frozen=True)
-class Row:
-    """A footprint row: its layout is fixed for the strip; who it is (label, version) is tracked."""
-
-    k: int  # ref: the tensor (data-t); state: its legend kind
-    label_k: int
-    version_k: int  # text "v3"; state "bump" at the step the version went up
-    layout: str
-    flags: tuple[str, ...]
-    marks: tuple[Mark | None, ...]  # one slot per cell (strips drawn cell by cell)
-    levels: tuple[int, ...]  # coverage level per bin (scaled strips)
-    grid: Grid | None = None  # a 2-D tensor's rows × columns over the strip's cells (app.render.grid)
-
-
-@dataclass(frozen=True)
-class Strip:
-    k: int  # vis; ref: the storage shown (data-s)
-    note_k: int  # "held by …" (graph group)
-    cells_k: int  # text: every cell's text, SEP-separated; state: indices of the cells just changed
-    more_k: int  # "+3 more tensors on this storage"
-    size: str  # "6 × float32 · 24 B"
-    scale: str  # how a large storage is drawn, else ""
-    cells: int  # cells drawn one by one (0: the storage is drawn as one scaled bar)
-    scaled: bool
-    valued: bool  # the storage's values are read (cells_k holds them): a bar shows them as one line
-    per_bin: int
-    lines: tuple[tuple[int, int], ...]
-    rows: tuple[Row, ...]
-    numpy_k: int = -1  # text: the numpy arrays that are views of this storage (app.render.arrays)
-
-
-@dataclass(frozen=True)
-class Family:
-    title: str  # what its members are called: "losses[…]", "self of Sin"
-    first: tuple[Strip, ...]
-    fold_k: int | None  # the "N more" element and its member list, when the family ever folds
-    count_k: int | None  # the N
-    last: tuple[Strip, ...]
-
-
-@dataclass(frozen=True)
-class Group:
-    """One kind of memory (``app.render.kinds``): one line, its storages and bytes at the step, that
-    opens into its strips — or, for parameters, into one such group per module."""
-
-    k: int  # vis: the group has storages at the step
-    size_k: int  # text: "3 storages · 1.2 KiB"
-    name: str  # its kind: parameter, gradient, …, graph
-    title: str
-    hint: str
-    families: tuple[Family, ...]
-    parts: tuple[Group, ...] = ()  # parameters: a group per module
-
-
-@dataclass(frozen=True)
-class Largest:
-    """One line of the "largest storages" list: the storage's first tensor, what it is, its size."""
-
-    k: int  # vis; ref: the storage's first tensor (data-t)
-    name_k: int
-    kind_k: int
-    size_k: int
-
-
-@dataclass(frozen=True)
-class MemoryView:
-    empty_k: int
-    groups: tuple[Group, ...]
-    folds: dict[int, list[Entry]]  # fold key -> its members over the run
-    buffers: Buffers | None = None  # numpy arrays on buffers of their own
-    largest: tuple[Largest, ...] = ()  # empty: the run never holds more storages than the list
-    open: bool = True  # groups start open (a small view) or closed, one line each
-
-    def leaf_groups(self) -> Iterator[Group]:
-        """The groups that hold strips: each kind's, and a module's for parameters."""
-        for group in self.groups:
-            yield group
-            yield from group.parts
-
-    def strips(self) -> Iterator[tuple[Group, Strip]]:
-        for group in self.leaf_groups():
-            for fam in group.families:
-                for strip in (*fam.first, *fam.last):
-                    yield group, strip
-
-
-def mark_text(indices: list[tuple[int, ...]]) -> Mark:
-    first = indices[0]
-    title = ", ".join("[" + ", ".join(map(str, i)) + "]" for i in indices[:8])
-    if len(indices) > 8:
-        title += _(" … ({n} in all)").format(n=len(indices))
-    if len(indices) > 1:
-        return Mark(f"×{len(indices)}", title, 0, True)
-    if not first:
-        text = "•"
-    elif len(first) <= 3:
-        text = ",".join(map(str, first))
-    else:
-        text = "…"
-    # rows of a matrix (or higher) alternate tints; a vector's cells need no banding
-    return Mark(text, title, first[0] % 2 if len(first) >= 2 else 0, False)
-
-
-def _levels(cover: tuple[float, ...]) -> tuple[int, ...]:
-    return tuple(0 if c <= 0 else max(1, min(LEVELS, round(c * LEVELS))) for c in cover)
-
-
-# The three records below are rebuilt for every storage a step touches (thousands of times on a long
-# run): named tuples, which build several times faster than frozen dataclasses and compare and hash
-# the same way, field by field.
-class _Shape(NamedTuple):
-    """What a strip's elements are made of: members of a family all have the same."""
-
-    group: Kind
-    count: int
-    element_size: int
-    dtype: str
-    nbytes: int
-    scaled: bool
-    valued: bool
-    rows: tuple[tuple[Layout, str], ...]  # (layout, how it reads its cells: grid.reads_as) of each drawn row
-
-
-class _RowNow(NamedTuple):
-    tensor: str
-    label: str
-    kind: str
-    version: str
-    bumped: bool
-
-
-class _Record(NamedTuple):
-    """One storage as it reads after the latest step that touched it."""
-
-    shape: _Shape
-    pattern: str
-    title: str
-    cells: tuple[str, ...] | None
-    changed: str
-    note: str | None
-    more: int
-    rows: tuple[_RowNow, ...]
-    numpy: str = ""  # the numpy arrays viewing it
 
 
 @dataclass
@@ -221,7 +66,7 @@ class _Family:
     index: int
     group: Kind
     title: str
-    shape: _Shape | None  # None: a group's overflow, drawn as a count only
+    shape: Shape | None  # None: a group's overflow, drawn as a count only
     order: int  # where it sits in its group: where its first member's storage first appeared
     alive: dict[str, None] = field(default_factory=dict)  # members in order of joining
     slots: list[_Slot] = field(default_factory=list)
@@ -250,7 +95,7 @@ class MemoryBuilder:
         self.tallies: dict[Kind, _Tally] = {}  # a group's storages and bytes; PARAMETERS: all modules'
         self._tallied: dict[str, tuple[Kind, int]] = {}  # storage -> the group and bytes it counts in
         self._retallied: dict[Kind, None] = {}  # in order: the payload is the same in any process
-        self.records: dict[str, _Record] = {}
+        self.records: dict[str, Record] = {}
         self.member_of: dict[str, _Family] = {}
         self.families: dict[tuple, _Family] = {}
         self.first_seen: dict[str, int] = {}  # storage -> its rank in order of first appearance
@@ -318,7 +163,7 @@ class MemoryBuilder:
             self._texts.pop(sid, None)
             return
         self.first_seen.setdefault(sid, len(self.first_seen))
-        record = _unmarked(prev) if unmark and prev is not None else self._record(sid, storage, step, prev)
+        record = unmarked(prev) if unmark and prev is not None else self._record(sid, storage, step, prev)
         self.records[sid] = record
         if record.changed or any(row.bumped for row in record.rows):
             self._marked.add(sid)
@@ -338,9 +183,9 @@ class MemoryBuilder:
                 self._untally(sid)
             self._tally(sid, fam.group, record.shape.nbytes)
         first = record.rows[0].tensor if record.rows else None
-        fam.members.set(sid, step.index, _member_label(record), first)
+        fam.members.set(sid, step.index, member_label(record), first)
 
-    def _record(self, sid: str, storage: StorageFact, step: StepInput, prev: _Record | None) -> _Record:
+    def _record(self, sid: str, storage: StorageFact, step: StepInput, prev: Record | None) -> Record:
         state, holding, old_tensors = step.state, step.holding, step.changes.old_tensors
         tids = sorted(step.users.get(sid), key=id_order)
         drawn = tids[:MAX_ROWS]
@@ -355,14 +200,14 @@ class MemoryBuilder:
             own = self._rows.get(tid)
             if own is None or own[0] is not fact or own[1] != storage.element_size:
                 version = "" if fact.version is None else f"v{fact.version}"
-                own = self._rows[tid] = (fact, storage.element_size, _layout(fact, storage), version)
+                own = self._rows[tid] = (fact, storage.element_size, layout_of(fact, storage), version)
             layouts.append(own[2])
             version = own[3]
             old = old_tensors.get(tid)
             bumped = (old is not None and old.version is not None and fact.version is not None
                       and fact.version > old.version)
             kind = tensor_kind(fact, holding.is_named(tid))
-            rows.append(_RowNow(tid, step.label(tid), kind, version, bumped))
+            rows.append(RowNow(tid, step.label(tid), kind, version, bumped))
         cells = None
         changed = ""
         if valued:
@@ -377,10 +222,10 @@ class MemoryBuilder:
             roles = [role for tid in tids for role in holders_of(holding, tid)]
             note = _("held by {holders}").format(holders=holders_text(roles)) if roles else None
         labels = [row.label for row in rows]
-        shape = _Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled, valued,
+        shape = Shape(group, count, storage.element_size, storage.dtype, storage.nbytes, scaled, valued,
                        tuple(layouts))
         title = family(labels[0]) if labels else _("storage")
-        return _Record(shape, family(" · ".join(labels)), title, cells, changed, note, len(tids) - len(drawn),
+        return Record(shape, family(" · ".join(labels)), title, cells, changed, note, len(tids) - len(drawn),
                        tuple(rows), self.arrays.text(sid, state.arrays))
 
     def _cells(self, sid: str, storage: StorageFact, count: int) -> tuple[str, ...]:
@@ -396,16 +241,16 @@ class MemoryBuilder:
         self._texts[sid] = (storage, cells)
         return cells
 
-    def _fits(self, fam: _Family, record: _Record) -> bool:
+    def _fits(self, fam: _Family, record: Record) -> bool:
         key = self._key(record)
         return self.families.get(key) is fam or (fam.shape is None and key not in self.families
                                                   and fam.group == record.shape.group)
 
     @staticmethod
-    def _key(record: _Record) -> tuple:
+    def _key(record: Record) -> tuple:
         return (record.shape, record.pattern)
 
-    def _family(self, sid: str, record: _Record) -> _Family:
+    def _family(self, sid: str, record: Record) -> _Family:
         key = self._key(record)
         fam = self.families.get(key)
         if fam is not None:
@@ -483,7 +328,7 @@ class MemoryBuilder:
                 self.tracks.change_ref(slot.k, index, None)
                 continue
             self.tracks.change_ref(slot.k, index, record.rows[0].tensor if record.rows else None)
-            self.tracks.change_text(slot.name_k, index, _names(record))
+            self.tracks.change_text(slot.name_k, index, tensor_names(record))
             self.tracks.change_text(slot.kind_k, index, kinds[record.shape.group.kind])
             self.tracks.change_text(slot.size_k, index, fmt.nbytes(record.shape.nbytes))
 
@@ -525,7 +370,7 @@ class MemoryBuilder:
         for row in strip.rows:
             self.tracks.change_ref(row.k, index, None)
 
-    def _show(self, slot: _Slot, sid: str, record: _Record, index: int) -> None:
+    def _show(self, slot: _Slot, sid: str, record: Record, index: int) -> None:
         tracks, strip = self.tracks, slot.strip
         tracks.change_vis(strip.k, index, True)
         tracks.change_ref(strip.k, index, sid)
@@ -544,36 +389,8 @@ class MemoryBuilder:
             tracks.change_state(row.version_k, index, "bump" if now.bumped else "")
 
     def _strip(self, fam: _Family, j: int) -> Strip:
-        shape = fam.shape
-        assert shape is not None
-        key = ("strip", fam.index, j)
-        k = self.tracks.key
-        rows = []
-        for r, (layout, dtype) in enumerate(shape.rows):
-            marks: tuple[Mark | None, ...] = ()
-            levels: tuple[int, ...] = ()
-            mapped = None if shape.scaled else cell_map(layout, max(shape.element_size, 1))
-            if mapped is not None:
-                slots: list[Mark | None] = [None] * shape.count
-                for cell, indices in mapped.items():
-                    if 0 <= cell < len(slots):
-                        slots[cell] = mark_text(indices)
-                marks = tuple(slots)
-            else:
-                levels = _levels(coverage(layout, shape.nbytes, BINS))
-            description = f"{fmt.shape(layout.shape)} · stride {fmt.shape(layout.stride)}"
-            drawn = grid(layout, shape.count, dtype == shape.dtype, values=shape.valued)
-            rows.append(Row(k((*key, "row", r)), k((*key, "row", r, "label")), k((*key, "row", r, "version")),
-                            description, layout_flags(layout), marks, levels, drawn))
-        cells = 0 if shape.scaled else shape.count
-        per_bin = max(1, -(-shape.count // BINS)) if shape.scaled else 1
-        lines = tuple((a, min(a + CELLS_PER_LINE, cells)) for a in range(0, cells, CELLS_PER_LINE))
-        return Strip(
-            k(key), k((*key, "note")), k((*key, "cells")), k((*key, "more")),
-            f"{shape.count} × {shape.dtype} · {fmt.nbytes(shape.nbytes)}",
-            _("scaled: {n} per block").format(n=per_bin) if shape.scaled else "", cells, shape.scaled,
-            shape.valued, per_bin, lines or ((0, 0),), tuple(rows), k((*key, "numpy")),
-        )
+        assert fam.shape is not None
+        return strip_for(self.tracks, fam.shape, ("strip", fam.index, j))
 
     # ---- the view --------------------------------------------------------------------------------
     def finish(self, count: int) -> MemoryView:
@@ -642,26 +459,3 @@ def _size_text(storages: int, nbytes: int) -> str | None:
 def _kind_titles() -> Iterator[tuple[str, str]]:
     return ((kind, _(title)) for kind, title, _hint in KINDS)
 
-
-def _unmarked(record: _Record) -> _Record:
-    """The record as ``_record`` makes it again the step after its marks: no cell changed, no
-    version went up (a sixth of the records a long run makes)."""
-    rows = tuple(row._replace(bumped=False) if row.bumped else row for row in record.rows)
-    return record._replace(changed="", rows=rows)
-
-
-def _layout(fact: TensorFact, storage: StorageFact) -> tuple[Layout, str]:
-    """A row's layout (in the tensor's own element size: a dtype view reads the bytes in other units)
-    and how it reads the storage's cells."""
-    itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
-    return Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize), reads_as(fact)
-
-
-def _names(record: _Record) -> str:
-    """The names of a storage's first tensors."""
-    return " · ".join(row.label for row in record.rows[:3]) or _("no tensor")
-
-
-def _member_label(record: _Record) -> str:
-    """How a member reads in its family's expanded list: its tensors' names, its size."""
-    return f"{_names(record)} — {record.shape.count} × {record.shape.dtype}"

@@ -8,7 +8,7 @@ from app.budget import current_budget
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView
 from app.render.grid import Grid
-from app.render.memory import Family, Row, Strip
+from app.render.memory_view import Family, Row, Strip
 from app.render.svg_canvas import HEAD_H, PANEL_PAD, SANS, Canvas, clean, clip, mono_chars, panel, width_units
 from app.render.tracks import Frame
 

@@ -96,6 +96,7 @@ def test_ending_a_storages_marks_gives_the_record_made_again(monkeypatch) -> Non
     """The step after a storage's "changed" / "bump" marks, the builder clears them in its last record
     instead of making it again: on the golden traces that is what ``_record`` would make."""
     from app.render import build_explorer, memory
+    from app.render.memory_records import unmarked
     from app.schema import DeltaTrace
     from app.trace.delta import compress
     from tests.golden import load
@@ -108,7 +109,7 @@ def test_ending_a_storages_marks_gives_the_record_made_again(monkeypatch) -> Non
         prev = self.records.get(sid)
         storage = step.state.storages.get(sid)
         if unmark and prev is not None and storage is not None:
-            assert memory._unmarked(prev) == self._record(sid, storage, step, prev)
+            assert unmarked(prev) == self._record(sid, storage, step, prev)
             checked += 1
         return update(self, sid, step, touched, unmark)
 
