@@ -14,10 +14,9 @@ A name is what the user would type to get the tensor back:
 * ``opt.state[0]['exp_avg']`` (optimizer state, the index being the parameter's position in
   ``param_groups`` order, exactly as ``opt.state_dict()`` numbers it).
 
-Observing never runs the snippet's code: containers are read through their built-in types'
-methods (a list subclass's ``__getitem__``, a key's ``__repr__``, a module's overridden
-``named_parameters`` or ``__getattribute__`` are never called), objects through
-``object.__getattribute__(obj, "__dict__")``, kinds by ``type(obj)`` (never ``obj.__class__``).
+Observing never runs the snippet's code: what a value is and what lies one level below it are read
+through the built-in types (``app.engine.members``), and whether that changed by the identity of what
+it holds (``app.engine.fingerprints``).
 
 ``NameWalker.walk`` returns what changed since the previous step — names bound or rebound, names gone
 — keeps every current name, and can say where a name comes in walk order (the order the whole
@@ -32,343 +31,35 @@ entered again below itself (cycles). What a limit cut is said in ``NameWalker.ca
 
 from __future__ import annotations
 
-import collections
 import itertools
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
-from torch import nn
-
+from app.engine.fingerprints import fingerprint, grew, item_count
 from app.engine.ids import ObjectIds
-from app.engine.pointers import POINTER, list_pointers
-from app.engine.tracer import SNIPPET_FILENAME
+from app.engine.members import (
+    MAX_CONTAINER_ITEMS,
+    SNIPPET_MODULE,
+    Member,
+    dict_members,
+    kind_of,
+    members,
+    type_dict,
+)
 
-MAX_CONTAINER_ITEMS = 10_000  # items read per container (its fingerprint costs this much per step)
 MAX_CONTAINER_DEPTH = 16
 MAX_NAMES = 20_000  # names at one step, over everything
 MAX_VISITS = 50_000  # members read at one step (a container met again unchanged counts once)
 SWEEP_EVERY = 64  # steps between sweeps of cache entries no longer used
-SNIPPET_MODULE = "__main__"
 
 # Names the engine binds for the snippet; they are modules, not user data.
 PRELUDE_NAMES = frozenset({"torch", "nn", "F", "math", "__builtins__", "__name__"})
 
 Item = tuple[str, str]  # (name, tensor id)
-Member = tuple[str, Any]  # (name, value)
 Top = tuple[str, str]  # (scope prefix, top-level name)
 Path = tuple[int, ...]  # ids of the containers above a value, outermost first
-
-
-# ---- what a value is, read from its type -----------------------------------------------------------
-_SEQUENCES: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...] = (
-    (list, list.__iter__), (tuple, tuple.__iter__), (collections.deque, collections.deque.__iter__),
-)
-_SETS: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...] = (
-    (set, set.__iter__), (frozenset, frozenset.__iter__),
-)
-_KINDS: dict[type, str | None] = {}
-_UNKNOWN = "?"
-_MODULE_INTERNALS = frozenset(vars(nn.Module()))  # _parameters, _buffers, _modules, the hook dicts...
-_type_dict = type.__dict__["__dict__"].__get__  # a class's own namespace, without its metaclass
-
-
-def _type_kind(cls: type) -> str | None:
-    """The kind every instance of ``cls`` has (None: depends on the value, or nothing to read)."""
-    if issubclass(cls, torch.Tensor):
-        return "tensor"
-    if issubclass(cls, np.ndarray):
-        return "array"  # named like a tensor; its facts are read by app.engine.arrays
-    if issubclass(cls, nn.Module):
-        return "module"
-    if issubclass(cls, torch.optim.Optimizer):
-        return "optimizer"
-    if issubclass(cls, tuple) and any("_fields" in _type_dict(k) for k in cls.__mro__[:-2]):
-        return "namedtuple"
-    if any(issubclass(cls, base) for base, _ in _SEQUENCES):
-        return "sequence"
-    if issubclass(cls, dict):
-        return "dict"
-    if any(issubclass(cls, base) for base, _ in _SETS):
-        return "set"
-    if _type_dict(cls).get("__module__") == SNIPPET_MODULE and not issubclass(cls, type):
-        return "object"  # an instance of a class the snippet defined
-    return None
-
-
-def kind_of(value: Any) -> str | None:
-    """tensor, array (a numpy ndarray), module, optimizer, sequence, namedtuple, dict, set, object (an
-    instance of a snippet class), class (a snippet class), function (a snippet function), or None
-    (nothing to read)."""
-    cls = type(value)
-    kind = _KINDS.get(cls, _UNKNOWN)
-    if kind is _UNKNOWN:
-        kind = _type_kind(cls)
-        if _type_dict(cls).get("__module__") != SNIPPET_MODULE:  # the snippet's classes stay uncached:
-            _KINDS[cls] = kind  # the cache must not keep them alive
-    if kind is not None:
-        return kind
-    if issubclass(cls, type):  # type(value) is a metaclass: is it one of the snippet's classes?
-        return "class" if _type_dict(value).get("__module__") == SNIPPET_MODULE else None
-    if cls is types.FunctionType and value.__code__.co_filename == SNIPPET_FILENAME:
-        return "function"
-    return None
-
-
-def _iterate(value: Any, table: tuple[tuple[type, Callable[[Any], Iterator[Any]]], ...]) -> Iterator[Any]:
-    """The built-in iteration of the built-in base class: a subclass's overrides do not run."""
-    for base, iterate in table:
-        if issubclass(type(value), base):
-            return itertools.islice(iterate(value), MAX_CONTAINER_ITEMS)
-    return iter(())
-
-
-def iterate_sequence(value: Any) -> Iterator[Any]:
-    """A list's, tuple's or deque's items, read by the built-in type (capped)."""
-    return _iterate(value, _SEQUENCES)
-
-
-def object_dict(value: Any) -> dict[str, Any]:
-    """``vars(value)`` without running an overridden ``__getattribute__``."""
-    try:
-        found = object.__getattribute__(value, "__dict__")
-    except AttributeError:
-        return {}
-    return found if type(found) is dict else {}
-
-
-def _slots(value: Any) -> list[tuple[str, Any]]:
-    """``__slots__`` values, read by the slots' own (C) descriptors."""
-    found = []
-    for cls in type(value).__mro__[:-1]:
-        for attribute, descriptor in _type_dict(cls).items():
-            if type(descriptor) is types.MemberDescriptorType:
-                try:
-                    found.append((attribute, descriptor.__get__(value, cls)))
-                except AttributeError:  # declared, never set
-                    continue
-    return found
-
-
-def _capped_items(items: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    return list(itertools.islice(items, MAX_CONTAINER_ITEMS))
-
-
-def _attributes(value: Any, kind: str) -> list[tuple[str, Any]]:
-    """Attribute name -> value of an instance of a snippet class, or of a snippet class itself."""
-    if kind == "class":
-        return _capped_items((a, v) for a, v in _type_dict(value).items()
-                             if not a.startswith("__") and type(v) is not types.FunctionType)
-    return _capped_items(itertools.chain(object_dict(value).items(), _slots(value)))
-
-
-def _cells(function: types.FunctionType) -> list[tuple[str, Any]]:
-    found = []
-    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=False):
-        try:
-            found.append((name, cell.cell_contents))
-        except ValueError:  # not bound yet
-            continue
-    return found
-
-
-def _optimizer_state(optimizer: torch.optim.Optimizer) -> list[tuple[int, Any]]:
-    """(index, state dict) per parameter, the index counted over ``param_groups`` as
-    ``state_dict()`` counts it."""
-    attributes = object_dict(optimizer)
-    groups, state = attributes.get("param_groups"), attributes.get("state")
-    if not issubclass(type(groups), list) or not issubclass(type(state), dict):
-        return []
-    by_id = {id(key): entry for key, entry in dict.items(state)}
-    found = []
-    index = 0
-    for group in list.__iter__(groups):
-        params = dict.get(group, "params", ()) if issubclass(type(group), dict) else ()
-        for param in _iterate(params, _SEQUENCES):
-            entry = by_id.get(id(param))
-            if entry is not None:
-                found.append((index, entry))
-            index += 1
-    return found
-
-
-_PLAIN_KEYS = frozenset({str, int, float, bool, bytes, complex, type(None)})
-
-
-def key_text(key: Any) -> str:
-    """How a dict key reads in a name, without running the key's own ``__repr__``."""
-    cls = type(key)
-    if cls in _PLAIN_KEYS:
-        return repr(key)
-    if cls is tuple:
-        inner = ", ".join(key_text(k) for k in tuple.__iter__(key))
-        return f"({inner},)" if len(key) == 1 else f"({inner})"
-    member = object_dict(key).get("_name_")  # an Enum member: Color.RED
-    if type(member) is str:
-        return f"{cls.__name__}.{member}"
-    for base in (str, int, float, bytes):  # a subclass: read as its base
-        if issubclass(cls, base):
-            return base.__repr__(key)
-    return f"<{cls.__name__}>"
-
-
-def _dict_members(name: str, value: dict, start: int = 0, seen: dict[str, int] | None = None) -> list[Member]:
-    """``d[key]`` members, from the ``start``-th item on; ``seen``: how many earlier keys wrote as
-    each text (two keys that print alike are ``d[1]`` and ``d[1#2]``), updated in place."""
-    found = []
-    seen = {} if seen is None else seen
-    for key, item in itertools.islice(dict.items(value), start, MAX_CONTAINER_ITEMS):
-        text = key_text(key)
-        count = seen[text] = seen.get(text, 0) + 1
-        found.append((f"{name}[{text}]" if count == 1 else f"{name}[{text}#{count}]", item))
-    return found
-
-
-Identities = tuple[int, ...] | bytes  # ids, or a list's item addresses (app.engine.pointers)
-
-
-def _grew(before: Identities, now: Identities) -> bool:
-    """A sequence's fingerprint that only had items added at its end."""
-    if type(before) is not type(now):
-        return False
-    return len(now) > len(before) and now[: len(before)] == before
-
-
-def item_count(identities: Identities) -> int:
-    """How many items a fingerprint of ``_ids`` or ``list_pointers`` stands for."""
-    return len(identities) // POINTER if type(identities) is bytes else len(identities)
-
-
-def _ids(values: Iterable[Any]) -> tuple[int, ...]:
-    return tuple(map(id, values))
-
-
-def fingerprint(value: Any, kind: str) -> Any:
-    """What the names under ``value`` depend on, one level down, by object identity (cheap: C loops;
-    a list's, one copy of its item addresses)."""
-    if kind == "sequence" and list_pointers is not None and isinstance(value, list):
-        return list_pointers(value, MAX_CONTAINER_ITEMS)
-    if kind in ("sequence", "namedtuple"):
-        return _ids(_iterate(value, _SEQUENCES))
-    if kind == "set":
-        return _ids(_iterate(value, _SETS))
-    if kind == "dict":
-        return (_ids(itertools.islice(dict.keys(value), MAX_CONTAINER_ITEMS)),
-                _ids(itertools.islice(dict.values(value), MAX_CONTAINER_ITEMS)))
-    if kind == "module":
-        return _module_fingerprint(value)
-    if kind == "optimizer":
-        return tuple((index, id(entry)) for index, entry in _optimizer_state(value))
-    if kind == "function":
-        return _ids(v for _, v in _cells(value))
-    attributes = _attributes(value, kind)
-    return tuple(a for a, _ in attributes), _ids(v for _, v in attributes)
-
-
-_MODULE_DICTS = ("_parameters", "_buffers", "_modules")
-
-
-def _module_fingerprint(module: nn.Module) -> tuple[Any, ...]:
-    """Every module under ``module`` (as ``named_modules`` meets them), its attributes and its
-    parameter, buffer and child dicts, by identity, in one flat tuple: each group is preceded by its
-    keys, so the encoding is unambiguous. Flat, because it is taken for every module at every step
-    (a 20-layer model's fingerprint was 190 µs as nested tuples, a third of a step)."""
-    parts: list[Any] = []
-    seen: set[int] = set()
-    stack = [module]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        attributes = object_dict(current)
-        parts.append(id(current))
-        parts.append(tuple(attributes))
-        parts.extend(map(id, attributes.values()))
-        for attribute in _MODULE_DICTS:
-            held = attributes.get(attribute)
-            if type(held) is dict:
-                parts.append(tuple(held))
-                parts.extend(map(id, held.values()))
-            else:
-                parts.append(None)
-        children = attributes.get("_modules")
-        if type(children) is dict:
-            stack.extend(reversed([child for child in children.values() if kind_of(child) == "module"]))
-    return tuple(parts)
-
-
-def members(name: str, value: Any, kind: str, start: int = 0) -> list[Member]:
-    """The (name, value) of what is one level below ``value``, as the whole snapshot visits it
-    (``start``: a sequence's members from that index on)."""
-    if kind == "module":
-        return _module_members(name, value)
-    if kind == "sequence":
-        cls = type(value)  # (not isinstance(): it may ask the object for its __class__)
-        if start and issubclass(cls, list | tuple):  # a grown list's tail, without walking its head
-            base = list if issubclass(cls, list) else tuple
-            items = base.__getitem__(value, slice(start, MAX_CONTAINER_ITEMS))
-        else:
-            items = itertools.islice(_iterate(value, _SEQUENCES), start, None)
-        return [(f"{name}[{i}]", item) for i, item in enumerate(items, start)]
-    if kind == "namedtuple":
-        fields = next(_type_dict(k)["_fields"] for k in type(value).__mro__ if "_fields" in _type_dict(k))
-        return [(f"{name}.{field}" if type(field) is str else f"{name}[{i}]", item)
-                for i, (field, item) in enumerate(zip(fields, _iterate(value, _SEQUENCES), strict=False))]
-    if kind == "dict":
-        return _dict_members(name, value)
-    if kind == "set":
-        return [(f"{name}{{{i}}}", item) for i, item in enumerate(_iterate(value, _SETS))]
-    if kind == "optimizer":
-        return [(f"{name}.state[{index}]", entry) for index, entry in _optimizer_state(value)]
-    if kind == "function":
-        return [(f"{name}.<closure>.{cell}", item) for cell, item in _cells(value)]
-    return [(f"{name}.{attribute}", item) for attribute, item in _attributes(value, kind)]
-
-
-def named_modules(module: nn.Module) -> Iterator[tuple[str, nn.Module]]:
-    """``module.named_modules()`` read from ``_modules`` dicts (a subclass cannot change the answer)."""
-    memo: set[int] = set()
-    stack: list[tuple[str, nn.Module]] = [("", module)]
-    while stack:
-        name, current = stack.pop()
-        if id(current) in memo:
-            continue
-        memo.add(id(current))
-        yield name, current
-        children = [(name + ("." if name else "") + key, child)
-                    for key, child in _dict_of(current, "_modules").items() if kind_of(child) == "module"]
-        stack.extend(reversed(children))
-
-
-def _dict_of(module: nn.Module, attribute: str) -> dict[str, Any]:
-    found = object_dict(module).get(attribute)
-    return found if type(found) is dict else {}
-
-
-def _module_members(name: str, module: nn.Module) -> list[Member]:
-    """Parameters, then buffers (each once, as ``named_parameters`` does), then the other attributes
-    that hold tensors or containers (``self.scale = torch.tensor(2.)``, ``self._hidden``)."""
-    found: list[Member] = []
-    modules = list(named_modules(module))
-    for attribute in ("_parameters", "_buffers"):
-        memo: set[int] = set()
-        for sub, child in modules:
-            prefix = f"{name}.{sub}." if sub else f"{name}."
-            for key, tensor in _dict_of(child, attribute).items():
-                if tensor is None or id(tensor) in memo:
-                    continue
-                memo.add(id(tensor))
-                found.append((prefix + key, tensor))
-    for sub, child in modules:
-        prefix = f"{name}.{sub}." if sub else f"{name}."
-        for attribute, item in itertools.islice(object_dict(child).items(), MAX_CONTAINER_ITEMS):
-            if attribute not in _MODULE_INTERNALS and kind_of(item) not in (None, "module"):
-                found.append((prefix + attribute, item))
-    return found
 
 
 def _top_level(name: str, value: Any) -> bool:
@@ -380,7 +71,7 @@ def _top_level(name: str, value: Any) -> bool:
     if kind is None:  # (by class, once: a union's issubclass is slow, and this runs per name per step)
         kind = ("imported" if issubclass(cls, (types.ModuleType, types.BuiltinFunctionType, types.MethodType))
                 else "definition" if issubclass(cls, (type, types.FunctionType)) else "value")
-        if _type_dict(cls).get("__module__") != SNIPPET_MODULE:  # the cache must not keep those alive
+        if type_dict(cls).get("__module__") != SNIPPET_MODULE:  # the cache must not keep those alive
             _TOP_KINDS[cls] = kind
     if kind == "definition":
         return kind_of(value) is not None  # the snippet's own classes and functions only
@@ -585,11 +276,11 @@ class NameWalker:
             # new members only
             # (counted in place: if the new members hold a container, the whole read below starts over)
             key_texts = entry.key_texts
-            if kind == "sequence" and _grew(entry.fingerprint, print_):
+            if kind == "sequence" and grew(entry.fingerprint, print_):
                 found = members(name, value, kind, item_count(entry.fingerprint))
-            elif kind == "dict" and key_texts is not None and _grew(entry.fingerprint[0], print_[0]) \
-                    and _grew(entry.fingerprint[1], print_[1]):
-                found = _dict_members(name, value, len(entry.fingerprint[0]), key_texts)
+            elif kind == "dict" and key_texts is not None and grew(entry.fingerprint[0], print_[0]) \
+                    and grew(entry.fingerprint[1], print_[1]):
+                found = dict_members(name, value, len(entry.fingerprint[0]), key_texts)
             else:
                 found = None
             if found is not None:
@@ -600,7 +291,7 @@ class NameWalker:
                     self._register(key, entry, found)
                     return entry.items
         key_texts = {} if kind == "dict" else None
-        found = _dict_members(name, value, 0, key_texts) if kind == "dict" else members(name, value, kind)
+        found = dict_members(name, value, 0, key_texts) if kind == "dict" else members(name, value, kind)
         items, parts = self._items(found, inner)
         if entry is not None:
             self._forget(key, entry)

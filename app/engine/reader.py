@@ -23,7 +23,7 @@ from torch.autograd.function import BackwardCFunction
 from app.engine.cuda_on_cpu import SIMULATING, device_of
 from app.engine.hooks import metadata_keys, node_hooks
 from app.engine.ids import key_leaf, tensor_pointer
-from app.engine.names import iterate_sequence, kind_of, object_dict
+from app.engine.members import iterate_sequence, kind_of, object_dict
 from app.engine.values import MAX_VALUES, nest
 
 SAVED_PREFIX = "_saved_"
