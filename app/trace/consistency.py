@@ -24,27 +24,24 @@ diagnostics and renderers rely on):
   only, ``sent`` aligned with the node's ``next``), and, when ``bounds`` says so, at most ``max_steps``
   steps, ``max_stdout`` characters printed and lines within the snippet.
 
+What one fact must say about itself (layout, values, an array's bytes, a tensor's extent) is checked
+by ``app.trace.fact_checks``; this module replays, counts references and holds the run to its bounds.
+
 Linear in the trace: each step costs what it sets or drops (references are counted, not rescanned);
 only a failure scans the state once, to name the reference it found dangling.
 """
 
 from __future__ import annotations
 
-import math
 import operator
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import chain
 from typing import Any
 
-from app.schema import ArrayFact, DeltaStep, DeltaTrace, NodeFact, StorageFact, TensorFact
+from app.schema import DeltaStep, DeltaTrace, NodeFact, TensorFact
+from app.trace.fact_checks import LIMIT, Found, check_array, check_extent, check_storage, check_tensor
 from app.trace.replay import Changes, State, replay
 
-MAX_VALUES = 64  # the engine sends values for tensors of at most this many elements
-LIMIT = 1 << 63  # torch's sizes, strides, offsets and byte counts are int64
-BITS = re.compile(r"^(?:u?int|float|bfloat|complex)(\d+)$")  # float32 -> 4 bytes, complex64 -> 8
 TARGETS = ("tensors", "storages", "nodes")
 _OLD_TARGETS = tuple((kind, "old_" + kind) for kind in TARGETS)  # (kind, its ``Changes`` attribute)
 _OLD_REFERRERS = tuple((kind, "old_" + kind) for kind in ("variables", "tensors", "nodes"))
@@ -82,11 +79,6 @@ class Problem:
         return self.reason if self.step is None else f"step {self.step + 1}: {self.reason}"
 
 
-class _Found(Exception):  # noqa: N818 - internal control flow, never leaves this module
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
 def problem(trace: DeltaTrace, bounds: Bounds = Bounds(),  # noqa: B008 - frozen
             counted: bool = False) -> Problem | None:
     """The first inconsistency of ``trace``, or None when every step agrees with itself. ``counted``:
@@ -99,7 +91,7 @@ def problem(trace: DeltaTrace, bounds: Bounds = Bounds(),  # noqa: B008 - frozen
     try:
         for state, changes in replay(trace):
             checker.step(state, changes)
-    except _Found as found:
+    except Found as found:
         return Problem(changes.index if changes is not None else None, found.reason)
     return None
 
@@ -163,7 +155,7 @@ def step_checker(bounds: Bounds = Bounds()) -> Callable[[State, Changes], None]:
     def check(state: State, changes: Changes) -> None:
         try:
             checker.step(state, changes)
-        except _Found as found:
+        except Found as found:
             raise Inconsistent(Problem(changes.index, found.reason)) from None
 
     return check
@@ -175,135 +167,6 @@ class Inconsistent(ValueError):
     def __init__(self, found: Problem) -> None:
         super().__init__(str(found))
         self.problem = found
-
-
-def itemsize(dtype: str, storage: StorageFact) -> int:
-    """Bytes per element of ``dtype`` (a tensor may view its storage as another dtype)."""
-    size = _dtype_size(dtype)
-    return size if size is not None else max(storage.element_size, 1)
-
-
-@lru_cache(maxsize=256)  # a run names a handful of dtypes; a forged one cannot grow this past the cap
-def _dtype_size(dtype: str) -> int | None:
-    """Bytes per element that ``dtype``'s name says (None: it says none: the storage's are used)."""
-    if dtype == "bool":
-        return 1
-    match = BITS.match(dtype)
-    return int(match.group(1)) // 8 if match and int(match.group(1)) % 8 == 0 else None
-
-
-def extent(fact: TensorFact) -> int:
-    """One past the last storage element the tensor can reach (0: it reaches none)."""
-    if 0 in fact.shape:
-        return 0
-    end = fact.storage_offset + 1
-    for n, s in zip(fact.shape, fact.stride, strict=True):  # a loop, not sum(): a call for every tensor set
-        end += (n - 1) * s
-    return end
-
-
-# What validated values hold below their lists (``schema.Scalar``): a row whose items are all of
-# these types has no list in it, found without a Python-level step per item.
-_SCALARS = frozenset({float, int, bool, str, type(None)})
-
-
-_LIST = frozenset({list})
-
-
-def _flat(values: list) -> bool:
-    """No item of ``values`` is a list (the set test proves it for plain scalars; anything else is
-    asked item by item, as it always was)."""
-    return _SCALARS.issuperset(map(type, values)) or not any(isinstance(item, list) for item in values)
-
-
-def _nested(values: Any, shape: list[int], depth: int = 0) -> bool:
-    """``values`` is nested lists exactly as ``shape`` says, with scalars at the bottom."""
-    if depth == len(shape):
-        return not isinstance(values, list)
-    if not isinstance(values, list) or len(values) != shape[depth]:
-        return False
-    if depth + 1 == len(shape):  # the innermost lists: scalars, checked without a call for each
-        return _flat(values)
-    if depth + 2 == len(shape):  # rows of scalars (a matrix, the common case): no call per row
-        width = shape[depth + 1]
-        if _LIST.issuperset(map(type, values)):  # plain lists (as validated values are): whole at once
-            return {width}.issuperset(map(len, values)) and _flat(list(chain.from_iterable(values)))
-        for row in values:  # noqa: SIM110 - a loop: all() would add a generator step per row
-            if not isinstance(row, list) or len(row) != width or not _flat(row):
-                return False
-        return True
-    return all(_nested(item, shape, depth + 1) for item in values)
-
-
-def _int64(value: int) -> bool:
-    return 0 <= value < LIMIT
-
-
-def check_tensor(tid: str, fact: TensorFact) -> None:
-    """What one tensor fact must say about itself (its storage is checked by the caller)."""
-    numbers = (*fact.shape, *fact.stride, fact.storage_offset)  # never empty: the offset is one
-    if min(numbers) < 0 or max(numbers) >= LIMIT:  # every one an int64 (as ``_int64``, in two calls)
-        raise _Found(f"tensor {tid} has a negative or out-of-range size, stride or offset")
-    if fact.version is not None and not _int64(fact.version):
-        raise _Found(f"tensor {tid} has version {fact.version}")
-    if (fact.stride or fact.storage is not None) and len(fact.stride) != len(fact.shape):
-        raise _Found(f"tensor {tid} has {len(fact.stride)} strides for {len(fact.shape)} dimensions")
-    unknown_shape = "shape" in fact.unavailable
-    if fact.values is not None:
-        if unknown_shape or "values" in fact.unavailable:
-            raise _Found(f"tensor {tid} has values the trace says were unavailable")
-        if math.prod(fact.shape) > MAX_VALUES:
-            raise _Found(f"tensor {tid} carries values for more than {MAX_VALUES} elements")
-        if not _nested(fact.values, fact.shape):
-            raise _Found(f"tensor {tid}'s values are not nested as its shape {fact.shape}")
-    if fact.summary is not None and not unknown_shape and fact.summary.numel != math.prod(fact.shape):
-        raise _Found(f"tensor {tid}'s summary counts {fact.summary.numel} elements, its shape "
-                     f"{math.prod(fact.shape)}")
-
-
-def check_storage(sid: str, fact: StorageFact) -> None:
-    if not _int64(fact.nbytes) or not 1 <= fact.element_size <= 64:
-        raise _Found(f"storage {sid} has {fact.nbytes} bytes of {fact.element_size}-byte elements")
-    if fact.values is not None and len(fact.values) != fact.nbytes // fact.element_size:
-        raise _Found(f"storage {sid} has {len(fact.values)} values for "
-                     f"{fact.nbytes // fact.element_size} elements")
-
-
-def check_array(aid: str, fact: ArrayFact, state: State) -> None:
-    """A numpy array fact, when it is set: its own layout, and the bytes it reaches inside the
-    storage it says it shares (the engine matched it by that memory range), or inside its buffer."""
-    if len(fact.strides) != len(fact.shape) or not all(map(_int64, (*fact.shape, fact.offset))):
-        raise _Found(f"array {aid} has {len(fact.strides)} strides for {len(fact.shape)} dimensions, or a "
-                     "negative size or offset")
-    if not 1 <= fact.itemsize <= 64 or not all(abs(stride) < LIMIT for stride in fact.strides):
-        raise _Found(f"array {aid} has {fact.itemsize}-byte items or an out-of-range stride")
-    too_many = math.prod(fact.shape) > MAX_VALUES
-    if fact.values is not None and (too_many or not _nested(fact.values, fact.shape)):
-        raise _Found(f"array {aid}'s values are not nested as its shape {fact.shape}")
-    if fact.storage is not None:
-        storage = state.storages.get(fact.storage)
-        if storage is None:
-            raise _Found(f"array {aid} refers to storage {fact.storage}, which does not exist here")
-        size = storage.nbytes
-    else:
-        size = fact.buffer_nbytes
-    if size is None or any(n == 0 for n in fact.shape):
-        return
-    low = fact.offset + sum(min(0, (n - 1) * st) for n, st in zip(fact.shape, fact.strides, strict=True))
-    high = fact.offset + sum(max(0, (n - 1) * st) for n, st in zip(fact.shape, fact.strides, strict=True))
-    if low < 0 or high + fact.itemsize > size:
-        raise _Found(f"array {aid} reaches bytes {low} to {high + fact.itemsize} of a {size}-byte buffer")
-
-
-def check_extent(tid: str, fact: TensorFact, storage: StorageFact) -> None:
-    unavailable = fact.unavailable
-    if unavailable and ("values" in unavailable or "shape" in unavailable):
-        return  # the engine saw it reach past its storage (resized smaller) and read no values
-    end = extent(fact) * itemsize(fact.dtype, storage)
-    if end > storage.nbytes:
-        raise _Found(f"tensor {tid} reaches byte {end} of storage {fact.storage}, which has "
-                     f"{storage.nbytes}")
-
 
 def _references(kind: str, fact: Any) -> Iterator[tuple[str, str]]:
     """(target kind, id) of everything a live fact refers to: variables to tensors, tensors to their
@@ -379,14 +242,14 @@ class _Checker:
         bounds = self.bounds
         limit = bounds.lines if bounds.lines is not None else LIMIT
         if not 0 <= delta.line <= limit:
-            raise _Found(f"it is at line {delta.line} of a {limit}-line snippet")
+            raise Found(f"it is at line {delta.line} of a {limit}-line snippet")
         self.printed += len(delta.stdout)
         if bounds.max_stdout is not None and self.printed > bounds.max_stdout:
-            raise _Found(f"the run printed more than the {bounds.max_stdout} characters allowed")
+            raise Found(f"the run printed more than the {bounds.max_stdout} characters allowed")
         if delta.phase == "forward" and (delta.node is not None or delta.received or delta.sent):
-            raise _Found("a forward step carries a backward pass's node or gradients")
+            raise Found("a forward step carries a backward pass's node or gradients")
         if delta.phase == "backward" and delta.node is None:
-            raise _Found("a backward step names no node")
+            raise Found("a backward step names no node")
 
     def _drops(self, changes: Changes) -> None:
         delta = changes.delta
@@ -395,9 +258,9 @@ class _Checker:
             set_here = getattr(delta, kind)
             for ident in getattr(delta.dropped, kind):
                 if old.get(ident) is None:
-                    raise _Found(f"it drops {_what(kind, ident)}, which does not exist")
+                    raise Found(f"it drops {_what(kind, ident)}, which does not exist")
                 if ident in set_here:
-                    raise _Found(f"it both drops and sets {_what(kind, ident)}")
+                    raise Found(f"it both drops and sets {_what(kind, ident)}")
 
     def _presence(self, state: State, changes: Changes) -> None:
         """Targets that appeared or disappeared: their referrers stop or start dangling."""
@@ -481,7 +344,7 @@ class _Checker:
             elif old is None:
                 added[nid] = fact
             elif old.next != fact.next and not loose:
-                raise _Found(f"node {nid}'s next functions changed (torch never changes them)")
+                raise Found(f"node {nid}'s next functions changed (torch never changes them)")
         for nid in added:
             if nid not in self.rank:
                 self._rank(nid, added)
@@ -494,7 +357,7 @@ class _Checker:
             nid, pending = stack[-1]
             for target in pending:
                 if target in visiting:
-                    raise _Found(f"node {target} is its own ancestor (the autograd graph is acyclic)")
+                    raise Found(f"node {target} is its own ancestor (the autograd graph is acyclic)")
                 if target is not None and target in added and target not in self.rank:
                     visiting.add(target)
                     stack.append((target, iter(added[target].next)))
@@ -509,7 +372,7 @@ class _Checker:
         dangling = self.dangling
         if dangling["strict"] or (dangling["tensors"] and "tensors" not in capped) or \
                 (dangling["nodes"] and "nodes" not in capped):
-            raise _Found(_name_dangling(state, capped))
+            raise Found(_name_dangling(state, capped))
 
     def _backward(self, state: State, changes: Changes) -> None:
         delta = changes.delta
@@ -517,12 +380,12 @@ class _Checker:
             return
         node = state.nodes.get(delta.node or "")
         if node is None and "nodes" not in delta.capped:
-            raise _Found(f"its backward node {delta.node} does not exist")
+            raise Found(f"its backward node {delta.node} does not exist")
         if node is not None and delta.sent and len(delta.sent) != len(node.next):
-            raise _Found(f"it sends {len(delta.sent)} gradients along {len(node.next)} edges")
+            raise Found(f"it sends {len(delta.sent)} gradients along {len(node.next)} edges")
         for tid in (*delta.received, *delta.sent):
             if tid is not None and tid not in state.tensors and "tensors" not in delta.capped:
-                raise _Found(f"its backward pass names tensor {tid}, which does not exist")
+                raise Found(f"its backward pass names tensor {tid}, which does not exist")
 
 
 def _what(kind: str, ident: str) -> str:

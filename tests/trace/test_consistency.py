@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from app.schema import DeltaTrace, StorageFact
-from app.trace.consistency import _nested, itemsize, problem
+from app.trace.consistency import problem
+from app.trace.fact_checks import itemsize, nested
 
 TENSOR = {
     "shape": [2], "dtype": "float32", "stride": [1], "storage_offset": 0, "storage": "s1",
@@ -65,11 +66,11 @@ def test_values_nesting_agrees_with_the_definition() -> None:
             if rng.random() < 0.7:
                 values = _spoil(values, rng)
             expected = _plain_nested(values, shape)
-            assert _nested(values, shape) is expected, (shape, values)
+            assert nested(values, shape) is expected, (shape, values)
             outcomes.add(expected)
     assert outcomes == {True, False}
-    assert not _nested([_Row([1.0]), [2.0]], [2])  # a list subclass in a row of scalars
-    assert not _nested([[1.0, _Row([2.0])], [3.0, 4.0]], [2, 2])
+    assert not nested([_Row([1.0]), [2.0]], [2])  # a list subclass in a row of scalars
+    assert not nested([[1.0, _Row([2.0])], [3.0, 4.0]], [2, 2])
 
 
 @pytest.mark.parametrize(("dtype", "size"), [("float32", 4), ("bool", 1), ("complex64", 8), ("int8", 1),
