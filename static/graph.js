@@ -58,7 +58,7 @@
   };
 
   // The box of what the current step's layout holds, in drawing coordinates: the camera the server
-  // computed for it (app/render/graph.py), read from the drawing's <desc>, not measured: getBBox over a
+  // computed for it (app/render/graph_draw.py), read from the drawing's <desc>, not measured: getBBox over a
   // drawing of a thousand boxes forces a layout of all of them (~0.2 s a call on a long run).
   Viewer.prototype.contentBox = function () {
     var desc = this.drawing().querySelector("desc[data-graph-camera]");

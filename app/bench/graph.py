@@ -118,7 +118,7 @@ def _iterations(steps: list[dict], first: int, period: int) -> int:
 
 def _graph_of(trace) -> tuple[list[tuple[str, float, float]], list[tuple[str, str]]]:  # noqa: ANN001
     """Every vertex and edge the run ever shows (the unfolded view's union), with box sizes."""
-    from app.render.graph import _size
+    from app.render.graph_draw import unit_size
     from app.render.graph_events import GraphEvents
     from app.render.graph_fold import fold
     from app.render.steps import drive
@@ -126,7 +126,7 @@ def _graph_of(trace) -> tuple[list[tuple[str, float, float]], list[tuple[str, st
     observer = GraphEvents()
     drive(trace, [observer])
     folding = fold(observer.events, "all", Counter())
-    boxes = [(key, *_size(unit)[:2]) for key, unit in folding.units.items()]
+    boxes = [(key, *unit_size(unit)[:2]) for key, unit in folding.units.items()]
     return boxes, list(folding.edges)
 
 

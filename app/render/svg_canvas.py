@@ -3,7 +3,7 @@
 Shared by the step's picture (``app.render.svg``, with its memory and graph panels in ``svg_memory``
 and ``svg_graph``) and the compare picture (``app.render.compare``). Text cannot be measured in an
 ``<img>``, so widths are estimated from the monospace advance (0.6 em), as the graph layout itself
-does (``app.render.graph.CHAR_W``).
+does (``app.render.graph_draw.CHAR_W``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from app.i18n import gettext as _
 from app.render.explorer import ExplorerView
-from app.render.graph import GNode
 from app.render.graph_backward import unreached
+from app.render.graph_view import GNode
 from app.render.svg_canvas import HEAD_H, PANEL_PAD, SANS, Canvas, clean, clip, mono_chars, num, panel
 from app.render.tracks import Frame
 

@@ -13,7 +13,7 @@ import pytest
 from app.bench.graph import LEAK_FIRST, LEAK_PERIOD, extend_loop, leak
 from app.budget import Budget, use_budget
 from app.render import frame_at
-from app.render.graph import MAX_UNITS
+from app.render.graph_draw import MAX_UNITS
 from app.render.graph_events import GraphEvents
 from app.render.layout import Box, LayoutCache, lay_out
 from app.render.steps import drive
@@ -245,7 +245,7 @@ def test_past_the_cap_a_partial_view_says_so_and_the_fold_shows_all() -> None:
     assert frame.text(box.count_k) == "×2000"
     assert view.graph.default == "repeats"
     # drawn anyway, a layout past MAX_UNITS shows the first ones and says so
-    from app.render.graph import _Drawer
+    from app.render.graph_draw import Drawer
     from app.render.graph_fold import fold
     from app.render.tracks import Tracks
 
@@ -253,7 +253,7 @@ def test_past_the_cap_a_partial_view_says_so_and_the_fold_shows_all() -> None:
     events = builder.observer.events
     sizes = Counter(v.klass for v in events.vertices.values())
     tracks = Tracks()
-    drawer = _Drawer(tracks, fold(events, "all", sizes), events, view.step_count, builder.cache)
+    drawer = Drawer(tracks, fold(events, "all", sizes), events, view.step_count, builder.cache)
     unfolded, _extent = drawer.draw()
     assert len(unfolded.nodes) == MAX_UNITS
     note = frame_at_tracks(tracks, 0).text(unfolded.note_k)
