@@ -72,15 +72,37 @@ ALLOWED_IMPORTS = frozenset(
         "gc",
         "numpy",
         "torch.nn.attention",
+        # the standard library's plain helpers, as tutorials and learners import them
+        "abc",
+        "bisect",
+        "heapq",
+        "json",
+        "numbers",
+        "operator",
+        "pprint",
+        "statistics",
+        "textwrap",
     }
 )
 # Modules of which a snippet may use only these names (gc.collect(): checking what is freed, as the
 # article's readers do; the rest of gc walks every object of the process).
-ONLY_NAMES = {"gc": frozenset({"collect", "get_count", "isenabled"})}
+ONLY_NAMES = {
+    "gc": frozenset({"collect", "get_count", "isenabled"}),
+    # operator without attrgetter and methodcaller, which walk attributes by the names a string holds
+    "operator": frozenset({
+        "abs", "add", "and_", "call", "concat", "contains", "countOf", "delitem", "eq", "floordiv", "ge",
+        "getitem", "gt", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul", "imod", "imul",
+        "index", "indexOf", "inv", "invert", "ior", "ipow", "irshift", "is_", "is_not", "isub",
+        "itemgetter", "itruediv", "ixor", "le", "length_hint", "lshift", "lt", "matmul", "mod", "mul", "ne",
+        "neg", "not_", "or_", "pos", "pow", "rshift", "setitem", "sub", "truediv", "truth", "xor",
+    }),
+}
 # Imports that get their own way forward (``policy.import_instead.<root module>`` in app/run_errors.py):
 # what tutorials import that the playground has no use for.
 IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "glob", "io", "matplotlib", "torchvision", "torchaudio",
-                             "torchtext", "tqdm"})
+                             "torchtext", "tqdm", "zipfile", "tarfile", "shutil", "tempfile", "subprocess",
+                             "argparse", "logging", "timeit", "enum", "pickle", "requests", "urllib", "PIL",
+                             "pandas", "sklearn", "scipy", "IPython", "seaborn"})
 # Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
 # the packages that lead to them. Any other module reached by an attribute path (a module imports
 # ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:
@@ -164,14 +186,12 @@ BLOCKED_ATTRIBUTES = frozenset(
         "monitor",
         "set_num_threads",
         "set_num_interop_threads",
-        "set_default_device",
         "format_map",
         "ctypeslib",
         "f2py",
         "fromfile",
         "tofile",
         "memmap",
-        "set_default_tensor_type",
         # they evaluate a string (an annotation held as text, a forward reference)
         "get_type_hints",
         "ForwardRef",

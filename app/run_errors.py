@@ -165,10 +165,14 @@ TEMPLATES: dict[str, str] = {
                         "(torch.nn, torch.nn.functional, torch.autograd, torch.optim, "
                         "torch.optim.lr_scheduler, torch.amp, torch.utils.data, ...), numpy, math, random, "
                         "itertools, collections, copy, dataclasses, functools, typing, string, re, time, "
-                        "unicodedata, warnings and gc."),
+                        "unicodedata, warnings, gc, json, operator, abc, numbers, heapq, bisect, statistics, "
+                        "pprint and textwrap."),
     "policy.only_names.gc": N_("`{what}` is not available in the playground: of gc, use collect(), "
                                "get_count() and isenabled() (the explorer shows what each step keeps "
                                "alive)."),
+    "policy.only_names.operator": N_("`{what}` is not available in the playground: it reads attributes by "
+                                     "the names a string holds. Write a lambda instead (`lambda m: "
+                                     "m.weight`)."),
     # (policy_names.IMPORT_REWRITES: each root module's own way forward)
     "policy.import_instead.os": N_("Importing `{module}` is not available in the playground: snippets have "
                                    "no files or operating system to reach. Put the data the code needs in "
@@ -197,6 +201,49 @@ TEMPLATES: dict[str, str] = {
                                           "`torch.randint(0, 100, (4, 10))`) and the model with torch.nn."),
     "policy.import_instead.tqdm": N_("Importing `{module}` is not available in the playground: loop over the "
                                      "data directly (and print the progress, if you like)."),
+    "policy.import_instead.zipfile": N_("Importing `{module}` is not available in the playground: there are "
+                                        "no files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.tarfile": N_("Importing `{module}` is not available in the playground: there are "
+                                        "no files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.shutil": N_("Importing `{module}` is not available in the playground: there are "
+                                       "no files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.tempfile": N_("Importing `{module}` is not available in the playground: there "
+                                         "are no files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.subprocess": N_("Importing `{module}` is not available in the playground: "
+                                           "snippets have no files or operating system to reach. Put the "
+                                           "data the code needs in the snippet."),
+    "policy.import_instead.argparse": N_("Importing `{module}` is not available in the playground: there is "
+                                         "no command line here. Put the settings in variables (`batch_size "
+                                         "= 64`) or in a `@dataclass`."),
+    "policy.import_instead.logging": N_("Importing `{module}` is not available in the playground: write "
+                                        "`print(...)` where the code logs; it shows in the output."),
+    "policy.import_instead.timeit": N_("Importing `{module}` is not available in the playground: it runs "
+                                       "code given as a string. Use `time.perf_counter()` around the code "
+                                       "itself."),
+    "policy.import_instead.enum": N_("Importing `{module}` is not available in the playground: use plain "
+                                     "constants (`TRAIN, EVAL = 0, 1`) or strings instead."),
+    "policy.import_instead.pickle": N_("Importing `{module}` is not available in the playground: nothing is "
+                                       "saved or loaded here. Keep the object in a variable "
+                                       "(`copy.deepcopy` makes a copy)."),
+    "policy.import_instead.requests": N_("Importing `{module}` is not available in the playground: nothing "
+                                         "is downloaded here. Put the data the code needs in the snippet."),
+    "policy.import_instead.urllib": N_("Importing `{module}` is not available in the playground: nothing is "
+                                       "downloaded here. Put the data the code needs in the snippet."),
+    "policy.import_instead.PIL": N_("Importing `{module}` is not available in the playground: there are no "
+                                    "image files here. Make the image with torch (`torch.rand(3, 32, 32)`)."),
+    "policy.import_instead.pandas": N_("Importing `{module}` is not available in the playground: put the "
+                                       "data in the snippet as lists or tensors (`torch.tensor([[1.0, 2.0], "
+                                       "[3.0, 4.0]])`)."),
+    "policy.import_instead.sklearn": N_("Importing `{module}` is not available in the playground: make the "
+                                        "data and the metrics with torch (`(pred == y).float().mean()` is "
+                                        "the accuracy)."),
+    "policy.import_instead.scipy": N_("Importing `{module}` is not available in the playground: use torch "
+                                      "or numpy instead (torch.special, torch.linalg, torch.fft, numpy)."),
+    "policy.import_instead.IPython": N_("Importing `{module}` is not available in the playground: print() "
+                                        "shows the values in the output."),
+    "policy.import_instead.seaborn": N_("Importing `{module}` is not available in the playground: nothing "
+                                        "is plotted here but the explorer's own views. Print the numbers "
+                                        "you want to see."),
     "policy.import_runtime": N_("Importing `{module}` is not available in the playground: import one of the "
                                 "playground's modules instead."),
     "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the "
@@ -256,6 +303,18 @@ TEMPLATES: dict[str, str] = {
                                    "names a string holds. Use an f-string."),
     "policy.instead.make_dataclass": N_("`{what}` is not available in the playground: it makes a class from "
                                         "a dict of names. Write a class statement with `@dataclass`."),
+    "policy.instead.tensorboard": N_("`{what}` is not available in the playground: print the values you "
+                                     "would log (the explorer shows each step's tensors itself)."),
+    "policy.instead.benchmark": N_("`{what}` is not available in the playground: it runs code given as a "
+                                   "string. Use `time.perf_counter()` around the code itself."),
+    "policy.instead.onnx": N_("`{what}` is not available in the playground: nothing is exported here. Call "
+                              "the model directly (`model(x)`) to see what it computes."),
+    "policy.instead.export": N_("`{what}` is not available in the playground: nothing is exported here. "
+                                "Call the model directly (`model(x)`) to see what it computes."),
+    "policy.instead.fx": N_("`{what}` is not available in the playground: the explorer draws the graph "
+                            "itself. Call the model directly (`model(x)`) and look at its steps."),
+    "policy.instead.distributed": N_("`{what}` is not available in the playground: it runs in one process "
+                                     "on one CPU. Call the model directly, without the distributed wrapper."),
     "policy.instead.profiler": N_("`{what}` is not available in the playground: the explorer shows each "
                                   "step's memory and graph itself; to time a loop, use "
                                   "`time.perf_counter()`."),

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _device
 from torch.utils.weak import WeakIdKeyDictionary
 
 from app.engine import cuda_answers
@@ -148,10 +149,15 @@ class CudaOnCpu(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name in ("__get__", "__set__"):
             return self._descriptor(func, name, args, kwargs)
-        if "device" in kwargs and kwargs["device"] is not None:
-            on_cuda = self._target(kwargs["device"])
-            if on_cuda:
-                kwargs = {**kwargs, "device": "cpu"}
+        device = kwargs.get("device")
+        if device is None and _device.CURRENT_DEVICE is not None and func in _device._device_constructors():
+            # torch.set_default_device("cuda") / `with torch.device("cuda"):`: torch's DeviceContext
+            # sits at the bottom of the mode stack, below this one, and would hand the factory "cuda"
+            # after this mode had passed it by: name the default device here, where it is simulated.
+            device = _device.CURRENT_DEVICE
+        if device is not None:
+            on_cuda = self._target(device)
+            kwargs = {**kwargs, "device": "cpu" if on_cuda else device}
         else:
             on_cuda = self._inputs_on_cuda(name, args, kwargs)
         result = _call(func, args, kwargs)

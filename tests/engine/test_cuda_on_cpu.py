@@ -252,3 +252,44 @@ def test_the_run_leaves_torch_as_it_found_it() -> None:
         torch.ones(1).cuda()
 
 
+
+
+# "Learning PyTorch with examples" sets the default device: torch.set_default_device(device), with
+# device "cuda" when torch says there is one; `with torch.device("cuda"):` does the same for a block.
+DEFAULT_DEVICE = """\
+import math
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.set_default_device(device)
+x = torch.linspace(-math.pi, math.pi, 20)
+a = torch.randn((), requires_grad=True)
+loss = (a * x - torch.sin(x)).pow(2).sum()
+loss.backward()
+with torch.device("cpu"):
+    here = torch.zeros(2)
+m = nn.Linear(2, 1)
+torch.set_default_device(None)
+later = torch.ones(1)
+print(x.device, a.grad.device, here.device, m.weight.device, later.device, torch.get_default_device())
+"""
+
+
+def test_the_default_device_set_to_cuda_is_the_simulated_one() -> None:
+    result = simulated(DEFAULT_DEVICE)
+    assert result["ok"], result["error"]
+    step = last(result)
+    assert step["stdout"] == "cuda:0 cuda:0 cpu cuda:0 cpu cpu\n"
+    plain = run_plain(DEFAULT_DEVICE)  # no GPU here: the plain run takes the "cpu" branch
+    assert plain.stdout == "cpu cpu cpu cpu cpu cpu\n"
+    assert_same_numbers(step, plain)
+    shown = devices(step)
+    assert {shown[n] for n in ("x", "a", "loss", "m.weight")} == {"cuda:0"}
+    assert {shown[n] for n in ("here", "later")} == {"cpu"}
+
+
+def test_a_block_on_the_cuda_device_makes_its_tensors_there() -> None:
+    result = simulated('with torch.device("cuda"):\n    m = nn.Linear(3, 2)\n    x = torch.ones(1, 3)\n'
+                       'y = m(x)\nz = torch.ones(1)\nprint(y.is_cuda, z.is_cuda)\n')
+    assert result["ok"], result["error"]
+    assert last(result)["stdout"] == "True False\n"
+    assert {name: d for name, d in devices(last(result)).items() if name in ("x", "y", "z")} == \
+        {"x": "cuda:0", "y": "cuda:0", "z": "cpu"}

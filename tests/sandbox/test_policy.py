@@ -74,6 +74,11 @@ TEACHING = {
     "string-annotations": "from typing import List\ndef f(x: 'List[int]') -> 'int':\n    return 1\n"
     "L = List['Node']\n",
     "format-fields": "print('{0.shape} {x.grad}'.format(torch.ones(1), x=torch.ones(1)))\n",
+    # the standard library's plain helpers; of operator, all but its attribute walkers
+    "stdlib-helpers": "import json, abc, numbers, heapq, bisect, statistics, pprint, textwrap\n"
+    "from abc import ABC, abstractmethod\nimport operator\nfrom operator import itemgetter, mul\n"
+    "from functools import reduce\nn = reduce(operator.mul, [2, 3])\nc = json.loads('{\"a\": 1}')\n",
+    "default-device": 'torch.set_default_device("cpu")\ntorch.set_default_tensor_type(torch.FloatTensor)\n',
 }
 
 
@@ -180,6 +185,22 @@ REJECTED = [
     ("import sys", 1, "print() writes to the output already"),
     ("from torch.profiler import profile", 1, "`time.perf_counter()`"),
     ("import torch.multiprocessing as mp", 1, "num_workers=0"),
+    ("import operator\nf = operator.attrgetter('weight')", 2, "Write a lambda instead"),
+    ("from operator import methodcaller", 1, "Write a lambda instead"),
+    ("import operator as op\nop.methodcaller('x')", 2, "Write a lambda instead"),
+    ("import abc\nclass M(abc.ABCMeta):\n    pass", 2, "`abc.ABCMeta` makes classes from a dict of names"),
+    ("import argparse", 1, "Put the settings in variables"),
+    ("import logging", 1, "write `print(...)` where the code logs"),
+    ("import timeit", 1, "it runs code given as a string"),
+    ("import torch.utils.benchmark as benchmark", 1, "it runs code given as a string"),
+    ("from torch.utils.tensorboard import SummaryWriter", 1, "print the values you would log"),
+    ("from enum import Enum", 1, "use plain constants"),
+    ("import pandas as pd", 1, "as lists or tensors"),
+    ("from PIL import Image", 1, "`torch.rand(3, 32, 32)`"),
+    ("torch.onnx.export(m, x, 'm.onnx')", 1, "nothing is exported here"),
+    ("torch.fx.symbolic_trace(m)", 1, "the explorer draws the graph itself"),
+    ("from torch.nn.parallel import DistributedDataParallel\ntorch.distributed.barrier()", 2,
+     "without the distributed wrapper"),
 ]
 
 
