@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from app.dtypes import dtype_itemsize
 from app.i18n import gettext as _
 from app.render import fmt
 from app.render.footprint import Layout, cell_map, coverage, layout_flags
@@ -18,12 +19,6 @@ from app.schema import StorageFact, TensorFact
 CELLS_PER_LINE = 6
 BINS = 32
 LEVELS = 4  # coverage shades of a scaled strip: 1 (a sliver) .. 4 (every byte)
-
-ITEMSIZE = {
-    "bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
-    "float32": 4, "float64": 8, "complex32": 4, "complex64": 8, "complex128": 16, "uint16": 2,
-    "uint32": 4, "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1,
-}
 
 
 def mark_text(indices: list[tuple[int, ...]]) -> Mark:
@@ -127,7 +122,9 @@ def unmarked(record: Record) -> Record:
 def layout_of(fact: TensorFact, storage: StorageFact) -> tuple[Layout, str]:
     """A row's layout (in the tensor's own element size: a dtype view reads the bytes in other units)
     and how it reads the storage's cells."""
-    itemsize = ITEMSIZE.get(fact.dtype, storage.element_size)
+    itemsize = dtype_itemsize(fact.dtype)
+    if itemsize is None:
+        itemsize = storage.element_size
     return Layout(tuple(fact.shape), tuple(fact.stride), fact.storage_offset, itemsize), reads_as(fact)
 
 

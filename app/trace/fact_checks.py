@@ -6,17 +6,15 @@ replays the trace (its docstring lists every rule); each raises ``Found`` with t
 from __future__ import annotations
 
 import math
-import re
-from functools import lru_cache
 from itertools import chain
 from typing import Any
 
+from app.dtypes import dtype_itemsize
 from app.schema import ArrayFact, StorageFact, TensorFact
 from app.trace.replay import State
 
 MAX_VALUES = 64  # the engine sends values for tensors of at most this many elements
 LIMIT = 1 << 63  # torch's sizes, strides, offsets and byte counts are int64
-BITS = re.compile(r"^(?:u?int|float|bfloat|complex)(\d+)$")  # float32 -> 4 bytes, complex64 -> 8
 
 
 class Found(Exception):  # noqa: N818 - control flow of the consistency check, never leaves app.trace
@@ -25,18 +23,10 @@ class Found(Exception):  # noqa: N818 - control flow of the consistency check, n
 
 
 def itemsize(dtype: str, storage: StorageFact) -> int:
-    """Bytes per element of ``dtype`` (a tensor may view its storage as another dtype)."""
-    size = _dtype_size(dtype)
+    """Bytes per element of ``dtype`` (a tensor may view its storage as another dtype); the storage's
+    when the name says none."""
+    size = dtype_itemsize(dtype)
     return size if size is not None else max(storage.element_size, 1)
-
-
-@lru_cache(maxsize=256)  # a run names a handful of dtypes; a forged one cannot grow this past the cap
-def _dtype_size(dtype: str) -> int | None:
-    """Bytes per element that ``dtype``'s name says (None: it says none: the storage's are used)."""
-    if dtype == "bool":
-        return 1
-    match = BITS.match(dtype)
-    return int(match.group(1)) // 8 if match and int(match.group(1)) % 8 == 0 else None
 
 
 def extent(fact: TensorFact) -> int:

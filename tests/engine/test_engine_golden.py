@@ -33,9 +33,6 @@ from app.trace.delta import expand
 from tests.golden import Golden, load
 from tests.golden.compare import assert_same_step
 
-ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "float16": 2, "bfloat16": 2,
-            "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
-
 # Records made with the engine's internals patched to fail (tests of the failure path) are no oracle.
 GOLDEN = [g for g in load() if (g.result.get("error") or {}).get("kind") != "internal"]
 
@@ -45,7 +42,8 @@ def _covered(step: dict, sid: str, element_size: int) -> set[int]:
     for fact in step["tensors"].values():
         if fact["storage"] != sid or not fact["stride"] and fact["shape"]:
             continue
-        size = ITEMSIZE.get(fact["dtype"], element_size)
+        dtype = getattr(torch, fact["dtype"], None)  # torch says its own dtypes' sizes
+        size = dtype.itemsize if isinstance(dtype, torch.dtype) else element_size
         if math.prod(fact["shape"]) > 4096:
             return set(range(1 << 16))
         for index in itertools.product(*(range(n) for n in fact["shape"])):

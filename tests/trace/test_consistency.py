@@ -73,8 +73,10 @@ def test_values_nesting_agrees_with_the_definition() -> None:
     assert not nested([[1.0, _Row([2.0])], [3.0, 4.0]], [2, 2])
 
 
+# torch's itemsize (a packed or sub-byte dtype takes one byte: app.dtypes), else the storage's (3)
 @pytest.mark.parametrize(("dtype", "size"), [("float32", 4), ("bool", 1), ("complex64", 8), ("int8", 1),
-                                             ("bfloat16", 2), ("uint64", 8), ("quint4x2", 3), ("int4", 3)])
+                                             ("bfloat16", 2), ("uint64", 8), ("quint4x2", 1), ("int4", 1),
+                                             ("float8_e4m3fnuz", 1), ("no-such-dtype", 3)])
 def test_element_size_by_dtype_else_the_storages(dtype: str, size: int) -> None:
     storage = StorageFact(nbytes=6, element_size=3)
     assert itemsize(dtype, storage) == size
