@@ -506,7 +506,9 @@ k = gn(torch.randn(1, 2, 3, requires_grad=True))
 }
 
 
-def _check(source: str) -> None:
+def assert_true_to_torch(source: str) -> None:
+    """What every real-code case is held to: each step shows what torch says at that point, the end
+    is a plain run's, and the incremental snapshots equal whole ones."""
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
     assert_same_as_plain(source)
@@ -515,12 +517,12 @@ def _check(source: str) -> None:
 
 @pytest.mark.parametrize("name", RECURRENT)
 def test_recurrent_nets(name: str) -> None:
-    _check(RECURRENT[name])
+    assert_true_to_torch(RECURRENT[name])
 
 
 @pytest.mark.parametrize("name", CHECKPOINT)
 def test_checkpointing(name: str) -> None:
-    _check(CHECKPOINT[name])
+    assert_true_to_torch(CHECKPOINT[name])
 
 
 def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
@@ -533,19 +535,19 @@ def test_a_checkpointed_saved_slot_says_it_is_recomputed() -> None:
 
 @pytest.mark.parametrize("name", CUSTOM_FUNCTIONS)
 def test_custom_functions(name: str) -> None:
-    _check(CUSTOM_FUNCTIONS[name])
+    assert_true_to_torch(CUSTOM_FUNCTIONS[name])
 
 
 @pytest.mark.parametrize("name", WARNINGS)
 def test_warnings_point_at_the_snippet(name: str) -> None:
-    _check(WARNINGS[name])
+    assert_true_to_torch(WARNINGS[name])
     assert "<snippet>:" in trace(WARNINGS[name].strip("\n") + "\n")["steps"][-1]["stdout"]
 
 
 @pytest.mark.parametrize("name", TORCH_FUNC)
 def test_torch_func_transforms(name: str) -> None:
     source = TORCH_FUNC[name].strip("\n") + "\n"
-    _check(source)
+    assert_true_to_torch(source)
     from app.schema import DeltaTrace
     from app.trace.consistency import problem
 
@@ -554,11 +556,11 @@ def test_torch_func_transforms(name: str) -> None:
 
 @pytest.mark.parametrize("name", ATTENTION)
 def test_attention(name: str) -> None:
-    _check(ATTENTION[name])
+    assert_true_to_torch(ATTENTION[name])
 
 
 def test_has_torch_function_answers_as_in_a_plain_run() -> None:
-    _check("""
+    assert_true_to_torch("""
 from torch.overrides import TorchFunctionMode
 class Quiet(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import pytest
 from torch_oracle import (
-    assert_same_as_plain,
-    assert_steps_match_plain,
     assert_tensor,
     assert_values,
     resolve,
@@ -52,6 +50,7 @@ from torch_oracle import (
 )
 
 from tests.engine.test_engine_incremental import _assert_same
+from tests.engine.test_engine_real_code import assert_true_to_torch
 
 CNN = {
     "tutorial CNN with batch norm and dropout, trained then evaluated": """
@@ -408,36 +407,29 @@ print(t, z)
 }
 
 
-def _check(source: str) -> None:
-    source = source.strip("\n") + "\n"
-    assert_steps_match_plain(source)
-    assert_same_as_plain(source)
-    _assert_same(source)
-
-
 @pytest.mark.parametrize("name", CNN)
 def test_convolutional_nets(name: str) -> None:
-    _check(CNN[name])
+    assert_true_to_torch(CNN[name])
 
 
 @pytest.mark.parametrize("name", SAVED_COPIES)
 def test_saved_copies_are_the_tensors_torch_says(name: str) -> None:
-    _check(SAVED_COPIES[name])
+    assert_true_to_torch(SAVED_COPIES[name])
 
 
 @pytest.mark.parametrize("name", RECURRENT)
 def test_recurrent_code(name: str) -> None:
-    _check(RECURRENT[name])
+    assert_true_to_torch(RECURRENT[name])
 
 
 @pytest.mark.parametrize("name", TORCH_FUNC)
 def test_torch_func_tutorials(name: str) -> None:
-    _check(TORCH_FUNC[name])
+    assert_true_to_torch(TORCH_FUNC[name])
 
 
 @pytest.mark.parametrize("name", GRADS)
 def test_gradients_written_by_the_snippet(name: str) -> None:
-    _check(GRADS[name])
+    assert_true_to_torch(GRADS[name])
 
 
 WORKERS = """
@@ -477,24 +469,24 @@ def test_dataloader_workers_load_in_the_snippets_process() -> None:
 
 @pytest.mark.parametrize("name", SWAPS)
 def test_swapped_tensors(name: str) -> None:
-    _check(SWAPS[name])
+    assert_true_to_torch(SWAPS[name])
 
 
 @pytest.mark.parametrize("name", SPARSE)
 def test_sparse_tensors(name: str) -> None:
-    _check(SPARSE[name])
+    assert_true_to_torch(SPARSE[name])
 
 
 @pytest.mark.parametrize("name", HOOKS)
 def test_hooks_inside_backward(name: str) -> None:
-    _check(HOOKS[name])
+    assert_true_to_torch(HOOKS[name])
 
 
 @pytest.mark.parametrize("name", DOUBLE_BACKWARD)
 def test_double_backward(name: str) -> None:
-    _check(DOUBLE_BACKWARD[name])
+    assert_true_to_torch(DOUBLE_BACKWARD[name])
 
 
 @pytest.mark.parametrize("name", NUMPY)
 def test_numpy_sharing(name: str) -> None:
-    _check(NUMPY[name])
+    assert_true_to_torch(NUMPY[name])
