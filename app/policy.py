@@ -164,6 +164,10 @@ def _is_metaclass(value: Any) -> bool:
     return isinstance(value, type) and issubclass(value, type)
 
 
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
 def _format_fields(text: str) -> Iterator[str]:
     """Field names of a ``str.format`` template, nested ones (inside format specs) included."""
     for _literal, name, spec, _conversion in string.Formatter().parse(text):
@@ -403,6 +407,9 @@ class _Checker(ast.NodeVisitor):
 
     # -- definitions ---------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # noqa: N802
+        if self._class_depth and _is_dunder(node.name) and node.name not in ALLOWED_DUNDER_METHODS:
+            # Python calls these behind the code's back (reading any attribute, making classes)
+            raise _Rejected(node, "underscore", "policy.dunder_method", {"name": node.name})
         if not (self._class_depth and node.name in ALLOWED_DUNDER_METHODS):
             self._name(node, node.name)
         saved, self._class_depth = self._class_depth, 0  # a function nested in a method is not a method

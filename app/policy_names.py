@@ -82,6 +82,7 @@ ALLOWED_IMPORTS = frozenset(
         "pprint",
         "statistics",
         "textwrap",
+        "torch.overrides",  # the "Extending PyTorch" notes: __torch_function__, TorchFunctionMode
     }
 )
 # Modules of which a snippet may use only these names (gc.collect(): checking what is freed, as the
@@ -95,6 +96,13 @@ ONLY_NAMES = {
         "index", "indexOf", "inv", "invert", "ior", "ipow", "irshift", "is_", "is_not", "isub",
         "itemgetter", "itruediv", "ixor", "le", "length_hint", "lshift", "lt", "matmul", "mod", "mul", "ne",
         "neg", "not_", "or_", "pos", "pow", "rshift", "setitem", "sub", "truediv", "truth", "xor",
+    }),
+    # what the "Extending PyTorch" notes use of torch.overrides (not its imported modules)
+    "torch.overrides": frozenset({
+        "TorchFunctionMode", "BaseTorchFunctionMode", "handle_torch_function", "has_torch_function",
+        "has_torch_function_unary", "has_torch_function_variadic", "get_ignored_functions",
+        "get_overridable_functions", "get_testing_overrides", "wrap_torch_function", "is_tensor_like",
+        "is_tensor_method_or_property", "resolve_name",
     }),
 }
 # Imports that get their own way forward (``policy.import_instead.<root module>`` in app/run_errors.py):
@@ -222,7 +230,8 @@ SETTABLE_FLAGS = frozenset(
 # Underscore attributes that teaching needs (the explorer shows them), and names that only say what a
 # thing is called (``type(m).__name__``).
 ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset(
-    {"_version", "_base", "_is_view", "__init__", "__version__", "__name__", "__qualname__", "__doc__"})
+    {"_version", "_base", "_is_view", "__init__", "__version__", "__name__", "__qualname__", "__doc__",
+     "__torch_function__"})  # (super().__torch_function__(func, types, args, kwargs): func(*args, **kwargs))
 ALLOWED_UNDERSCORE_PREFIXES = ("_saved_",)
 ALLOWED_UNDERSCORE_NAMES = frozenset({"_", "__name__"})
 # ``m.__class__.__name__`` (DCGAN's weights_init): ``__class__`` only on the way to the class's name.
@@ -283,5 +292,23 @@ ALLOWED_DUNDER_METHODS = frozenset(
         "__neg__",
         "__enter__",
         "__exit__",
+        # numbers and containers of one's own
+        "__rfloordiv__",
+        "__rmod__",
+        "__imatmul__",
+        "__ifloordiv__",
+        "__ipow__",
+        "__lshift__",
+        "__rshift__",
+        "__round__",
+        "__trunc__",
+        "__floor__",
+        "__ceil__",
+        "__complex__",
+        "__missing__",
+        "__copy__",
+        "__deepcopy__",
+        # a class of one's own that torch functions accept (the "Extending PyTorch" notes)
+        "__torch_function__",
     }
 )

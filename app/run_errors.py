@@ -138,10 +138,14 @@ TEMPLATES: dict[str, str] = {
                             "snippet: write `{name}(obj, \"name\", ...)`."),
     "policy.underscore_name": N_("Names starting with `_` (here `{name}`) are not available in the "
                                  "playground: give it a name without one, such as `{suggested}`."),
+    "policy.dunder_method": N_("Defining `{name}` is not available in the playground: Python calls it on its "
+                               "own (to read attributes, to make or copy objects). Write a plain method "
+                               "and call it yourself (`def get(self, key): ...`)."),
     "policy.underscore_attribute": N_("Attributes starting with `_` (here `{name}`) are not available in the "
-                                      "playground: use the public attributes and methods instead (the "
+                                      "playground: use the public attributes and methods instead, and name "
+                                      "your own class's attributes without the `_` (`self.value`); the "
                                       "explorer shows `._version`, `._base` and `grad_fn._saved_*` itself, "
-                                      "and a snippet may read them too)."),
+                                      "and a snippet may read them too."),
     "policy.class_attribute": N_("`{name}` is not available in the playground: write `type(x)` for the "
                                  "class, or `x.__class__.__name__` (or `type(x).__name__`) for its name."),
     "policy.underscore_format": N_("Format fields that reach attributes starting with `_` (or the "
@@ -173,6 +177,10 @@ TEMPLATES: dict[str, str] = {
     "policy.only_names.operator": N_("`{what}` is not available in the playground: it reads attributes by "
                                      "the names a string holds. Write a lambda instead (`lambda m: "
                                      "m.weight`)."),
+    "policy.only_names.torch.overrides": N_("`{what}` is not available in the playground: of "
+                                            "torch.overrides, use TorchFunctionMode and the "
+                                            "*_torch_function helpers, as the \"Extending PyTorch\" notes "
+                                            "do."),
     # (policy_names.IMPORT_REWRITES: each root module's own way forward)
     "policy.import_instead.os": N_("Importing `{module}` is not available in the playground: snippets have "
                                    "no files or operating system to reach. Put the data the code needs in "

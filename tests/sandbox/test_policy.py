@@ -7,6 +7,7 @@ import re
 import pytest
 
 from app import policy, policy_builtins
+from app.policy_names import ONLY_NAMES
 from app.run_errors import TEMPLATES
 
 TEACHING = {
@@ -78,6 +79,10 @@ TEACHING = {
     "stdlib-helpers": "import json, abc, numbers, heapq, bisect, statistics, pprint, textwrap\n"
     "from abc import ABC, abstractmethod\nimport operator\nfrom operator import itemgetter, mul\n"
     "from functools import reduce\nn = reduce(operator.mul, [2, 3])\nc = json.loads('{\"a\": 1}')\n",
+    "torch-function": "from torch.overrides import TorchFunctionMode\nclass T(torch.Tensor):\n"
+    "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+    "        return super().__torch_function__(func, types, args, kwargs)\n"
+    "    def __deepcopy__(self, memo):\n        return self\n",
     "default-device": 'torch.set_default_device("cpu")\ntorch.set_default_tensor_type(torch.FloatTensor)\n',
 }
 
@@ -189,6 +194,11 @@ REJECTED = [
     ("from operator import methodcaller", 1, "Write a lambda instead"),
     ("import operator as op\nop.methodcaller('x')", 2, "Write a lambda instead"),
     ("import abc\nclass M(abc.ABCMeta):\n    pass", 2, "`abc.ABCMeta` makes classes from a dict of names"),
+    ("class C:\n    def __getattr__(self, name):\n        return 1", 2, "Write a plain method and call it"),
+    ("class C:\n    def __init_subclass__(cls):\n        pass", 2, "Defining `__init_subclass__`"),
+    ("import torch.overrides as o\no.functools", 2, "`torch.overrides.functools` is not available"),
+    ("class A:\n    def __init__(self):\n        self._v = 1\nprint(A()._v)", 4,
+     "without the `_` (`self.value`)"),
     ("import argparse", 1, "Put the settings in variables"),
     ("import logging", 1, "write `print(...)` where the code logs"),
     ("import timeit", 1, "it runs code given as a string"),
@@ -210,6 +220,10 @@ def test_rejections_explain_themselves(code: str, line: int | None, words: str) 
     assert rejection is not None
     assert words in rejection.message
     assert rejection.line == line
+
+
+def test_every_module_with_only_some_names_says_which() -> None:
+    assert {f"policy.only_names.{module}" for module in ONLY_NAMES} <= set(TEMPLATES)
 
 
 def test_parser_bombs_do_not_escape_the_gate() -> None:

@@ -196,3 +196,70 @@ print(torch.ones(1).dtype)
 torch.set_default_tensor_type(torch.FloatTensor)
 print(torch.ones(1).dtype)
 """)
+
+
+# -- extending torch: __torch_function__ on a class of one's own, a subclass, a mode ----------------
+
+snippet("extending-scalar-tensor", """\
+import functools
+HANDLED_FUNCTIONS = {}
+class ScalarTensor(object):
+    def __init__(self, N, value):
+        self.N = N
+        self.value = value
+    def __repr__(self):
+        return "ScalarTensor(N={}, value={})".format(self.N, self.value)
+    def tensor(self):
+        return self.value * torch.eye(self.N)
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if func not in HANDLED_FUNCTIONS or not all(
+            issubclass(t, (torch.Tensor, ScalarTensor))
+            for t in types
+        ):
+            return NotImplemented
+        return HANDLED_FUNCTIONS[func](*args, **kwargs)
+def implements(torch_function):
+    def decorator(func):
+        functools.update_wrapper(func, torch_function)
+        HANDLED_FUNCTIONS[torch_function] = func
+        return func
+    return decorator
+@implements(torch.mean)
+def mean(input):
+    return float(input.value) / input.N
+d = ScalarTensor(5, 2)
+print(d, torch.mean(d), d.tensor().sum())
+try:
+    torch.sum(d)
+except TypeError as e:
+    print(str(e)[:60])
+""")
+
+snippet("extending-logging-tensor", """\
+class LoggingTensor(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.add:
+            print("add called")
+        if kwargs is None:
+            kwargs = {}
+        return super().__torch_function__(func, types, args, kwargs)
+t = torch.ones(2, requires_grad=True).as_subclass(LoggingTensor)
+u = t.add(1)
+u.sum().backward()
+print(type(u).__name__, u.tolist(), t.grad)
+""")
+
+snippet("extending-function-mode", """\
+from torch.overrides import TorchFunctionMode, has_torch_function
+class PrintMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        print("call", func.__name__)
+        return func(*args, **(kwargs or {}))
+with PrintMode():
+    y = torch.ones(2) + 1
+print(y, has_torch_function((y,)))
+""")
