@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.engine.fingerprints import fingerprint, grew, item_count
+from app.engine.fingerprints import dict_count, dict_grew, fingerprint, grew, item_count
 from app.engine.ids import ObjectIds
 from app.engine.members import (
     MAX_CONTAINER_ITEMS,
@@ -255,8 +255,8 @@ class NameWalker:
             self.capped["depth"] = MAX_CONTAINER_DEPTH
             return []
         print_ = fingerprint(value, kind)
-        if kind in ("sequence", "set", "dict") and item_count(print_[0] if kind == "dict" else print_) >= \
-                MAX_CONTAINER_ITEMS:
+        if kind in ("sequence", "set", "dict") and \
+                (dict_count(print_) if kind == "dict" else item_count(print_)) >= MAX_CONTAINER_ITEMS:
             self.capped["items"] = MAX_CONTAINER_ITEMS
         key = (id(value), name, path)
         inner = (*path, id(value))
@@ -278,9 +278,8 @@ class NameWalker:
             key_texts = entry.key_texts
             if kind == "sequence" and grew(entry.fingerprint, print_):
                 found = members(name, value, kind, item_count(entry.fingerprint))
-            elif kind == "dict" and key_texts is not None and grew(entry.fingerprint[0], print_[0]) \
-                    and grew(entry.fingerprint[1], print_[1]):
-                found = dict_members(name, value, len(entry.fingerprint[0]), key_texts)
+            elif kind == "dict" and key_texts is not None and dict_grew(entry.fingerprint, print_):
+                found = dict_members(name, value, dict_count(entry.fingerprint), key_texts)
             else:
                 found = None
             if found is not None:

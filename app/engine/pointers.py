@@ -8,6 +8,9 @@ object's ``id()`` is its address, so the array's bytes say exactly what the ids 
 ``memcpy``. The layout is CPython's ``PyListObject`` (``ob_item`` after the variable-size header);
 it is checked once, against ``id()``, before it is used, and ``list_pointers`` is None where it
 does not hold (another interpreter, a free-threaded build): callers then take the ids.
+
+A dict likewise (``dict_entries``): its table's entries, in insertion order, are its items' hashes
+and key and value addresses, one copy of them for what was a pair of ``id()`` calls per item.
 """
 
 from __future__ import annotations
@@ -50,3 +53,54 @@ def _layout_holds() -> bool:
 
 
 list_pointers: Callable[[list, int], bytes] | None = _pointers if _layout_holds() else None
+
+
+# A dict (CPython 3.11 and 3.12): ma_used, ma_version_tag, ma_keys, ma_values after the object header;
+# its keys object: dk_refcnt, then log2 size, log2 of the index bytes and the kind (one byte each,
+# padded to the next word with dk_version), dk_usable, dk_nentries, then the index, then the entries:
+# (hash, key, value) for any keys, (key, value) where every key is a str. A deleted item leaves an
+# entry of NULLs until the dict is resized.
+_DICT_HEAD = struct.Struct("n8xnn")  # ma_used, ma_keys, ma_values
+_KEYS_HEAD = struct.Struct("8xBBB13xn")  # dk_log2_size, dk_log2_index_bytes, dk_kind, dk_nentries
+_ENTRY_SIZES = {0: 3 * POINTER, 1: 2 * POINTER}  # by dk_kind (2, a split table, is not read here)
+
+
+def _entries(value: dict, limit: int) -> bytes | None:
+    """The first ``limit`` items of ``value`` by identity, in order, as bytes: the size of one entry
+    (one byte: a table that changes kind never reads as grown), then the entries' hashes and key
+    and value addresses. None for a table whose entries are not its items one for one (an
+    instance's split table, a deleted item's hole): callers then take the ids."""
+    used, keys, values = _DICT_HEAD.unpack(ctypes.string_at(id(value) + _SIZE_AT, _DICT_HEAD.size))
+    if values:
+        return None
+    _, index_bytes, kind, entries = _KEYS_HEAD.unpack(ctypes.string_at(keys, _KEYS_HEAD.size))
+    size = _ENTRY_SIZES.get(kind)
+    if size is None or entries != used:
+        return None
+    start = keys + _KEYS_HEAD.size + (1 << index_bytes)
+    return bytes((size,)) + ctypes.string_at(start, min(used, limit) * size)
+
+
+def _dict_layout_holds() -> bool:
+    """Whether a dict here is laid out as ``_entries`` reads it: its header first (its length where
+    ``ma_used`` is), then its keys object's (its entry count), only then the entries."""
+    if list_pointers is None or sys.version_info[:2] not in ((3, 11), (3, 12)):
+        return False
+    general = {1: object(), (2, 3): object(), "x": None}
+    text = {"a": object(), "bb": object()}
+    for probe, size, pack in ((general, 3 * POINTER, "nPP"), (text, 2 * POINTER, "PP")):
+        used, keys, values = _DICT_HEAD.unpack(ctypes.string_at(id(probe) + _SIZE_AT, _DICT_HEAD.size))
+        if used != len(probe) or not keys or values:
+            return False
+        _, _, kind, entries = _KEYS_HEAD.unpack(ctypes.string_at(keys, _KEYS_HEAD.size))
+        if _ENTRY_SIZES.get(kind) != size or entries != len(probe):
+            return False
+        fields = [field for key, item in probe.items()
+                  for field in (hash(key), id(key), id(item))[-len(pack):]]
+        if _entries(probe, 10) != bytes((size,)) + struct.pack(pack * len(probe), *fields):
+            return False
+    del general[1]  # a hole: not read as entries
+    return _entries(general, 10) is None
+
+
+dict_entries: Callable[[dict, int], bytes | None] | None = _entries if _dict_layout_holds() else None
