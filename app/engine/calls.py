@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-# The name of the one-line call's frame: one the tracer skips (app.engine.tracer.INLINE_FRAMES).
-CALL_FRAME = "<torch-call>"
+from app.engine.tracer import CALL_FRAME  # (the call's frame: one the tracer skips)
+
 _call_codes: dict[tuple[str, int], Any] = {}
 # A torch function written in Python (F.softmax) reaches the mode through torch's
 # handle_torch_function, called from the function's own first frame: its caller is two frames up.

@@ -440,8 +440,11 @@ class NodeIds:
     def known_key(self, key: Hashable) -> str | None:
         return self._by_key.get(key)
 
-    def also(self, key: Hashable, node_id: str) -> None:
-        """Let ``key`` find ``node_id`` too (an AccumulateGrad first met before its leaf had an id)."""
+    def also(self, key: Hashable, node_id: str, before: Hashable = None) -> None:
+        """Let ``key`` find ``node_id`` too (an AccumulateGrad first met before its leaf had an id).
+        ``before``: the key it was filed under then; one made of the object's address is forgotten
+        (only the leaf's key is retired with the node, and another node made later at that address,
+        met before its leaf had an id, would be taken for this one)."""
         if self._by_key.get(key) != node_id:
             previous = self._by_key.get(key)
             self._by_key[key] = node_id
@@ -449,6 +452,9 @@ class NodeIds:
                 self.journal.note(self._by_key.pop, key, None)
             else:
                 self.journal.note(self._by_key.__setitem__, key, previous)
+        if isinstance(before, tuple) and before[0] == "object" and self._by_key.get(before) == node_id:
+            del self._by_key[before]
+            self.journal.note(self._by_key.__setitem__, before, node_id)
 
     def _undo_new(self, key: Hashable) -> None:
         self._by_key.pop(key, None)

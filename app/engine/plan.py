@@ -403,18 +403,27 @@ class Planning:
                     if candidate is not None and self._key_of(candidate) == key:
                         memo[ident] = candidate
                         return candidate
+            # Further down: during a backward pass, the nodes above it that ran were freed, and the
+            # node running now (read at this step) is some parents up (a hessian's inner pass).
+            found = self._locate_in_r(ident, {}, reader.objects)
+            if found is not None:
+                memo[ident] = found
         return found
 
-    def _locate_in_r(self, ident: str, memo: dict[str, Any]) -> Any:
+    def _locate_in_r(self, ident: str, memo: dict[str, Any], read: dict[str, Any] | None = None) -> Any:
+        """``read``: objects read at this step, holders as good as a parent in R."""
         if ident in memo:
             return memo[ident]
         memo[ident] = None
         if ident.startswith("t"):
             memo[ident] = self.tensor_ids.object(ident)
             return memo[ident]
+        if read is not None and ident in read:
+            memo[ident] = read[ident]
+            return memo[ident]
         key = self.node_keys.get(ident)
         for parent in sorted(self.parents.get(ident, ()), key=id_order):
-            holder = self._locate_in_r(parent, memo)
+            holder = self._locate_in_r(parent, memo, read)
             if holder is None:
                 continue
             if isinstance(holder, torch.Tensor):

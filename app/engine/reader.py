@@ -408,7 +408,7 @@ class Reader:
             fact["variable"] = self.tensor_id(leaf)
             key = self.run.node_ids.key(node, self.run.tensor_ids.known(key_leaf(leaf)))
             if self.node_keys.get(nid) != key:  # met before its leaf had an id: file it under the leaf
-                self.run.node_ids.also(key, nid)
+                self.run.node_ids.also(key, nid, self.node_keys.get(nid))
                 self.node_keys[nid] = key
         keys = metadata_keys(node)  # (NodeFact's, left out when empty, as the schema leaves them out)
         if keys:
@@ -420,7 +420,7 @@ class Reader:
             self._read_saved(fact, nid, node, attribute)
         if isinstance(node, BackwardCFunction):  # a custom Function: what the snippet kept on ctx
             for attribute, value in object_dict(node).items():
-                self._add_saved(fact, nid, f"ctx.{attribute}", value)
+                self._add_saved(fact, nid, f"ctx.{attribute}", value, held=True)
         return fact
 
     def _read_saved(self, fact: dict[str, Any], nid: str, node: Any, attribute: str) -> None:
@@ -435,7 +435,7 @@ class Reader:
             # Unpacking would call the snippet's own unpack hook (and print, count...): show what the
             # graph actually holds, the packed value, instead.
             if kind_of(packed) in ("tensor", "sequence"):
-                self._add_saved(fact, nid, name, packed)
+                self._add_saved(fact, nid, name, packed, held=True)
             else:
                 fact["saved"][name] = None
                 fact["saved_errors"][name] = packed_message(packed)
@@ -462,17 +462,20 @@ class Reader:
         return name == "saved_tensors" and before is not None and not any(
             key == name or key.startswith(name + "[") for key in before["saved"])
 
-    def _add_saved(self, fact: dict[str, Any], nid: str, name: str, value: Any) -> None:
+    def _add_saved(self, fact: dict[str, Any], nid: str, name: str, value: Any, held: bool = False) -> None:
+        """``held``: the node holds these very objects (what a pack hook returned, a ctx attribute),
+        not copies torch makes afresh at each access: each is a tensor of its own, never a twin."""
         kind = kind_of(value)  # (ctx attributes are the snippet's objects: read by their types)
         if kind == "tensor":
-            self._saved(fact, nid, name, value)
+            self._saved(fact, nid, name, value, held)
         elif kind == "sequence":  # e.g. IndexBackward0's indices, ctx.saved_tensors
             for index, item in enumerate(itertools.islice(iterate_sequence(value), MAX_CONTAINER_ITEMS)):
                 if kind_of(item) == "tensor":
-                    self._saved(fact, nid, f"{name}[{index}]", item)
+                    self._saved(fact, nid, f"{name}[{index}]", item, held)
 
-    def _saved(self, fact: dict[str, Any], nid: str, name: str, value: torch.Tensor) -> None:
-        if self.run.tensor_ids.known(value) is not None:
+    def _saved(self, fact: dict[str, Any], nid: str, name: str, value: torch.Tensor,
+               held: bool = False) -> None:
+        if held or self.run.tensor_ids.known(value) is not None:
             self.saved_kinds.setdefault(nid, {})[name] = "direct"
             fact["saved"][name] = self.tensor_id(value)
             return

@@ -26,6 +26,7 @@ from app.engine.backward import BackwardWatch, NodeRan, freed_message, pass_argu
 from app.engine.calls import counted_as_plain, modes_unseen
 from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.snapshot import SnapshotTaker
+from app.engine.stacks import stacks_as_plain
 from app.engine.swaps import swaps_allowed
 from app.engine.tracer import (
     SNIPPET_FILENAME,
@@ -261,7 +262,7 @@ def trace_delta(
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
         with warnings.catch_warnings(), counted_as_plain(), modes_unseen(), touches, hook_watch, \
-                _cuda(limits, taker), workers_in_process(), swaps_allowed(read_whole):
+                _cuda(limits, taker), workers_in_process(), swaps_allowed(read_whole), stacks_as_plain():
             # Shown as a plain run shows them, on stderr (the output), even where the host collects
             # them instead (pytest's capture, a caller's catch_warnings(record=True)).
             warnings.showwarning = _show_warning

@@ -80,9 +80,11 @@ class DiscardedOutput:
         return False
 
 
+# The name of the engine's one-line call frames, made on the snippet's behalf (app.engine.calls).
+CALL_FRAME = "<torch-call>"
 # Frames the user thinks of as part of one line: comprehensions, generator expressions, lambdas.
-# (And the engine's own one-line calls made on the snippet's behalf: app.engine.calls.CALL_FRAME.)
-INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", "<torch-call>"})
+# (And the engine's own one-line calls: CALL_FRAME.)
+INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", CALL_FRAME})
 
 
 def _torch_code(module: str, name: str) -> Any:
@@ -155,12 +157,15 @@ class LineTracer:
         # the snippet then went on untraced (it caught that exception).
         self.raised: BaseException | None = None
         self.untraced = False
+        self._callbacks = 0  # torch calls under way that called back into the snippet's code
 
     def _emit(self, line: int, frame: FrameType) -> None:
         if self.steps >= self._max_steps:
             self.truncated = True
             raise StepLimitReached
         self.steps += 1
+        if self._callbacks and self._on_hidden_write is not None:
+            self._on_hidden_write()  # inside a torch call (see global_trace)
         self._on_step(line, frame)
 
     def global_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
@@ -178,6 +183,18 @@ class LineTracer:
                 return self._result_trace
             return None
         self.frame_events += 1
+        back = frame.f_back
+        if back is not None and back.f_code.co_name == CALL_FRAME and back.f_trace is None \
+                and self._on_hidden_write is not None:
+            # Snippet code called back from inside a torch call (a saved_tensors_hooks pack
+            # function, a tensor subclass's __torch_function__): the call writes and builds nodes
+            # in C++ around it, with no call the engine's mode sees (it is off while its own call
+            # runs) — a pack function's steps meet the call's node half built, with no saved
+            # tensors yet. Every step until the call returns, and the step after it, reads whole:
+            # (a local trace set on a running frame gets its return event).
+            back.f_trace = self._callback_trace
+            back.f_trace_lines = False
+            self._callbacks += 1
         if code.co_name in INLINE_FRAMES:
             return None
         self._stack.append([None, False])
@@ -187,6 +204,12 @@ class LineTracer:
         if event in ("return", "exception") and self._on_backward is not None:
             self._on_backward(frame, event)  # "exception": the pass raised (then returns)
         return self._backward_trace
+
+    def _callback_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "return" and self._on_hidden_write is not None:
+            self._callbacks -= 1
+            self._on_hidden_write()
+        return self._callback_trace
 
     def _result_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "return" and self._on_result is not None:

@@ -31,8 +31,11 @@ from app.engine.ids import tensor_pointer
 from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of, tensors_in, versions_of
 
 # Snippet source that may change tensors in ways no torch function call shows.
-# (``.metadata``: a node's metadata dict written, which nothing else sees; app.engine.hooks)
-WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b")
+# (``.metadata``: a node's metadata dict written, which nothing else sees; app.engine.hooks;
+# ``register_hooks``: a saved tensor's own pack hook, ``y.grad_fn._raw_saved_self.register_hooks``,
+# which packs at once: the node then holds what it returned)
+WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b"
+                            r"|\bregister_hooks\b")
 
 
 class Touches(TorchFunctionMode):
@@ -52,6 +55,9 @@ class Touches(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         # (Flat, and no helper called that is not needed: each frame of the engine's is a call of the
         # tracer's global trace function too, paid at every torch call of the snippet.)
+        # ``types``: the snippet's tensor subclasses among the arguments that override
+        # __torch_function__ (empty for plain tensors and parameters): the engine's own reads of
+        # them (versions, data pointers) must not call it — it is the snippet's code.
         plan = self._plans.get(func)
         if plan is None:
             plan = self._plans[func] = plan_of(func)
@@ -59,28 +65,28 @@ class Touches(TorchFunctionMode):
         if kind == READS:
             if not kwargs:
                 return call_from_mode(func, args, {})
-            self._note(plan.written(args, kwargs), WRITES)  # ``out=``
+            self._note(plan.written(args, kwargs), WRITES, types)  # ``out=``
             return call_from_mode(func, args, kwargs)
         kwargs = kwargs or {}
         if kind == EXPOSES:
-            self._note(args, EXPOSES)
-            self._note(tuple(kwargs.values()), WRITES)
+            self._note(args, EXPOSES, types)
+            self._note(tuple(kwargs.values()), WRITES, types)
             return call_from_mode(func, args, kwargs)
         # what it only reads is not marked (nor the storages under it)
-        self._note(plan.written(args, kwargs), WRITES)
+        self._note(plan.written(args, kwargs), WRITES, types)
         if not plan.versions:
             return call_from_mode(func, args, kwargs)
         tensors = tensors_in(args)
         if kwargs:
             tensors += tensors_in(kwargs.values())
-        before = versions_of(tensors)
+        before = versions_of(tensors, types)
         try:
             return call_from_mode(func, args, kwargs)
         finally:
             # what its insides wrote in place moved its version
-            written = moved(tensors, before)
+            written = moved(tensors, before, types)
             if written:
-                self._note(written, WRITES)
+                self._note(written, WRITES, types)
 
     def watch_again(self) -> bool:
         """Push this mode again if torch popped it (it does while one of its calls runs — and the
@@ -95,9 +101,13 @@ class Touches(TorchFunctionMode):
 
     def note_result(self, value: Any) -> None:
         """What a torch function returned gained facts the line's step must read again."""
-        self._note(value if isinstance(value, list | tuple) else (value,), WRITES)
+        self._note(value if isinstance(value, list | tuple) else (value,), WRITES, True)
 
-    def _note(self, values: Any, kind: int) -> None:
+    def _note(self, values: Any, kind: int, subclassed: Any = False) -> None:
+        if subclassed:  # (see __torch_function__'s ``types``)
+            with torch._C.DisableTorchFunction():
+                self._note(values, kind)
+            return
         for value in values:
             if isinstance(value, torch.Tensor):
                 self.tensors.add(id(value))

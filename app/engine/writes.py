@@ -194,9 +194,13 @@ def tensors_in(values: Any) -> list[torch.Tensor]:
 _version = operator.attrgetter("_version")
 
 
-def versions_of(tensors: list[torch.Tensor]) -> list[int | None]:
+def versions_of(tensors: list[torch.Tensor], subclassed: Any = False) -> list[int | None]:
     """Their version counters; None for an inference tensor, which keeps none. (Read in C: a
-    comprehension would be a frame of its own, which the tracer's trace function is called for.)"""
+    comprehension would be a frame of its own, which the tracer's trace function is called for.)
+    ``subclassed``: some override __torch_function__, which reading ``_version`` would call."""
+    if subclassed:
+        with torch._C.DisableTorchFunction():
+            return versions_of(tensors)
     try:
         return list(map(_version, tensors))
     except RuntimeError:
@@ -210,10 +214,11 @@ def _version_or_none(tensor: torch.Tensor) -> int | None:
         return None
 
 
-def moved(tensors: list[torch.Tensor], before: list[int | None]) -> list[torch.Tensor]:
+def moved(tensors: list[torch.Tensor], before: list[int | None],
+          subclassed: Any = False) -> list[torch.Tensor]:
     """Those whose version moved since ``before`` (or, for an inference tensor, that inference mode
     may have written: it keeps no version)."""
-    now = versions_of(tensors)
+    now = versions_of(tensors, subclassed)
     if now == before and None not in before:
         return []
     inference = torch.is_inference_mode_enabled()
