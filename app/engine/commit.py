@@ -152,6 +152,11 @@ class Commit:
     def _set_node(self, nid: str, fact: dict[str, Any], reader: Reader, delta: dict[str, Any]) -> None:
         kinds = reader.saved_kinds.get(nid, {})
         self.node_keys[nid] = reader.node_keys.get(nid, self.node_keys.get(nid))
+        stale = reader.stale_saves.get(nid)
+        if stale:
+            self.stale_saves[nid] = stale
+        else:
+            self.stale_saves.pop(nid, None)
         if self.nodes.get(nid) == fact and self.saved_kinds.get(nid) == kinds:
             return  # read again and found as it was: its edges and indexes stand
         was_keyed = set()
@@ -188,6 +193,7 @@ class Commit:
             tensor = self.tensors.get(tid) if tid is not None else None
             if tensor is not None and tensor["storage"] is not None:
                 now.add(tensor["storage"])
+        now.update(self.stale_saves.get(nid, ()))  # a write there changes the version its error names
         before = self.saves.get(nid, set())
         for sid in before - now:
             self._unfile(sid, nid)
@@ -245,6 +251,7 @@ class Commit:
                 if tid is not None:
                     self.matched_by[tid].discard(ident)
             self.saved_kinds.pop(ident, None)
+            self.stale_saves.pop(ident, None)
             for sid in self.saves.pop(ident, ()):
                 self._unfile(sid, ident)
             self.node_ids.retire(self.node_keys.pop(ident, None))

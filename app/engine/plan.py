@@ -86,10 +86,12 @@ class Planning:
             if nid not in dirty and nid not in reader.nodes and not self._flip_known(reader, nid, found):
                 dirty.add(nid)  # read it whole, below
         # Then what changed deeper in the graph.
-        for ident in sorted((t for t in dirty - seeds if t in members), key=id_order):
-            self._read_again(reader, ident)
+        lost = [ident for ident in sorted((t for t in dirty - seeds if t in members), key=id_order)
+                if not self._read_again(reader, ident)]
         plan = Plan(reader, names, roots)
         self._settle(plan)
+        if any(ident not in plan.removed for ident in lost):
+            raise Retry  # a member that may have changed, still in R, and not found to read again
         return plan
 
     def _flip_known(self, reader: Reader, nid: str, found: dict[str, Any]) -> bool:
@@ -234,17 +236,19 @@ class Planning:
                     return False
         return True
 
-    def _read_again(self, reader: Reader, ident: str) -> None:
+    def _read_again(self, reader: Reader, ident: str) -> bool:
+        """Read a member of R again; False when its object was not found (dead, or out of reach)."""
         if ident in reader.tensors or ident in reader.nodes or ident in self.keyed_owner:
-            return
+            return True
         obj = self._locate(ident, {}, reader)
         if obj is None:
-            return
+            return False
         if ident.startswith("t"):
             reader.add_tensor(ident, obj)
         else:
             reader.add_node(ident, obj, self.node_keys.get(ident))
         reader.drain()
+        return True
 
     def _settle(self, plan: Plan) -> None:
         """Edges, removals and twin matches of the step, read further until they agree."""
@@ -391,24 +395,46 @@ class Planning:
         reaches it (``F.max_pool2d(F.relu(h))`` then ``x = drop(flatten(x))``: the pool's node)."""
         found = self._locate_in_r(ident, memo)
         if found is None and reader is not None and not ident.startswith("t"):
-            key = self.node_keys.get(ident)
-            holders = [reader.objects.get(nid) for nid, fact in reader.nodes.items()
-                       if ident in (fact.get("next") or ())]
-            holders += [reader.objects.get(tid) for tid, fact in reader.tensors.items()
-                        if fact and fact["grad_fn"] == ident]
-            for holder in holders:
-                candidates = [holder.grad_fn] if isinstance(holder, torch.Tensor) else \
-                    [fn for fn, _ in getattr(holder, "next_functions", ())]
-                for candidate in candidates:
-                    if candidate is not None and self._key_of(candidate) == key:
-                        memo[ident] = candidate
-                        return candidate
-            # Further down: during a backward pass, the nodes above it that ran were freed, and the
-            # node running now (read at this step) is some parents up (a hessian's inner pass).
-            found = self._locate_in_r(ident, {}, reader.objects)
-            if found is not None:
-                memo[ident] = found
+            found = self._locate_through(ident, memo, reader, set())
+            if found is None:
+                # Further down: during a backward pass, the nodes above it that ran were freed, and the
+                # node running now (read at this step) is some parents up (a hessian's inner pass).
+                found = self._locate_in_r(ident, {}, reader.objects)
+                if found is not None:
+                    memo[ident] = found
         return found
+
+    def _locate_through(self, ident: str, memo: dict[str, Any], reader: Reader, seen: set[str]) -> Any:
+        """A node found through what the step read: a node or tensor read now whose edge reaches it,
+        else a parent node in R found this way in turn (``out.add_(1)`` then ``out.mul_(2)``: the
+        ReLU that saved ``out`` is two nodes under the tensor read again)."""
+        seen.add(ident)
+        key = self.node_keys.get(ident)
+        holders = [reader.objects.get(nid) for nid, fact in reader.nodes.items()
+                   if ident in (fact.get("next") or ())]
+        holders += [reader.objects.get(tid) for tid, fact in reader.tensors.items()
+                    if fact and fact["grad_fn"] == ident]
+        found = self._held_by(holders, key)
+        if found is None:
+            for parent in sorted(self.parents.get(ident, ()), key=id_order):
+                if parent.startswith("t") or parent in seen:
+                    continue
+                holder = memo.get(parent) or self._locate_through(parent, memo, reader, seen)
+                found = self._held_by([holder], key) if holder is not None else None
+                if found is not None:
+                    break
+        if found is not None:
+            memo[ident] = found
+        return found
+
+    def _held_by(self, holders: list[Any], key: Any) -> Any:
+        for holder in holders:
+            candidates = [holder.grad_fn] if isinstance(holder, torch.Tensor) else \
+                [fn for fn, _ in getattr(holder, "next_functions", ())]
+            for candidate in candidates:
+                if candidate is not None and self._key_of(candidate) == key:
+                    return candidate
+        return None
 
     def _locate_in_r(self, ident: str, memo: dict[str, Any], read: dict[str, Any] | None = None) -> Any:
         """``read``: objects read at this step, holders as good as a parent in R."""

@@ -185,6 +185,8 @@ class Reader:
         # "twin" (a fresh copy matched to a live tensor), "keyed" (a fresh copy with its own id)
         self.saved_kinds: dict[str, dict[str, str]] = {}
         self.keyed_owners: dict[str, str] = {}  # keyed id -> the node that saved it
+        # node -> storages of the tensors it saved that torch now refuses as modified in place
+        self.stale_saves: dict[str, set[str]] = {}
 
     # ---- ids, in meeting order -------------------------------------------------------------------
     def tensor_id(self, tensor: torch.Tensor) -> str:
@@ -450,9 +452,28 @@ class Reader:
             fact["saved_errors"][name] = message
             if message.startswith(FREED_PREFIX):
                 self.run.freed.setdefault(nid, {})[name] = message
+            else:
+                self._note_stale(nid, node, attribute)
             return
         if value is not None:  # (None: a slot this node did not fill)
             self._add_saved(fact, nid, name, value)
+
+    def _note_stale(self, nid: str, node: Any, attribute: str) -> None:
+        """A slot torch refuses as "modified by an inplace operation" still holds its tensor, and its
+        message names that tensor's version: the next write to its storage changes what the node
+        shows (BatchNorm's running stats reset twice under a kept graph). The node stays filed under
+        that storage (``Commit._index_storages``), found through the unpack-free ``_raw_saved_*``."""
+        try:
+            raw_name = "_raw" + attribute if attribute.startswith(SAVED_PREFIX) else "_raw_" + attribute
+            raw = getattr(node, raw_name)
+            items = raw if isinstance(raw, list | tuple) else (raw,)
+            pointers = [tensor_pointer(item.data) for item in items if item is not None]
+        except (AttributeError, RuntimeError):
+            return
+        known = self.run.storage_ids.known_pointer
+        found = {sid for pointer in pointers if pointer and (sid := known(pointer)) is not None}
+        if found:
+            self.stale_saves.setdefault(nid, set()).update(found)
 
     def _saved_nothing(self, nid: str, name: str) -> bool:
         """A custom Function's ``ctx.saved_tensors`` that held nothing when last read: torch refuses it

@@ -88,6 +88,7 @@ class SnapshotTaker(Marks, Planning, Commit):
         self.on_storage: dict[str, set[str]] = defaultdict(set)  # storage -> R tensors on it
         self.saving: dict[str, set[str]] = defaultdict(set)  # storage -> nodes saving a tensor on it
         self.saves: dict[str, set[str]] = {}  # node -> the storages it is filed under in ``saving``
+        self.stale_saves: dict[str, set[str]] = {}  # node -> storages of slots refused as modified
         self.matched_by: dict[str, set[str]] = defaultdict(set)  # twin -> nodes matched to it
         self.keyed_owner: dict[str, str] = {}  # saved tensor torch re-creates -> its node
         self.volatile: set[str] = set()  # storages whose memory Python code may write
@@ -234,6 +235,7 @@ class SnapshotTaker(Marks, Planning, Commit):
         self.names = dict(self.walker.current)
         self.node_keys = {nid: reader.node_keys.get(nid, self.node_keys.get(nid)) for nid in self.nodes}
         self.saved_kinds = {nid: reader.saved_kinds.get(nid, {}) for nid in self.nodes}
+        self.stale_saves = {nid: reader.stale_saves[nid] for nid in self.nodes if nid in reader.stale_saves}
         self._rebuild()
         self._note_recheck(reader)
         return clean_delta(delta)

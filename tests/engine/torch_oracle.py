@@ -133,6 +133,12 @@ def resolve(namespace: dict[str, Any], label: str) -> torch.Tensor:
             index, _, rest = after.partition("]")
             params = [p for group in optimizer.param_groups for p in group["params"]]
             return eval("_state" + rest, {}, {"_state": optimizer.state[params[int(index)]]})  # noqa: S307
+    while not isinstance(obj, nn.Module) and rest.startswith("["):  # a module held in a container
+        subscript = re.match(r"\[[^\]]*\]", rest)
+        if subscript is None or not isinstance(obj, list | tuple | dict):
+            break
+        obj = eval("_obj" + subscript.group(), {}, {"_obj": obj})  # noqa: S307
+        rest = rest[subscript.end():]
     if isinstance(obj, nn.Module):
         named = dict(obj.named_parameters()) | dict(obj.named_buffers())
         path = rest.removeprefix(".")
@@ -327,29 +333,6 @@ def node_of(step: dict[str, Any], label: str) -> dict[str, Any]:
     return step["nodes"][fact(step, label)["grad_fn"]]
 
 
-# --- torch as the oracle at every step ------------------------------------------------------------
-
-_INLINE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
-
-
-def _plain_facts(t: torch.Tensor) -> dict[str, Any]:
-    """What a step must say of a live tensor, read from torch in the plain run, at that moment."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        inference = t.is_inference()
-        return {
-            "shape": list(t.shape),
-            "dtype": str(t.dtype).removeprefix("torch."),
-            "requires_grad": t.requires_grad,
-            "is_leaf": t.is_leaf,
-            "grad_fn": None if t.grad_fn is None else node_name(t.grad_fn),
-            "version": None if inference else t._version,
-            "values": t.detach().clone() if t.numel() <= 64 and t.layout == torch.strided else None,
-            "grad": t.grad is not None,
-            "unreadable": _unreadable(t),
-        }
-
-
 def _unreadable(t: torch.Tensor) -> str | None:
     """What torch says when asked for a small tensor's numbers (a vmap's batched tensor has none)."""
     if t.numel() > 64 or t.layout != torch.strided:
@@ -361,102 +344,9 @@ def _unreadable(t: torch.Tensor) -> str | None:
     return None
 
 
-def _resolve_at(frame: Any, namespace: dict[str, Any], label: str) -> Any:
-    """``label`` at a plain run's line: a module-level one, or ``f:name`` in the innermost ``f``."""
-    if ":" in label.split("[")[0]:
-        function, _, rest = label.partition(":")
-        while frame is not None:  # (two active functions of one name share the prefix: either)
-            if frame.f_code.co_name == function:
-                try:
-                    return resolve(dict(frame.f_locals), rest)
-                except (KeyError, AttributeError, NameError):
-                    pass
-            frame = frame.f_back
-        raise LookupError(label)
-    return resolve(namespace, label)
-
-
 def assert_steps_match_plain(source: str, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Every forward step of the trace against a plain run of the same code, paused at the same
-    moments (a line tracer that only reads the named tensors): each tensor a step names says what
-    torch says of it right then — values, version, grad-ness, its node's type — so a fact the
-    engine missed (a buffer written in place without a version bump, a graph attached in C++) fails
-    at the step it was missed, not only at the end. ``skip``: labels not compared (random state)."""
-    result = trace(source)
-    forward = [s for s in result["steps"] if s.get("phase", "forward") == "forward"]
-    expanded_labels = [dict(s["variables"]) for s in forward]
-    captured: list[tuple[int, dict[str, Any]]] = []
-    torch.manual_seed(SEED)
-    random.seed(SEED)
-    namespace: dict[str, Any] = {"__name__": "__main__", "torch": torch, "nn": nn, "F": F, "math": math}
-    stack: list[list[Any]] = []
+    """Every forward step of the trace against a plain run paused at the same moments: see
+    ``torch_oracle_steps.steps_match_plain`` (imported here when called: it builds on this module)."""
+    from torch_oracle_steps import steps_match_plain
 
-    def emit(line: int, frame: Any) -> None:
-        labels = expanded_labels[len(captured)] if len(captured) < len(expanded_labels) else {}
-        facts = {}
-        for label in labels:
-            if label in skip:
-                continue
-            try:
-                value = _resolve_at(frame, namespace, label)
-            except Exception:  # noqa: BLE001 - a label the plain run cannot name: the count differs below
-                facts[label] = "unresolved"
-                continue
-            if not isinstance(value, torch.Tensor):
-                facts[label] = "not a tensor"
-                continue
-            try:
-                facts[label] = _plain_facts(value)
-            except (RuntimeError, ValueError, TypeError, NotImplementedError):
-                continue  # a lazy module's uninitialised parameter: nothing torch says to compare
-        captured.append((line, facts))
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        top = stack[-1]
-        if event == "line":
-            if top[0] is not None:
-                emit(top[0], frame)
-            top[0], top[1] = frame.f_lineno, False
-        elif event == "exception":
-            top[1] = True
-        elif event == "return":
-            stack.pop()
-            if top[0] is not None and not top[1]:
-                emit(top[0], frame)
-        return local
-
-    def global_trace(frame: Any, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code.co_filename != PLAIN_FILENAME or code.co_name in _INLINE:
-            return None
-        stack.append([None, False])
-        return local
-
-    buffer = io.StringIO()
-    with redirect_stdout(buffer), redirect_stderr(buffer), warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        sys.settrace(global_trace)
-        try:
-            exec(compile(source, PLAIN_FILENAME, "exec", dont_inherit=True), namespace)  # noqa: S102
-        except Exception:  # noqa: BLE001, S110 - the trace's own error is compared by the caller
-            pass
-        finally:
-            sys.settrace(None)
-    plain_lines = [line for line, _ in captured]
-    assert plain_lines == [s["line"] for s in forward], plain_lines
-    for step, (line, facts) in zip(forward, captured, strict=True):
-        for label, plain in facts.items():
-            where = f"{label} after line {line}"
-            assert isinstance(plain, dict), (where, plain)
-            fact = step["tensors"][step["variables"][label]]
-            for key in ("shape", "dtype", "requires_grad", "is_leaf", "version"):
-                assert fact[key] == plain[key], (where, key, fact[key], plain[key])
-            node = step["nodes"][fact["grad_fn"]]["name"] if fact["grad_fn"] else None
-            assert node == plain["grad_fn"], (where, "grad_fn", node, plain["grad_fn"])
-            assert (fact["grad"] is not None) == plain["grad"], (where, "grad")
-            assert fact["unavailable"].get("values") == plain["unreadable"], (where, fact["unavailable"])
-            if plain["values"] is not None and plain["unreadable"] is None:
-                actual = torch.tensor(decode(fact["values"]), dtype=plain["values"].dtype)
-                torch.testing.assert_close(actual, plain["values"], rtol=0, atol=0, equal_nan=True,
-                                           msg=lambda m, where=where: f"{where}: {m}")
-    return result
+    return steps_match_plain(source, skip)
