@@ -116,7 +116,8 @@ HIDDEN_WRITERS = frozenset(id(code) for code in (
 # torch functions whose result gains facts after the snippet's code that made it has returned, by the
 # ``id`` of their code: ``Function.apply`` attaches the graph (grad_fn, requires_grad, is_leaf) to
 # what a custom Function's ``forward`` returned, in C++, with no version bump and no call the
-# engine's mode sees — and that forward may have bound it to a name read at its steps.
+# engine's mode sees — and that forward may have bound it to a name read at its steps. (Its
+# arguments are noted too: see ``_result_trace``.)
 RESULT_FACTS = frozenset(id(code) for code in (
     _torch_code("torch.autograd.function", "Function.apply"),
 ) if code is not None)
@@ -213,7 +214,10 @@ class LineTracer:
 
     def _result_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "return" and self._on_result is not None:
-            self._on_result(arg)  # (None too when it raised: nothing to note then)
+            # (arg: None when it raised.) Its tensor arguments too: a custom Function's
+            # ``ctx.mark_dirty`` bumps their versions in C++ after forward, also when torch then
+            # refuses it (a leaf that requires grad, written in place).
+            self._on_result((arg, frame.f_locals.get("args")))
         return self._result_trace
 
     def count_step(self) -> bool:

@@ -18,6 +18,8 @@ Found wrong here, and fixed:
   copy torch makes at each access: matched to a "twin" with the same layout, it kept the twin's id
   when the snippet later named it (``t, rg = packed`` in the unpack hook) where the whole snapshot
   gave it its own;
+* ``ctx.mark_dirty`` bumps the versions of a Function's inputs in C++ after forward, also when torch
+  then refuses a leaf that requires grad: the leaf's later steps showed the version before the bump;
 * anomaly mode's "Traceback of forward call that caused the error" listed the engine's frames: those
   that run the snippet, and the mode's and its one-line call around every torch call;
 * ``y.grad_fn._raw_saved_self.register_hooks(pack, unpack)`` packs at once, through no torch call:
@@ -212,6 +214,101 @@ z.backward()
 print(x.grad.shape)
 """,
 }
+
+
+# Custom Functions: what Function.apply does in C++ after forward returns (the graph attached to the
+# outputs, mark_dirty's version bump of the inputs — also when it then refuses a leaf).
+CUSTOM_FUNCTIONS = {
+    "mark_dirty on a view, then on a leaf that requires grad": """
+class Clamp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.clamp_(min=0)
+    @staticmethod
+    def backward(ctx, g):
+        return g
+base = torch.randn(4, requires_grad=True)
+h = base * 1
+v = h[:2]
+r = Clamp.apply(v)
+print(type(h.grad_fn).__name__, r._version)
+h.sum().backward()
+leaf = torch.randn(2, requires_grad=True)
+try:
+    Clamp.apply(leaf)
+except RuntimeError as e:
+    print(str(e)[:70])
+after = leaf * 1
+""",
+    "an input returned as non-differentiable, nested Functions, under no_grad": """
+class F2(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        out = x.exp() + y
+        ctx.save_for_backward(out)
+        ctx.mark_non_differentiable(y)
+        return out, y
+    @staticmethod
+    def backward(ctx, g, gy):
+        (out,) = ctx.saved_tensors
+        return g * out, None
+class Inner(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+class Outer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        inner = Inner.apply(x)
+        return inner + 1
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+a = torch.randn(3, requires_grad=True)
+b = torch.randn(3)
+o, same = F2.apply(a, b)
+print(same is b, o.requires_grad, same.requires_grad)
+with torch.no_grad():
+    n = Outer.apply(a)
+y = Outer.apply(a)
+(o.sum() + y.sum()).backward()
+""",
+    "a Function trained in a loop, tensors kept on ctx, gradcheck": """
+class Lin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        ctx.b = b
+        return x @ w.t() + b
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g @ w, g.t() @ x, g.sum(0)
+w = torch.randn(2, 3, requires_grad=True)
+b = torch.zeros(2, requires_grad=True)
+opt = torch.optim.SGD([w, b], lr=0.1)
+x = torch.randn(4, 3)
+for i in range(2):
+    opt.zero_grad()
+    out = Lin.apply(x, w, b)
+    loss = out.pow(2).mean()
+    loss.backward()
+    opt.step()
+xd = torch.randn(2, 3, dtype=torch.double, requires_grad=True)
+wd = torch.randn(2, 3, dtype=torch.double, requires_grad=True)
+bd = torch.randn(2, dtype=torch.double, requires_grad=True)
+print(torch.autograd.gradcheck(Lin.apply, (xd, wd, bd)))
+""",
+}
+
+
+@pytest.mark.parametrize("name", CUSTOM_FUNCTIONS)
+def test_custom_functions(name: str) -> None:
+    assert_true_to_torch(CUSTOM_FUNCTIONS[name])
 
 
 @pytest.mark.parametrize("name", SAVED_TENSOR_HOOKS)
