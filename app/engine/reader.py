@@ -106,6 +106,7 @@ def _grad_of(t: torch.Tensor, is_leaf: bool) -> torch.Tensor | None:
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
+_STRIDED = torch.strided
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -145,9 +146,6 @@ def signature(t: torch.Tensor, grad_fn: str | None) -> tuple:
 def fact_signature(fact: dict[str, Any]) -> tuple:
     return (fact["shape"], fact["stride"], fact["storage_offset"], fact["dtype"], fact["is_conj"],
             fact["is_neg"], fact["grad_fn"], fact["requires_grad"])
-
-
-Layout = tuple[list[int], list[int], int]  # a tensor's shape, stride and storage offset, as read
 
 
 @dataclass
@@ -269,36 +267,44 @@ class Reader:
 
     # ---- facts -----------------------------------------------------------------------------------
     def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
+        # (Each property read once here and handed to what needs it: every torch call is a C++ round
+        # trip, and every helper a Python call; this runs for every tensor every step reads.)
         unavailable: dict[str, str] = {}
         try:
-            strided = t.layout == torch.strided
-            layout = (list(t.shape), list(t.stride()), t.storage_offset()) if strided \
-                else (list(t.shape), _strides_if_any(t), 0)
+            strided = t.layout is _STRIDED
+            shape = list(t.shape)
+            if strided:
+                stride, offset = list(t.stride()), t.storage_offset()
+            else:
+                stride, offset = _strides_if_any(t), 0
         except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
             # a lazy module's uninitialised parameter, a nested tensor: no shape or strides to read
-            strided, layout = False, ([], [], 0)
+            strided, shape, stride, offset = False, [], [], 0
             unavailable["shape"] = short_message(error)
-        # (each read once here, and handed to what needs it: every torch call is a C++ round trip)
         dtype = t.dtype
-        dtype_text = dtype_name(dtype)
+        dtype_text = _DTYPE_NAMES.get(dtype) or dtype_name(dtype)
         conj, neg = t.is_conj(), t.is_neg()
-        storage_id = self._storage(t, tid, dtype, dtype_text, conj or neg) \
-            if "shape" not in unavailable else None
+        storage_id = self._storage(t, tid, dtype, dtype_text, conj or neg) if not unavailable else None
         if storage_id is not None:
-            self.by_storage.setdefault(storage_id, []).append(tid)
+            on_storage = self.by_storage.get(storage_id)
+            if on_storage is None:
+                self.by_storage[storage_id] = [tid]
+            else:
+                on_storage.append(tid)
         try:
             version: int | None = t._version
         except RuntimeError:  # inference tensors keep no version counter
             version = None
         grad_fn = t.grad_fn
         is_leaf = t.is_leaf
-        grad = _grad_of(t, is_leaf)
+        retains_grad = t.retains_grad
+        grad = t.grad if is_leaf or retains_grad else _grad_of(t, is_leaf)
         base = t._base
         fact = {
-            "shape": layout[0],
+            "shape": shape,
             "dtype": dtype_text,
-            "stride": layout[1],
-            "storage_offset": layout[2],
+            "stride": stride,
+            "storage_offset": offset,
             "storage": storage_id,
             "requires_grad": t.requires_grad,
             "is_leaf": is_leaf,
@@ -309,9 +315,9 @@ class Reader:
             "values": None,
             "summary": None,
             "is_view": t._is_view(),
-            "retains_grad": t.retains_grad,
+            "retains_grad": retains_grad,
             "is_inference": False,
-            "device": device_name(t),
+            "device": "cpu" if t.is_cpu and not SIMULATING else device_name(t),
             "is_conj": conj,
             "is_neg": neg,
             "unavailable": unavailable,
@@ -320,8 +326,8 @@ class Reader:
             try:
                 fact["is_inference"] = t.is_inference()
                 numel = t.numel()
-                if not strided or self._within_storage(t, storage_id, layout, numel):
-                    fact["values"] = self._values(t, storage_id, layout, numel, dtype, conj or neg)
+                if not strided or self._within_storage(t, storage_id, shape, stride, offset, numel):
+                    fact["values"] = self._values(t, storage_id, shape, offset, numel, dtype, conj or neg)
                     if numel > MAX_VALUES:
                         fact["summary"] = self.run.values.summary(t)
                 else:
@@ -330,39 +336,44 @@ class Reader:
                 unavailable["values"] = short_message(error)
         return fact
 
-    def _within_storage(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int) -> bool:
+    def _within_storage(self, t: torch.Tensor, storage_id: str | None, shape: list[int], stride: list[int],
+                        offset: int, numel: int) -> bool:
         """Reading past a storage's end reads freed memory (a view of a storage ``resize_``-d
-        smaller can crash the process): check the extent against the storage's size first.
-        ``layout``: a strided tensor's (shape, stride, storage offset) as read."""
+        smaller can crash the process): check the extent against the storage's size first, from a
+        strided tensor's shape, stride and storage offset as read."""
         if storage_id is None or numel == 0:
             return True
         storage = self.storages.get(storage_id) or self.run.storages.get(storage_id)
         if storage is None:
             return True
-        shape, stride, last = layout
+        last = offset
         for size, step in zip(shape, stride, strict=True):
             last += (size - 1) * step
         return (last + 1) * t.element_size() <= storage["nbytes"]
 
-    def _values(self, t: torch.Tensor, storage_id: str | None, layout: Layout, numel: int,
+    def _values(self, t: torch.Tensor, storage_id: str | None, shape: list[int], offset: int, numel: int,
                 dtype: torch.dtype, lazy: bool) -> Any:
         """Its values: a slice of its storage's, when those were read at this step and it lies in
-        them in order (``lazy``: conjugate or negative bits, which read differently)."""
+        them in order (``lazy``: conjugate or negative bits, which read differently); the very list
+        when it is the whole storage (nothing changes a fact's values once read)."""
         read = self._storage_reads.get(storage_id) if storage_id is not None else None
         if read is not None and 0 < numel <= MAX_VALUES and not lazy and read[0] == dtype \
                 and t.is_contiguous():
-            offset = layout[2]
-            flat = read[1][offset : offset + numel]
+            elements = read[1]
+            if offset == 0 and numel == len(elements):
+                return nest(elements, shape)
+            flat = elements[offset : offset + numel]
             if len(flat) == numel:
-                return nest(flat, layout[0])
+                return nest(flat, shape)
         return self.run.values.tensor_values(t)
 
     def _storage(self, t: torch.Tensor, tid: str, dtype: torch.dtype, dtype_text: str,
                  lazy: bool) -> str | None:
         """``t``'s storage id, its fact read if it must be (``lazy``: ``t`` has conjugate or negative
         bits, so the elements read, as the memory holds them, are not a slice of its values)."""
-        ids = self.run.storage_ids
-        pointer = tensor_pointer(t) if self.run.in_backward else 0
+        run = self.run
+        ids = run.storage_ids
+        pointer = tensor_pointer(t) if run.in_backward else 0
         if pointer:  # during a backward pass: known by its bytes only (see ids.tensor_pointer)
             storage, sid = None, ids.of_pointer(pointer, t, self.keyed_owners.get(tid))
         else:
@@ -371,19 +382,20 @@ class Reader:
             except (RuntimeError, NotImplementedError, TypeError):  # sparse and other storage-less layouts
                 return None
             sid = ids.of_storage(storage)
-        if sid not in self.storages and self.run.storage_fresh(sid, dtype_text, tid):
+        if sid not in self.storages and run.storage_fresh(sid, dtype_text, tid):
             if storage is not None and not storage.resizable():
                 # memory torch did not allocate (torch.frombuffer over a bytearray, from_numpy,
                 # from_dlpack): its owner may write it with no torch call to see — read it again
                 # at every step, as the memory handed to Python is (watch: exposed)
-                self.run.volatile.add(sid)
+                run.volatile.add(sid)
             nbytes = storage.nbytes() if storage is not None else self._bare_nbytes(sid, t)
-            elements = self.run.values.storage_values(t, nbytes)
+            element_size = t.element_size()
+            elements = run.values.storage_values(t, nbytes, element_size, dtype, lazy)
             if elements is not None and not lazy:
                 self._storage_reads[sid] = (dtype, elements)
             self.storages[sid] = {
                 "nbytes": nbytes,
-                "element_size": t.element_size(),
+                "element_size": element_size,
                 "dtype": dtype_text,
                 "values": elements,
             }  # (where its bytes are: noted by ids.of_storage already)

@@ -23,6 +23,7 @@ MAX_VALUES = 64
 MAX_SUMMARY_NUMEL = 4_000_000
 
 _FLOAT32 = struct.Struct("<f")
+_STRIDED = torch.strided
 
 
 def json_scalar(value: Any) -> Any:
@@ -96,7 +97,12 @@ def _float32_memory(tensor: torch.Tensor) -> list[Any] | None:
     is NaN or infinite (orjson writes null): the caller reads those through ``tolist``."""
     if _np is None or not tensor.is_cpu or not tensor.is_contiguous() or tensor.is_conj() or tensor.is_neg():
         return None
-    count = tensor.numel()
+    return _float32_at(tensor, tensor.numel())
+
+
+def _float32_at(tensor: torch.Tensor, count: int) -> list[Any] | None:
+    """``_float32_memory`` of a float32 CPU tensor whose ``count`` elements the caller knows lie in
+    its memory as they read (contiguous, no conjugate or negative bit)."""
     try:
         pointer = tensor.data_ptr()
     except RuntimeError:
@@ -153,17 +159,23 @@ class ValueWriter:
         # (what torch raises, a vmap's batched tensor, a meta tensor's, is the step's to say)
         return self.flat(_flatten(tensor.tolist(), tensor.dim()), tensor.dtype)
 
-    def storage_values(self, tensor: torch.Tensor, nbytes: int) -> list[Any] | None:
-        """Every element of the tensor's storage, read with the tensor's dtype, in storage order."""
-        size = tensor.element_size()
+    def storage_values(self, tensor: torch.Tensor, nbytes: int, size: int, dtype: torch.dtype,
+                       lazy: bool) -> list[Any] | None:
+        """Every element of the tensor's storage, read with the tensor's dtype, in storage order.
+        The caller read the tensor's element ``size``, ``dtype`` and whether it has conjugate or
+        negative bits (``lazy``) already."""
         count = nbytes // size if size else 0
-        if count > MAX_VALUES or tensor.layout != torch.strided or tensor.is_meta:
+        if count > MAX_VALUES or tensor.layout is not _STRIDED or tensor.is_meta:
             return None
         try:
-            if tensor.numel() == count and tensor.storage_offset() == 0 and tensor.is_contiguous() \
-                    and not (tensor.is_conj() or tensor.is_neg()):
+            if not lazy and tensor.numel() == count and tensor.storage_offset() == 0 \
+                    and tensor.is_contiguous():
                 # The tensor is its whole storage, in order (a fresh result, the common case): read
                 # it as it is, sparing the detach and as_strided views (half of a small read).
+                if dtype == torch.float32 and tensor.is_cpu and _np is not None:
+                    written = _float32_at(tensor, count)
+                    if written is not None:
+                        return written
                 return self.elements(tensor)
             raw = torch.as_strided(tensor.detach(), (count,), (1,), 0)
             # Conjugate and negative views read through a lazy flip; the memory itself holds the
