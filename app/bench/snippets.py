@@ -45,6 +45,7 @@ KEPT_IN = {
     "dict": ("kept = {}", "kept[i] = out"),
     "attribute": ("class History:\n    pass\nhistory = History()\nhistory.kept = []",
                   "history.kept.append(out)"),
+    "list of tuples": ("kept = []", "kept.append((out, i))"),  # history.append((loss, acc))
 }
 
 
