@@ -129,6 +129,7 @@ class Commit:
         self._reedge(tid, tensor_edges(fact, self.keyed_owner.get(tid)))
         old_sid = old["storage"] if old is not None else None
         if old_sid != fact["storage"]:
+            self._link_counters(tid, old_sid)
             if old_sid is not None:
                 self.on_storage[old_sid].discard(tid)
                 moved.add(old_sid)
@@ -139,6 +140,30 @@ class Commit:
         self._check_cyclic(tid)
         for owner in self.parents.get(tid, ()):
             self._check_cyclic(owner)
+
+    def _link_counters(self, tid: str, old_sid: str | None) -> None:
+        """``tid`` moved to other memory (``w.data = ...``, ``set_``) keeping its version counter,
+        which the tensors of R on its old storage may share (``d = w.detach()`` before): a write
+        through either now moves the other's version, on a storage the write did not touch."""
+        if old_sid is None:
+            return
+        for other in self.on_storage.get(old_sid, ()):
+            if other != tid:
+                self.counter_links.setdefault(tid, set()).add(other)
+                self.counter_links.setdefault(other, set()).add(tid)
+
+    def _prune_links(self) -> None:
+        """Forget the links of tensors no longer in R (after a whole snapshot replaced it)."""
+        for tid in [t for t in self.counter_links if t not in self.tensors]:
+            self._unlink(tid)
+
+    def _unlink(self, tid: str) -> None:
+        for other in self.counter_links.pop(tid, ()):
+            links = self.counter_links.get(other)
+            if links is not None:
+                links.discard(tid)
+                if not links:
+                    del self.counter_links[other]
 
     def _check_cyclic(self, tid: str) -> None:
         """Is ``tid``'s .grad a tensor with a graph, a base or a grad of its own (a possible cycle)?"""
@@ -244,6 +269,8 @@ class Commit:
             self.keyed_owner.pop(ident, None)
             self.cyclic.discard(ident)
             self.matched_by.pop(ident, None)
+            if ident in self.counter_links:
+                self._unlink(ident)
         elif ident in self.nodes:
             fact = self.nodes.pop(ident)
             delta["dropped"]["nodes"].append(ident)

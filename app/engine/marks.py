@@ -115,8 +115,21 @@ class Marks:
         for sid in storages:
             dirty.update(self.on_storage.get(sid, ()))
             dirty.update(self.saving.get(sid, ()))  # what it saved may now be "modified in place"
+        if self.counter_links:
+            self._mark_linked(dirty)
         for tid in [t for t in dirty if t in self.keyed_owner]:
             dirty.add(self.keyed_owner[tid])  # re-created on every access: read through its node
+
+    def _mark_linked(self, dirty: set[str]) -> None:
+        """A tensor that may share a version counter with a dirty one on other memory (``counter_links``)
+        may have had its version moved by the same write: read it again too (and its links in turn)."""
+        links = self.counter_links
+        queue = [tid for tid in dirty if tid in links]
+        while queue:
+            for other in links.get(queue.pop(), ()):
+                if other not in dirty:
+                    dirty.add(other)
+                    queue.append(other)
 
     def _bare_to_read(self) -> set[str]:
         """The storages met by their bytes only that must be read again now. Not one that a tensor it

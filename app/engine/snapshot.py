@@ -92,6 +92,9 @@ class SnapshotTaker(Marks, Planning, Commit):
         self.matched_by: dict[str, set[str]] = defaultdict(set)  # twin -> nodes matched to it
         self.keyed_owner: dict[str, str] = {}  # saved tensor torch re-creates -> its node
         self.volatile: set[str] = set()  # storages whose memory Python code may write
+        # tensor -> tensors that may share its version counter on another storage: ``w.data = ...``
+        # and ``set_`` move a tensor to new memory with its counter, which its old aliases keep
+        self.counter_links: dict[str, set[str]] = {}
         self.cyclic: set[str] = set()  # tensors whose .grad has a graph of its own
         self.whole_steps = 0
         self._dirty: set[str] = set()
@@ -229,7 +232,12 @@ class SnapshotTaker(Marks, Planning, Commit):
             delta["dropped"][kind] = [k for k in before if k not in now]
         for nid in delta["dropped"]["nodes"]:
             self.node_ids.retire(self.node_keys.get(nid))
+        for tid, fact in reader.tensors.items():
+            old = self.tensors.get(tid)
+            if old is not None and old["storage"] != fact["storage"]:
+                self._link_counters(tid, old["storage"])
         self.tensors, self.nodes = dict(reader.tensors), dict(reader.nodes)
+        self._prune_links()
         self.storages = dict(reader.storages)
         self.variables = variables
         self.names = dict(self.walker.current)

@@ -12,7 +12,11 @@ Found wrong here, and fixed:
   snippet, Adam writing a weight a kept graph saved);
 * a node marked for reading again but two nodes under what the step read (its parent's tensor
   rebound to a newer node) was not found, and silently not read: now it is found through the
-  step's reads, and a member the step cannot find while it stays in R makes the step whole.
+  step's reads, and a member the step cannot find while it stays in R makes the step whole;
+* after ``w.data = ...`` (``model.double()`` does it to every parameter) or ``x.set_(y)``, the
+  tensor and its old aliases (``d = w.detach()`` before) share a version counter on two storages:
+  a write through one moved the other's version, and the incremental step, reading only the
+  tensors on the written storage, kept the old one.
 """
 
 from __future__ import annotations
@@ -396,6 +400,47 @@ v.add_(1)
 }
 
 
+SHARED_COUNTERS = {
+    "a weight's detached snapshot, then w.data replaced and written under no_grad": """
+lin = nn.Linear(3, 3)
+acts = {}
+acts['w'] = lin.weight.detach()
+w = lin.weight
+w.data = w.data * 0.5
+with torch.no_grad():
+    lin.weight[0].fill_(0.5)
+""",
+    "a detached copy's write moves the moved tensor's version": """
+w = torch.ones(3, requires_grad=True)
+d = w.detach()
+w.data = torch.zeros(3)
+d.add_(1)
+with torch.no_grad():
+    w.mul_(2)
+v = d[1:]
+v.sub_(1)
+""",
+    "set_ moves a tensor to another's memory with its counter": """
+x = torch.ones(4)
+alias = x[:2]
+y = torch.zeros(4)
+x.set_(y)
+x.add_(1)
+alias.mul_(3)
+y.add_(5)
+""",
+    "a model converted by .double() under an old snapshot, then trained": """
+m = nn.Linear(2, 1)
+snap = m.weight.detach()
+m.double()
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+m(torch.ones(1, 2, dtype=torch.float64)).sum().backward()
+opt.step()
+snap.add_(1)
+""",
+}
+
+
 def _check(source: str) -> None:
     source = source.strip("\n") + "\n"
     assert_steps_match_plain(source)
@@ -417,3 +462,11 @@ def test_a_saved_slot_refused_as_modified_follows_later_writes(name: str) -> Non
     write to it changes what the node says, also where the node is two nodes under what the step
     read again (``out.add_(1)`` then ``out.mul_(2)``: the ReLU that saved ``out``)."""
     _check(STALE_SAVES[name])
+
+
+@pytest.mark.parametrize("name", SHARED_COUNTERS)
+def test_a_version_counter_shared_across_storages(name: str) -> None:
+    """``w.data = ...`` and ``set_`` give a tensor new memory and keep its version counter, which
+    its old aliases share: a write through one moves the other's version, on memory it did not
+    touch."""
+    _check(SHARED_COUNTERS[name])
