@@ -179,7 +179,9 @@ def test_saved_output_modified_in_place_predicts_the_backward_failure() -> None:
 
 
 def test_a_weight_the_optimizer_changed_under_a_retained_graph_offers_one_fix_as_a_sentence() -> None:
-    """The only fix is a copy: it is said as the fix, not as an alternative to nothing ("intact: or")."""
+    """``opt.step()`` writes nothing the user could clone: the old graph backward() reached is
+    ``h``'s, carried into the next iteration, and its cut is the one fix (test_diagnostics_advice
+    checks in torch that it runs)."""
     r = run("""
         W = torch.randn(4, 4, requires_grad=True)
         opt = torch.optim.SGD([W], lr=0.1)
@@ -192,7 +194,8 @@ def test_a_weight_the_optimizer_changed_under_a_retained_graph_offers_one_fix_as
     """)
     d = r.only("saved-tensor-modified")
     assert d.severity == "error" and r.result.error is not None
-    assert d.fix.startswith("Keep the saved value intact: change a copy: `.clone()` first")
+    assert d.fix.startswith("Cut what is carried at the start of each iteration: `h = h.detach()`")
+    assert ".clone()" not in d.fix and [p.text for p in d.patch] == ["    h = h.detach()"]
 
 
 def test_prediction_without_backward_is_a_note() -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from app.diagnostics.carried import Carried, carried_state, cut_patch
 from app.diagnostics.context import Context
 from app.diagnostics.flow import flow
-from app.diagnostics.index import At
-from app.diagnostics.patch import insert_before, method, replace, segment, wrap
+from app.diagnostics.patch import method, replace, segment, wrap
 from app.diagnostics.rules.grads import explain_cut, root_leaves
 from app.diagnostics.source import LineFacts, calls_method, resolve, text
 from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach, sentences
@@ -118,7 +118,7 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
     tensors: list[str] = []
     freed_names: list[str] = []
     carried_note = ""
-    carried_names: list[str] = []
+    carried: list[Carried] = []
     if step is not None:
         last = context.at(step)
         # The run's last state, whole: asked once, for the one finding.
@@ -140,18 +140,17 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
         freed_names = sorted({node_label(final[n].name) for n in used})
         loop = facts.loop if facts is not None else None
         if loop is not None:
-            carried = _carried(context, last, loop, used, facts.func if facts else None)
+            carried = carried_state(context, last, loop, used, facts.func if facts else None)
             if carried:
-                carried_names = [name for name, _ in carried]
-                names = listing(f"`{name}`" for name, _ in carried)
+                names = listing(f"`{c.name}`" for c in carried)
                 carried_note = _(
                     " In a loop this usually means a tensor carried over from an earlier iteration — here "
                     "{names}, computed from its own previous value — still links the new graph to the one "
                     "already backpropagated."
                 ).format(names=names)
-                tensors.extend(tid for _, tid in carried)
+                tensors.extend(t for c in carried for t in c.tensors)
     again = previous is not None and previous != line
-    patch = _twice_patch(context, line, previous, carried_names)
+    patch = _twice_patch(context, line, previous, carried)
     first = _("backward() at line {line}").format(line=previous) if again else _("an earlier backward()")
     parts = _(" (freed: {nodes})").format(nodes=listing(freed_names)) if freed_names else ""
     return Diagnostic(
@@ -164,6 +163,11 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
             "graph a second time\".{carried}"
         ).format(line=line, code=_code(context, line), first=first, parts=parts, carried=carried_note),
         fix=_(
+            "Cut what is carried at the start of each iteration: {cuts}. The values stay, and each "
+            "backward() goes through its own iteration's graph only (truncated backpropagation). Do not "
+            "reach for `retain_graph=True` here: it keeps every old graph alive and growing, and once an "
+            "optimizer step has changed the weights they saved, backward() fails on them anyway."
+        ).format(cuts=listing(f"`{c.cut}`" for c in carried)) if carried else _(
             "Rebuild the graph before each backward(): compute the forward pass again (inside the loop). "
             "If a tensor is carried across iterations (a hidden state, a running total), cut it at the "
             "start of each iteration with `h = h.detach()`. Only if you really need two passes over the "
@@ -175,15 +179,14 @@ def _twice(context: Context, step: int | None, line: int | None) -> Diagnostic:
     )
 
 
-def _twice_patch(context: Context, line: int | None, previous: int | None, carried: list[str]) -> list[Patch]:
+def _twice_patch(context: Context, line: int | None, previous: int | None,
+                 carried: list[Carried]) -> list[Patch]:
     """A carried value cut at the top of its loop; else the first pass told to keep the graph."""
     facts = context.source.at(line) if line is not None else None
-    loop = context.source.loop(facts.loop) if facts is not None else None
-    if carried and loop is not None and loop.body_line > loop.start:
-        text = "\n".join(f"{name} = {name}.detach()" for name in carried)
-        return [insert_before(loop.body_line, loop.body_indent, text)]
+    if carried:
+        return cut_patch(context, facts.loop if facts is not None else None, carried)
     first = context.source.at(previous) if previous is not None and previous != line else None
-    if carried or first is None or first.node is None:
+    if first is None or first.node is None:
         return []
     for node in ast.walk(first.node):
         if calls_method(node, "backward") and not any(k.arg == "retain_graph" for k in node.keywords):  # type: ignore[attr-defined]
@@ -193,22 +196,6 @@ def _twice_patch(context: Context, line: int | None, previous: int | None, carri
             new = opened + ("retain_graph=True)" if opened.endswith("(") else ", retain_graph=True)")
             return [replace(lines, first.node, node, new)]
     return []
-
-
-def _carried(
-    context: Context, last: At, loop: tuple[int, int], freed: set[str], func: str | None
-) -> list[tuple[str, str]]:
-    """Names rebuilt from themselves inside the loop (``h = f(h)``) whose graph reaches freed nodes."""
-    found = []
-    for line in range(loop[0], loop[1] + 1):
-        facts = context.source.at(line)
-        if facts is None or facts.line != line:
-            continue
-        for name in sorted(facts.assigned & facts.names):
-            tid = resolve(last, ast.Name(name, ast.Load()), func)
-            if tid is not None and reach(last, [tid]).nodes.keys() & freed and (name, tid) not in found:
-                found.append((name, tid))
-    return found
 
 
 def _no_graph(context: Context, step: int | None, line: int | None) -> Diagnostic:

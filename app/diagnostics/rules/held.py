@@ -156,6 +156,15 @@ def _value_of(stmt: ast.stmt) -> ast.expr | None:
     return None
 
 
+def _reference(expr: ast.expr) -> bool:
+    """``o``, ``self.out``, ``outs[0]``, ``[o]``: a value computed elsewhere, only named here."""
+    if isinstance(expr, ast.List | ast.Tuple):
+        return all(_reference(e) for e in expr.elts)
+    if isinstance(expr, ast.Starred):
+        return _reference(expr.value)
+    return isinstance(expr, ast.Name | ast.Attribute | ast.Subscript)
+
+
 def _created_on(context: Context, tid: str | None, step: int) -> bool:
     made = context.first_seen(tid) if tid is not None else None
     return made is not None and context.line(made) == context.line(step)
@@ -195,8 +204,10 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
     stmt = place.facts.node if place.facts is not None else None
     patch: list[Patch] = []
     new = ""
+    # Wrapping the statement in no_grad helps only when it computes the value: a name handed in (a
+    # hook's output ``o``, made by the forward pass that called the hook) keeps its graph in any block.
     made_here = place.value is not None and place.call_arg is None and not used and stmt is not None \
-        and any(_created_on(context, t, last) for t in holders[-1:])
+        and not _reference(place.value) and any(_created_on(context, t, last) for t in holders[-1:])
     if made_here and stmt is not None:
         patch = [wrap(lines, stmt, "with torch.no_grad():")]
     elif place.value is not None and stmt is not None:

@@ -14,11 +14,12 @@ import ast
 import re
 from collections.abc import Iterator
 
+from app.diagnostics.carried import Carried, carried_state, cut_patch
 from app.diagnostics.context import Context
 from app.diagnostics.index import MODIFIED_MARK, At
 from app.diagnostics.patch import indentation, method, replace, segment
-from app.diagnostics.source import LineFacts, Write, calls_method, resolve, text
-from app.diagnostics.trace import detached_from, label, node_label, saved_by, version_bumps
+from app.diagnostics.source import LineFacts, Write, calls_method, resolve, shorten, text
+from app.diagnostics.trace import detached_from, label, listing, names_of, node_label, saved_by, version_bumps
 from app.i18n import gettext as _
 from app.schema import Diagnostic, Patch
 
@@ -89,14 +90,16 @@ def _saved_diagnostic(
     assert node is not None
     created = context.first_seen(nid)
     created_line = context.line(created) if created is not None else None
-    node_before = before.node(nid)
+    node_before = before.node(nid) or node  # made and broken by one line: only the step knows it
     saved_tid = node_before.saved.get(name) if node_before is not None else None
     bumped = version_bumps(context.index, index)
-    saved_fact = before.tensor(saved_tid)
+    # the saved tensor made by this line too: read where it is
+    seen = step if before.tensor(saved_tid) is None and step.tensor(saved_tid) is not None else before
+    saved_fact = seen.tensor(saved_tid)
     storage = saved_fact.storage if saved_fact is not None else None
     written = sorted(t for t in bumped if storage is not None and step.tensor(t).storage == storage)  # type: ignore[union-attr]
     tensors = sorted({t for t in (saved_tid, *written) if t is not None})
-    what = label(before, saved_tid) if saved_tid is not None else _("a tensor it saved")
+    what = _saved_label(seen, saved_tid) if saved_tid is not None else _("a tensor it saved")
     versions = VERSIONS.search(complaint)
     now, expected = (versions.group(1), versions.group(2)) if versions else (_("newer"), _("older"))
     facts = context.source.at(step.line)
@@ -126,8 +129,45 @@ def _saved_diagnostic(
                 pad = indentation(context.source.lines, facts.node.lineno)
                 patch = [Patch(start=facts.node.lineno, end=facts.node.end_lineno or facts.node.lineno,
                                text=pad + replacement)]
-    fixes.append(_("or change a copy: `.clone()` first, then modify the clone") if fixes else
-                 _("change a copy: `.clone()` first, then modify the clone"))
+    stale = failed and not writes and _parameter(context, index, nid, name)
+    inside = [] if writes or stale else _inplace_calls(context)
+    lines = context.source.lines
+    if inside:
+        # No write on the line: a module or function made with ``inplace=True`` wrote the saved tensor
+        # as it ran (``nn.ReLU(inplace=True)`` after a sigmoid). A clone is not the user's to make.
+        where = listing(_("line {line} (`{code}`)").format(line=line, code=shorten(segment(lines, call)))
+                        for line, _stmt, call in inside)
+        alias_note = _(" The line writes nothing itself: {where} overwrites its input in place when it "
+                       "runs, and its input here is what `{node}` saved.").format(
+            where=where, node=node_label(node.name))
+        fixes = [_("Drop `inplace=True` at {where}: the module then writes its result to new memory and "
+                   "leaves the saved tensor as it was.").format(where=where)]
+        if len(inside) == 1:
+            _line, stmt, call = inside[0]
+            patch = [replace(lines, stmt, call, _without_inplace(lines, call))]
+
+    carried = _carried_into_failure(context, nid) if stale else []
+    if stale and carried:
+        # An optimizer's step changed a weight an old iteration's graph saved, and backward() reached
+        # that graph through state carried across iterations: cloning is no fix, the cut is.
+        alias_note = _(
+            " `{node}` belongs to an earlier iteration's graph: backward() at line {backward} reached it "
+            "through {names}, carried from one iteration into the next (its new value is computed from "
+            "the old one), and `retain_graph=True` kept that old graph alive."
+        ).format(node=node_label(node.name), backward=context.error.line,  # type: ignore[union-attr]
+                 names=listing(f"`{c.name}`" for c in carried))
+        fixes = [_("Cut what is carried at the start of each iteration: {cuts}, so that each backward() "
+                   "goes through its own iteration's graph, built from the current weights (and "
+                   "`retain_graph=True` is no longer needed).").format(
+                       cuts=listing(f"`{c.cut}`" for c in carried))]
+        patch = cut_patch(context, context.source.at(context.error.line).loop, carried)  # type: ignore[union-attr]
+    elif stale:
+        fixes = [_("`{node}`'s graph was built from the weights before this update: compute the forward "
+                   "pass again after it, or call backward() on every loss that uses that graph before "
+                   "the update.").format(node=node_label(node.name))]
+    elif not inside:
+        fixes.append(_("or change a copy: `.clone()` first, then modify the clone") if fixes else
+                     _("change a copy: `.clone()` first, then modify the clone"))
     outcome = _(
         " It does: backward() at line {line} stopped with that error."
     ).format(line=context.error.line) if failed else ""  # type: ignore[union-attr]
@@ -148,8 +188,9 @@ def _saved_diagnostic(
         "(version {expected}).{alias_note} Any backward() through this graph will therefore fail with "
         "\"one of the variables needed for gradient computation has been modified by an inplace "
         "operation\".{outcome}")).format(**fields)
-    fix = _("Keep the saved value intact: {fixes}. If the change belongs after the gradient step, move it "
-            "after backward().").format(fixes=_("; ").join(fixes))
+    fix = fixes[0] if stale or inside else _(
+        "Keep the saved value intact: {fixes}. If the change belongs after the gradient step, move it "
+        "after backward().").format(fixes=_("; ").join(fixes))
     return Diagnostic(
         # failed: it did; a run cut short may still do it; a run that ended never backpropagated
         # through that graph again (worth knowing: it would fail)
@@ -158,6 +199,52 @@ def _saved_diagnostic(
         message=message, fix=fix, step=index, line=step.line, tensors=tensors,
         lines=[created_line] if created_line is not None else [], patch=patch,
     )
+
+
+def _inplace_calls(context: Context) -> list[tuple[int, ast.stmt, ast.Call]]:
+    """(line, statement, call) of every call the snippet writes with ``inplace=True``."""
+    found: dict[int, tuple[int, ast.stmt, ast.Call]] = {}
+    for line, facts in sorted(context.source.by_line.items()):
+        stmt = facts.node
+        if stmt is None or facts.line != line or ast_compound(stmt):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and any(
+                    k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+                    for k in node.keywords):
+                found.setdefault(id(node), (node.lineno, stmt, node))
+    return sorted(found.values(), key=lambda f: f[0])
+
+
+def ast_compound(stmt: ast.stmt) -> bool:
+    """A statement with a body of statements (walked line by line, not whole)."""
+    return any(isinstance(getattr(stmt, field, None), list) and getattr(stmt, field)
+               and isinstance(getattr(stmt, field)[0], ast.stmt) for field in ("body", "orelse"))
+
+
+def _without_inplace(lines: list[str], call: ast.Call) -> str:
+    """``nn.ReLU(inplace=True)`` → ``nn.ReLU()``: the call as typed, that keyword left out."""
+    parts = [segment(lines, a) for a in call.args]
+    parts += [segment(lines, k) for k in call.keywords if k.arg != "inplace"]
+    return f"{segment(lines, call.func)}({', '.join(parts)})"
+
+
+def _saved_label(view: At, tid: str) -> str:
+    """A saved tensor without a name of its own that is a view of a named one (an RNN's ``weight.t()``
+    that an ``AddmmBackward0`` saved) is called a view of that name, not "the tensor X saved as Y"."""
+    fact = view.tensor(tid)
+    if names_of(view, tid) or fact is None or fact.base is None or not names_of(view, fact.base):
+        return label(view, tid)
+    return _("a view of {name}").format(name=label(view, fact.base))
+
+
+def _carried_into_failure(context: Context, nid: str) -> list[Carried]:
+    """The names carried across the failing backward()'s loop whose graph reaches node ``nid``."""
+    error = context.error
+    facts = context.source.at(error.line) if error is not None and error.line is not None else None
+    if facts is None or facts.loop is None or not len(context):
+        return []
+    return carried_state(context, context.at(len(context) - 1), facts.loop, {nid}, facts.func)
 
 
 def copy_patch(context: Context, made_at: int | None) -> list[Patch]:
