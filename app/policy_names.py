@@ -54,6 +54,7 @@ ALLOWED_IMPORTS = frozenset(
         "torch.nn.utils.prune",
         "torch.nn.utils.rnn",
         "torch.nn.parallel",  # the DCGAN tutorial's imports (torch.nn.DataParallel on the CPU)
+        "torch.nn.grad",  # conv2d_input / conv2d_weight: the conv-bn fusion tutorial's backward
         "__future__",
         "math",
         "random",

@@ -8,7 +8,9 @@ The snippets live in parts, one theme each (``tutorial_corpus_*.py``); this modu
 
 from __future__ import annotations
 
-import tutorial_corpus_autograd  # noqa: F401 - each part registers its snippets
+import tutorial_corpus_advanced  # noqa: F401 - each part registers its snippets
+import tutorial_corpus_autograd  # noqa: F401
+import tutorial_corpus_data  # noqa: F401
 import tutorial_corpus_examples  # noqa: F401
 import tutorial_corpus_gate  # noqa: F401
 import tutorial_corpus_loops  # noqa: F401
