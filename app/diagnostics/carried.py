@@ -67,6 +67,18 @@ def carried_state(context: Context, last: At, loop: tuple[int, int], nodes: set[
     return found
 
 
+def guarded(context: Context, loop_start: int, func: str | None, name: str, cut: str) -> str:
+    """``cut`` for a name that holds no tensor when the loop starts: ``if h is not None:`` after
+    ``h = None``; ``if isinstance(total, torch.Tensor):`` after ``total = 0`` (an int has no
+    ``detach``, and ``0 is not None``)."""
+    made = [f for line, f in context.source.by_line.items()
+            if line < loop_start and f.line == line and f.func == func and name in f.assigned]
+    last = max(made, key=lambda f: f.line).node if made else None
+    none = isinstance(last, ast.Assign) and isinstance(last.value, ast.Constant) and last.value.value is None
+    test = f"{name} is not None" if none else f"isinstance({name}, torch.Tensor)"
+    return f"if {test}:\n    {cut}"
+
+
 def cut_patch(context: Context, loop_span: tuple[int, int] | None, carried: list[Carried]) -> list[Patch]:
     """The cuts inserted as the loop body's first lines (guarded when a name starts unbound)."""
     loop = context.source.loop(loop_span) if loop_span is not None else None
@@ -77,8 +89,8 @@ def cut_patch(context: Context, loop_span: tuple[int, int] | None, carried: list
     texts = []
     for c in carried:
         bound = start is not None and _held(start, c.name, loop.func)[0]
-        texts.append(c.cut if bound else f"if {c.name} is not None:\n    {c.cut}")
+        texts.append(c.cut if bound else guarded(context, loop.start, loop.func, c.name, c.cut))
     return [insert_before(loop.body_line, loop.body_indent, "\n".join(texts))]
 
 
-__all__ = ["Carried", "carried_state", "cut_patch"]
+__all__ = ["Carried", "carried_state", "cut_patch", "guarded"]

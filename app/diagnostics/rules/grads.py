@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from app.diagnostics.context import Context
 from app.diagnostics.flow import Flow, flow
 from app.diagnostics.index import At
-from app.diagnostics.patch import delete, insert_before, replace, segment, shown, unwrap
+from app.diagnostics.patch import delete, indentation, insert_before, replace, segment, shown, unwrap
 from app.diagnostics.source import LineFacts, calls_method, resolve, shorten, text
 from app.diagnostics.trace import label, listing, sentences
 from app.diagnostics.trained import Trained, trained
@@ -323,14 +323,26 @@ def _cut_result(context: Context, step: int, leaves: set[str]) -> list[str]:
     return out
 
 
-def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
-    reported: set[int] = set()
+def _grad_reading_steps(context: Context) -> Iterator[tuple[int, int, LineFacts, At, At]]:
+    """(step, line, facts, before, after) of each step whose line reads ``.grad``; and the line the run
+    failed on, read against the last state (``w = w - lr * w.grad`` fails on ``None`` there: no step
+    after it)."""
     for index in range(len(context)):
         facts = context.facts(index)
-        line = context.line(index)
-        if facts is None or not facts.grad_reads or line in reported:
+        if facts is not None and facts.grad_reads:
+            yield index, context.line(index), facts, context.before(index), context.at(index)
+    error = context.error
+    facts = context.source.at(error.line) if error is not None and error.line is not None else None
+    if facts is not None and facts.grad_reads and len(context):
+        last = context.at(len(context) - 1)
+        yield len(context) - 1, error.line, facts, last, last  # type: ignore[union-attr, misc]
+
+
+def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
+    reported: set[int] = set()
+    for index, line, facts, before, step in _grad_reading_steps(context):
+        if line in reported:
             continue
-        before, step = context.before(index), context.at(index)
         for expr in facts.grad_reads:
             tid = resolve(before, expr, facts.func) or resolve(step, expr, facts.func)
             fact = before.tensor(tid) or step.tensor(tid)
@@ -343,6 +355,11 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
             fields = {"name": name, "line": line, "created": created_line,
                       "grad_fn": _grad_fn_name(before if before.tensor(tid) is not None else step, tid)}
             made = context.facts(created) if created is not None else None
+            update = _rebound_update(context, made, name) if made is not None else None
+            if update is not None:
+                yield _rebound_leaf(context, index, line, tid, name, made, update)  # type: ignore[arg-type]
+                reported.add(line)
+                break
             patch = [insert_before((made.node.end_lineno or made.line) + 1, made.node.col_offset,
                                    f"{name}.retain_grad()")] \
                 if made is not None and made.node is not None and made.func == facts.func else []
@@ -368,6 +385,52 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
                 lines=[created_line] if created_line is not None else [], patch=patch,
             )
             break
+
+
+def _rebound_update(context: Context, made: LineFacts, name: str) -> str | None:
+    """``w -= lr * w.grad`` when ``made`` is ``w = w - lr * w.grad`` (a hand-written update that
+    rebinds the parameter to a computed value, so it is no leaf any more); else None."""
+    stmt = made.node
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name and isinstance(stmt.value, ast.BinOp)
+            and isinstance(stmt.value.op, ast.Add | ast.Sub)):
+        return None
+    left, right = stmt.value.left, stmt.value.right
+    reads_grad = any(isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.value, ast.Name)
+                     and n.value.id == name for n in ast.walk(right))
+    if not (isinstance(left, ast.Name) and left.id == name and reads_grad):
+        return None
+    op = "-=" if isinstance(stmt.value.op, ast.Sub) else "+="
+    return f"{name} {op} {segment(context.source.lines, right)}"
+
+
+def _rebound_leaf(context: Context, index: int, line: int, tid: str, name: str, made: LineFacts,
+                  update: str) -> Diagnostic:
+    """``w = w - lr * w.grad`` in a loop: the next pass reads ``w.grad`` of the new, computed ``w``."""
+    stmt = made.node
+    assert stmt is not None
+    pad = indentation(context.source.lines, stmt.lineno)
+    fields = {"name": name, "line": line, "made": made.line, "code": context.line_text(made.line),
+              "update": update}
+    text = f"{pad}with torch.no_grad():\n{pad}    {update}\n{pad}{name}.grad = None"
+    return Diagnostic(
+        rule=NONLEAF_RULE, severity="error" if context.error is not None else "warning",
+        title=_("`{name}.grad` is None: line {made} replaced the parameter with a computed tensor").format(
+            **fields),
+        message=_(
+            "Line {made} (`{code}`) does not update `{name}`: it makes a new tensor from it, computed by "
+            "autograd from the old one, and gives it the name `{name}`. That tensor is not a leaf, so the "
+            "next backward() does not fill its `.grad`, and line {line} reads `{name}.grad` as None. It "
+            "also chains every step's graph to the one before."
+        ).format(**fields),
+        fix=_(
+            "Change the parameter in place, where no graph is recorded, as optimizers do: "
+            "`with torch.no_grad(): {update}`, then `{name}.grad = None` (or `.zero_()`) for the next "
+            "step. `{name}` stays the same leaf, and backward() fills its `.grad` every time."
+        ).format(**fields),
+        step=index, line=line, tensors=[tid], lines=[made.line],
+        patch=[Patch(start=stmt.lineno, end=stmt.end_lineno or stmt.lineno, text=text)],
+    )
 
 
 def _grad_fn_name(view: At, tid: str) -> str:

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from app.diagnostics.carried import guarded
 from app.diagnostics.context import Context
 from app.diagnostics.holders import (
     Cause,
@@ -302,6 +303,15 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
                     found.append((node, "item()" if fact.shape == [] and not fact.is_leaf else "detach()"))  # type: ignore[arg-type]
                 return
         if isinstance(node, ast.Call):  # a call's result is made here: its arguments may bring graphs
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if receiver is not None:  # ``new.exp()``: so may its receiver, cut with what it makes
+                mark = len(found)
+                visit(receiver)
+                if len(found) > mark:
+                    call = found[mark][1]
+                    del found[mark:]
+                    found.append((node, call))
+                    return
             for arg in node.args:
                 visit(arg)
             return
@@ -309,7 +319,30 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
             visit(child)
 
     visit(value)
+    if not found:
+        # ``val_loss += F.mse_loss(model(x), y)``: the graph comes in with what the call returns (its
+        # arguments bring none of their own), so that value is what to cut
+        added = _added(stmt, name)
+        if added is not None and any(isinstance(n, ast.Call) for n in ast.walk(added)):
+            after = context.at(step)
+            carried = after.tensor(resolve(after, ast.Name(name, ast.Load()), facts.func))
+            found.append((added, "item()" if carried is not None and carried.shape == [] else "detach()"))
     return found
+
+
+def _added(stmt: ast.stmt, name: str) -> ast.expr | None:
+    """What ``name += value`` or ``name = name + value`` (``value + name``) adds to the name."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name \
+            and isinstance(stmt.op, ast.Add | ast.Sub):
+        return stmt.value
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp) \
+            and isinstance(stmt.value.op, ast.Add | ast.Sub):
+        left, right = stmt.value.left, stmt.value.right
+        if isinstance(left, ast.Name) and left.id == name:
+            return right
+        if isinstance(right, ast.Name) and right.id == name and isinstance(stmt.value.op, ast.Add):
+            return left
+    return None
 
 
 def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None:
@@ -356,7 +389,7 @@ def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None
             is_tuple and context.at(run.starts[0]).keys(cause.key))
         loop = run.loop
         if loop.body_line > loop.start:
-            text = f"if {name} is not None:\n    {cut}" if unbound else cut
+            text = guarded(context, loop.start, loop.func, name, cut) if unbound else cut
             patch = [insert_before(loop.body_line, loop.body_indent, text)]
         fields["cut"] = cut
         title = _titled(_("`{name}` carries its graph into the next iteration").format(**fields), growth)
