@@ -84,6 +84,28 @@ ALLOWED_IMPORTS = frozenset(
         "statistics",
         "textwrap",
         "torch.overrides",  # the "Extending PyTorch" notes: __torch_function__, TorchFunctionMode
+        # submodules of the above that tutorials import their classes from
+        "torch.distributions.bernoulli",
+        "torch.distributions.beta",
+        "torch.distributions.categorical",
+        "torch.distributions.dirichlet",
+        "torch.distributions.independent",
+        "torch.distributions.kl",
+        "torch.distributions.multivariate_normal",
+        "torch.distributions.normal",
+        "torch.distributions.one_hot_categorical",
+        "torch.distributions.transforms",
+        "torch.distributions.uniform",
+        "torch.optim.optimizer",
+        "torch.optim.sgd",
+        "torch.optim.adam",
+        "torch.optim.adamw",
+        "torch.utils.data.dataset",
+        "torch.utils.data.dataloader",
+        "torch.utils.hooks",
+        "torch.nn.utils.stateless",
+        "torch.masked",
+        "torch.xpu",  # accelerator checks: torch.xpu.is_available() (ONLY_NAMES)
     }
 )
 # Modules of which a snippet may use only these names (gc.collect(): checking what is freed, as the
@@ -98,6 +120,8 @@ ONLY_NAMES = {
         "itemgetter", "itruediv", "ixor", "le", "length_hint", "lshift", "lt", "matmul", "mod", "mul", "ne",
         "neg", "not_", "or_", "pos", "pow", "rshift", "setitem", "sub", "truediv", "truth", "xor",
     }),
+    # accelerator checks (`elif torch.xpu.is_available():`); there is no XPU here
+    "torch.xpu": frozenset({"is_available", "device_count"}),
     # what the "Extending PyTorch" notes use of torch.overrides (not its imported modules)
     "torch.overrides": frozenset({
         "TorchFunctionMode", "BaseTorchFunctionMode", "handle_torch_function", "has_torch_function",
@@ -189,7 +213,6 @@ BLOCKED_ATTRIBUTES = frozenset(
         "distributed",
         "cpp_extension",
         "collect_env",
-        "xpu",
         "mtia",
         "profiler",
         "monitor",

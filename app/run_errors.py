@@ -181,6 +181,8 @@ TEMPLATES: dict[str, str] = {
                                             "torch.overrides, use TorchFunctionMode and the "
                                             "*_torch_function helpers, as the \"Extending PyTorch\" notes "
                                             "do."),
+    "policy.only_names.torch.xpu": N_("`{what}` is not available in the playground: there is no XPU here. "
+                                      "Check with `torch.xpu.is_available()` (False) and use the CPU."),
     # (policy_names.IMPORT_REWRITES: each root module's own way forward)
     "policy.import_instead.os": N_("Importing `{module}` is not available in the playground: snippets have "
                                    "no files or operating system to reach. Put the data the code needs in "

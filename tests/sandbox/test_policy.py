@@ -83,6 +83,10 @@ TEACHING = {
     "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
     "        return super().__torch_function__(func, types, args, kwargs)\n"
     "    def __deepcopy__(self, memo):\n        return self\n",
+    "submodules": "from torch.distributions.normal import Normal\n"
+    "from torch.optim.optimizer import Optimizer\n"
+    "from torch.utils.data.dataset import Dataset\nfrom torch.utils.hooks import RemovableHandle\n"
+    "print(torch.xpu.is_available(), torch.xpu.device_count())\n",
     "default-device": 'torch.set_default_device("cpu")\ntorch.set_default_tensor_type(torch.FloatTensor)\n',
 }
 
@@ -199,6 +203,7 @@ REJECTED = [
     ("import torch.overrides as o\no.functools", 2, "`torch.overrides.functools` is not available"),
     ("class A:\n    def __init__(self):\n        self._v = 1\nprint(A()._v)", 4,
      "without the `_` (`self.value`)"),
+    ("torch.xpu.memory_allocated()", 1, "there is no XPU here"),
     ("import argparse", 1, "Put the settings in variables"),
     ("import logging", 1, "write `print(...)` where the code logs"),
     ("import timeit", 1, "it runs code given as a string"),

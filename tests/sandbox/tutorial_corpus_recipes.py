@@ -297,3 +297,85 @@ def main():
 if __name__ == "__main__":
     main()
 """)
+
+
+# -- submodules tutorials import from, a custom optimizer, accelerator checks ----------------------
+
+snippet("submodule-imports", """\
+from torch.distributions.normal import Normal
+from torch.distributions.categorical import Categorical
+from torch.distributions.kl import kl_divergence
+from torch.distributions.multivariate_normal import MultivariateNormal
+from torch.utils.data.dataset import Dataset
+from torch.utils.data.dataloader import DataLoader, default_collate
+from torch.utils.hooks import RemovableHandle
+p, q = Normal(0.0, 1.0), Normal(1.0, 2.0)
+print(kl_divergence(p, q), Categorical(logits=torch.zeros(3)).entropy())
+mvn = MultivariateNormal(torch.zeros(2), torch.eye(2))
+print(mvn.log_prob(torch.zeros(2)))
+class Pairs(Dataset):
+    def __len__(self):
+        return 3
+    def __getitem__(self, i):
+        return torch.tensor([i, i * i])
+print(next(iter(DataLoader(Pairs(), batch_size=3))), default_collate([1, 2]))
+h = torch.ones(1, requires_grad=True).register_hook(lambda g: g)
+print(isinstance(h, RemovableHandle))
+""")
+
+snippet("custom-optimizer", """\
+from torch.optim.optimizer import Optimizer
+class PlainSGD(Optimizer):
+    def __init__(self, params, lr=0.1):
+        defaults = dict(lr=lr)
+        super().__init__(params, defaults)
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state["steps"] = state.get("steps", 0) + 1
+                p.add_(p.grad, alpha=-group["lr"])
+        return loss
+model = nn.Linear(2, 1)
+opt = PlainSGD(model.parameters(), lr=0.5)
+for _ in range(3):
+    opt.zero_grad()
+    loss = model(torch.ones(4, 2)).pow(2).mean()
+    loss.backward()
+    opt.step()
+print(round(loss.item(), 4), opt.state[model.weight]["steps"], opt)
+""")
+
+snippet("device-selection-xpu", """\
+if torch.cuda.is_available():
+    device = torch.device("cuda")
+elif torch.backends.mps.is_available():
+    device = torch.device("mps")
+elif torch.xpu.is_available():
+    device = torch.device("xpu")
+else:
+    device = torch.device("cpu")
+print(device, torch.xpu.device_count())
+""")
+
+snippet("stateless-call", """\
+from torch.nn.utils.stateless import functional_call
+m = nn.Linear(2, 1)
+out = functional_call(m, {"weight": torch.ones(1, 2), "bias": torch.zeros(1)}, (torch.ones(1, 2),))
+print(out)
+""")
+
+snippet("masked-tensor", """\
+from torch.masked import masked_tensor
+data = torch.arange(4.0)
+mask = torch.tensor([True, False, True, False])
+mt = masked_tensor(data, mask)
+print(mt.sum())
+""")
