@@ -135,7 +135,8 @@ ONLY_NAMES = {
 IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "glob", "io", "matplotlib", "torchvision", "torchaudio",
                              "torchtext", "tqdm", "zipfile", "tarfile", "shutil", "tempfile", "subprocess",
                              "argparse", "logging", "timeit", "enum", "pickle", "requests", "urllib", "PIL",
-                             "pandas", "sklearn", "scipy", "IPython", "seaborn"})
+                             "pandas", "sklearn", "scipy", "IPython", "seaborn", "inspect", "threading",
+                             "gym", "gymnasium", "wandb", "transformers", "datasets", "h5py", "cv2"})
 # Modules a snippet may walk through by attribute (``torch.utils.data.DataLoader``): its imports, and
 # the packages that lead to them. Any other module reached by an attribute path (a module imports
 # ``operator``, ``os``, ``functools``... under its own name: ``torch.functional.operator``) is refused:

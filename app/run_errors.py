@@ -254,6 +254,29 @@ TEMPLATES: dict[str, str] = {
     "policy.import_instead.seaborn": N_("Importing `{module}` is not available in the playground: nothing "
                                         "is plotted here but the explorer's own views. Print the numbers "
                                         "you want to see."),
+    "policy.import_instead.inspect": N_("Importing `{module}` is not available in the playground: print the "
+                                        "object itself, or its documented attributes."),
+    "policy.import_instead.threading": N_("Importing `{module}` is not available in the playground: it runs "
+                                          "on one thread. Call the function directly."),
+    "policy.import_instead.gym": N_("Importing `{module}` is not available in the playground: there are no "
+                                    "environments here. Make the states and rewards with torch (`state = "
+                                    "torch.rand(4)`)."),
+    "policy.import_instead.gymnasium": N_("Importing `{module}` is not available in the playground: there "
+                                          "are no environments here. Make the states and rewards with torch "
+                                          "(`state = torch.rand(4)`)."),
+    "policy.import_instead.wandb": N_("Importing `{module}` is not available in the playground: print the "
+                                      "values you would log (the explorer shows each step's tensors "
+                                      "itself)."),
+    "policy.import_instead.transformers": N_("Importing `{module}` is not available in the playground: "
+                                             "nothing is downloaded here. Build a small model with torch.nn "
+                                             "(nn.TransformerEncoder, nn.MultiheadAttention)."),
+    "policy.import_instead.datasets": N_("Importing `{module}` is not available in the playground: nothing "
+                                         "is downloaded here. Make the data with torch (`torch.randn`, "
+                                         "`torch.randint`)."),
+    "policy.import_instead.h5py": N_("Importing `{module}` is not available in the playground: there are no "
+                                     "files here. Put the data the code needs in the snippet."),
+    "policy.import_instead.cv2": N_("Importing `{module}` is not available in the playground: there are no "
+                                    "image files here. Make the image with torch (`torch.rand(3, 32, 32)`)."),
     "policy.import_runtime": N_("Importing `{module}` is not available in the playground: import one of the "
                                 "playground's modules instead."),
     "policy.type_class": N_("Creating classes with `type(name, bases, dict)` is not available in the "
@@ -325,6 +348,20 @@ TEMPLATES: dict[str, str] = {
                             "itself. Call the model directly (`model(x)`) and look at its steps."),
     "policy.instead.distributed": N_("`{what}` is not available in the playground: it runs in one process "
                                      "on one CPU. Call the model directly, without the distributed wrapper."),
+    "policy.instead.cpp_extension": N_("`{what}` is not available in the playground: nothing is compiled "
+                                       "here. Write the operation with torch functions (and a "
+                                       "torch.autograd.Function for its backward)."),
+    "policy.instead.library": N_("`{what}` is not available in the playground: write the operation as a "
+                                 "Python function of torch calls (and a torch.autograd.Function for its "
+                                 "backward)."),
+    "policy.instead.ops": N_("`{what}` is not available in the playground: call the public torch function "
+                             "(`torch.add`, `F.relu`...) instead."),
+    "policy.instead.fromfile": N_("`{what}` is not available in the playground: there are no files here: "
+                                  "put the data in the snippet."),
+    "policy.instead.tofile": N_("`{what}` is not available in the playground: there are no files here: "
+                                "print the values instead."),
+    "policy.instead.memmap": N_("`{what}` is not available in the playground: there are no files here: make "
+                                "the array in memory (`np.zeros`)."),
     "policy.instead.profiler": N_("`{what}` is not available in the playground: the explorer shows each "
                                   "step's memory and graph itself; to time a loop, use "
                                   "`time.perf_counter()`."),
