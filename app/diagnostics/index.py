@@ -280,7 +280,11 @@ class Index:
         if new_sid is not None:
             version = new.version or 0  # type: ignore[union-attr]
             before = seen_on.get((tid, new_sid))
-            if before is not None and version > before[0]:
+            # A write torch does not count moves the numbers alone: BatchNorm's running statistics in
+            # a training forward, numpy's a[0] = 5 through from_numpy, w.data.mul_ (its own counter).
+            if before is not None and (version > before[0] or (
+                    old is not None and old_sid == new_sid and version == before[0]
+                    and (old.values != new.values or old.summary != new.summary))):  # type: ignore[union-attr]
                 last_seen = k - 1 if before[1] == math.inf else int(before[1]) - 1
                 self.bumps.setdefault(new_sid, []).append((k, last_seen))
             seen_on[(tid, new_sid)] = (version, math.inf)
