@@ -46,6 +46,9 @@ from app.schema import DeltaTrace
 from app.trace.delta import expand
 
 SEED = 0
+# gc's third threshold while a snippet runs: the number of younger collections before a full one,
+# here more than any run reaches (app.engine.run.trace_delta)
+NO_FULL_COLLECTION = 1_000_000
 DISCARD = DiscardedOutput()
 # The run in progress (its steps so far): what the sandbox answers with when a snippet will not stop.
 LIVE: dict[str, Any] = {}
@@ -254,9 +257,15 @@ def trace_delta(
     saved_streams = sys.stdout, sys.stderr
     # Objects that exist before the run (torch's own, hundreds of thousands) are not garbage; freezing
     # them keeps full collections from re-scanning them while the snippet runs (about a third of the
-    # time of a 500-step loop). The snippet's objects are collected as usual.
+    # time of a 500-step loop).
     already_frozen = gc.get_freeze_count() > 0
     gc.freeze()
+    # Nor does a full collection start while the snippet runs: it would scan what the run made so
+    # far, mostly the engine's facts of R, alive until the run ends (a kept ReLU loop of 1,000
+    # steps paid ~20 ms, 7 % of its run, for its one). Young cycles are still collected as usual,
+    # and the snippet's gc.collect() collects everything.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_COLLECTION)
     sys.stdout = sys.stderr = output  # type: ignore[assignment]
     try:
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
@@ -288,6 +297,7 @@ def trace_delta(
         # not write into the real stdout (the worker's result channel).
         _release(scope, keep=namespace is not None)
         sys.stdout, sys.stderr = saved_streams
+        gc.set_threshold(*thresholds)
         if not already_frozen:
             gc.unfreeze()
     LIVE.clear()
