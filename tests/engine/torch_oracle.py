@@ -120,37 +120,38 @@ _LABEL = re.compile(r"^([A-Za-z_]\w*)(.*)$")
 
 def resolve(namespace: dict[str, Any], label: str) -> torch.Tensor:
     """The object a ``variables`` label names in the plain run (``x``, ``losses[0]``, ``model.0.weight``,
-    ``lstm._flat_weights[0]``, ``opt.state[0]['exp_avg']``: the state of the optimizer's first
-    parameter, counted over its ``param_groups``)."""
+    ``lstm._flat_weights[0]``, ``trainer.model.0.weight``, ``steps[0].<closure>.net.weight``: a
+    function's closure variable, ``opt.state[0]['exp_avg']``: the state of the optimizer's first
+    parameter, counted over its ``param_groups``), walked one part at a time from its first name."""
     match = _LABEL.match(label)
     assert match, label
     head, rest = match.groups()
     obj = namespace[head]
-    owner, dot_state, after = label.partition(".state[")
-    if dot_state and not isinstance(obj, nn.Module):  # an optimizer's, also one held in a container
-        optimizer = eval(owner, {}, namespace)  # noqa: S307
-        if isinstance(optimizer, torch.optim.Optimizer):
-            index, _, rest = after.partition("]")
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            return eval("_state" + rest, {}, {"_state": optimizer.state[params[int(index)]]})  # noqa: S307
-    while not isinstance(obj, nn.Module) and rest.startswith("["):  # a module held in a container
-        subscript = re.match(r"\[[^\]]*\]", rest)
-        if subscript is None or not isinstance(obj, list | tuple | dict):
-            break
-        obj = eval("_obj" + subscript.group(), {}, {"_obj": obj})  # noqa: S307
-        rest = rest[subscript.end():]
-    if isinstance(obj, nn.Module):
-        named = dict(obj.named_parameters()) | dict(obj.named_buffers())
-        path = rest.removeprefix(".")
-        if path in named:
-            return named[path]
-        for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", path):  # attributes and subscripts
-            if part.startswith("["):
-                obj = eval("_obj" + part, {}, {"_obj": obj})  # noqa: S307
-            else:
-                obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
-        return obj
-    return eval(label, {}, namespace)  # noqa: S307 - labels are test snippets' own expressions
+    while rest:
+        if isinstance(obj, nn.Module):  # a parameter or buffer by its dotted name (model.0.weight)
+            named = dict(obj.named_parameters()) | dict(obj.named_buffers())
+            if rest.removeprefix(".") in named:
+                return named[rest.removeprefix(".")]
+        if isinstance(obj, torch.optim.Optimizer) and rest.startswith(".state["):
+            index, _, rest = rest.removeprefix(".state[").partition("]")
+            obj = obj.state[[p for group in obj.param_groups for p in group["params"]][int(index)]]
+            continue
+        part = _PART.match(rest)
+        assert part, label
+        closure, attribute, subscript = part.groups()
+        if closure is not None:
+            cells = dict(zip(obj.__code__.co_freevars, obj.__closure__ or (), strict=True))
+            obj = cells[closure].cell_contents
+        elif attribute is not None:
+            digit = attribute.isdigit() and isinstance(obj, nn.Module)
+            obj = obj[int(attribute)] if digit else getattr(obj, attribute)
+        else:
+            obj = eval("_obj" + subscript, {}, {"_obj": obj})  # noqa: S307 - a test snippet's own key
+        rest = rest[part.end():]
+    return obj
+
+
+_PART = re.compile(r"\.<closure>\.([A-Za-z_]\w*)|\.([^.\[\]]+)|(\[[^\]]*\])")
 
 
 # --- comparing facts with live tensors -------------------------------------------------------------

@@ -8,7 +8,8 @@ Compared for every named tensor: shape, dtype, strides, offset, view-ness, grad-
 version, its node's type, ``retains_grad``, values (or min/max/mean past 64 elements), the storage's
 size, ``.grad`` (values and version), which named tensors share a storage, and its graph as torch
 holds it then: each node's type, ``next_functions`` and saved slots (the tensor each holds, or the
-error torch gives for it).
+error torch gives for it). After each node of a backward pass (a step of its own in the trace), the
+first group, read in a post hook on that node as the engine reads it.
 """
 
 from __future__ import annotations
@@ -158,9 +159,12 @@ def steps_match_plain(source: str, skip: frozenset[str] = frozenset()) -> dict[s
     moments. ``skip``: labels not compared (random state)."""
     result = trace(source)
     forward = [s for s in result["steps"] if s.get("phase", "forward") == "forward"]
-    captured = _capture(source, [dict(s["variables"]) for s in forward], skip)
+    backward = [s for s in result["steps"] if s.get("phase") == "backward"]
+    captured, passes = _capture(source, [dict(s["variables"]) for s in forward],
+                                [dict(s["variables"]) for s in backward], skip)
     plain_lines = [line for line, _ in captured]
     assert plain_lines == [s["line"] for s in forward], plain_lines
+    _assert_backward_steps(backward, passes)
     for step, (line, facts) in zip(forward, captured, strict=True):
         for label, plain in facts.items():
             where = f"{label} after line {line}"
@@ -182,9 +186,13 @@ def steps_match_plain(source: str, skip: frozenset[str] = frozenset()) -> dict[s
     return result
 
 
-def _capture(source: str, labels_per_step: list[dict[str, str]], skip: frozenset[str]) -> list[Any]:
-    """Run ``source`` plainly, reading the named tensors' facts where the trace has a step."""
+def _capture(source: str, labels_per_step: list[dict[str, str]], labels_per_node: list[dict[str, str]],
+             skip: frozenset[str]) -> tuple[list[Any], list[Any]]:
+    """Run ``source`` plainly, reading the named tensors' facts where the trace has a step: after
+    each line, and after each node of a backward pass (a post hook on every node of its graph, as
+    the engine's own, ``app.engine.backward``)."""
     captured: list[tuple[int, dict[str, Any]]] = []
+    passes: list[tuple[str, dict[str, Any]]] = []
     torch.manual_seed(SEED)
     random.seed(SEED)
     namespace: dict[str, Any] = {"__name__": "__main__", "torch": torch, "nn": nn, "F": F, "math": math}
@@ -192,6 +200,16 @@ def _capture(source: str, labels_per_step: list[dict[str, str]], skip: frozenset
 
     def emit(line: int, frame: Any) -> None:
         labels = labels_per_step[len(captured)] if len(captured) < len(labels_per_step) else {}
+        captured.append((line, read(labels, frame)))
+
+    def node_ran(node: Any) -> None:
+        labels = labels_per_node[len(passes)] if len(passes) < len(labels_per_node) else {}
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename != PLAIN_FILENAME:
+            frame = frame.f_back
+        passes.append((node_name(node), read(labels, frame, deep=False)))
+
+    def read(labels: dict[str, str], frame: Any, deep: bool = True) -> dict[str, Any]:
         facts: dict[str, Any] = {}
         for label in labels:
             if label in skip:
@@ -205,10 +223,10 @@ def _capture(source: str, labels_per_step: list[dict[str, str]], skip: frozenset
                 facts[label] = "not a tensor"
                 continue
             try:
-                facts[label] = _plain_facts(value)
+                facts[label] = _plain_facts(value, deep)
             except (RuntimeError, ValueError, TypeError, NotImplementedError):
                 continue  # a lazy module's uninitialised parameter: nothing torch says to compare
-        captured.append((line, facts))
+        return facts
 
     def local(frame: Any, event: str, arg: Any) -> Any:
         top = stack[-1]
@@ -231,9 +249,25 @@ def _capture(source: str, labels_per_step: list[dict[str, str]], skip: frozenset
         stack.append([None, False])
         return local
 
+    run_backward = torch.autograd._engine_run_backward
+
+    def watched(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        handles = []
+        for node in _pass_graph(t_outputs):
+            try:
+                handles.append(node.register_hook(lambda _in, _out, node=node: node_ran(node)))
+            except (RuntimeError, AttributeError, TypeError):
+                continue
+        try:
+            return run_backward(t_outputs, *args, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+
     buffer = io.StringIO()
     with redirect_stdout(buffer), redirect_stderr(buffer), warnings.catch_warnings():
         warnings.showwarning = _show_warning
+        torch.autograd._engine_run_backward = watched
         sys.settrace(global_trace)
         try:
             exec(compile(source, PLAIN_FILENAME, "exec", dont_inherit=True), namespace)  # noqa: S102
@@ -241,7 +275,35 @@ def _capture(source: str, labels_per_step: list[dict[str, str]], skip: frozenset
             pass
         finally:
             sys.settrace(None)
-    return captured
+            torch.autograd._engine_run_backward = run_backward
+    return captured, passes
+
+
+def _pass_graph(roots: Any) -> list[Any]:
+    """Every node a backward pass from ``roots`` (tensors or gradient edges) may run."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    stack = [root.grad_fn if isinstance(root, torch.Tensor) else getattr(root, "node", None)
+             for root in (roots if isinstance(roots, list | tuple) else (roots,))]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return found
+
+
+def _assert_backward_steps(steps: list[dict[str, Any]], passes: list[tuple[str, dict[str, Any]]]) -> None:
+    """A step per node a backward pass ran, in torch's order, each naming what torch says then."""
+    names = [step["nodes"][step["node"]]["name"] for step in steps]
+    assert names == [name for name, _ in passes], ("backward nodes", names)
+    for index, (step, (name, facts)) in enumerate(zip(steps, passes, strict=True)):
+        for label, plain in facts.items():
+            where = f"{label} after backward node {index} ({name}, line {step['line']})"
+            assert isinstance(plain, dict), (where, plain)
+            _assert_fact(step, step["variables"][label], plain, where)
 
 
 def _assert_fact(step: dict[str, Any], tid: str | None, plain: dict[str, Any], where: str) -> None:
