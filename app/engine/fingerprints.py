@@ -21,7 +21,7 @@ from app.engine.members import (
     object_dict,
     optimizer_state,
 )
-from app.engine.pointers import POINTER, dict_entries, list_pointers
+from app.engine.pointers import POINTER, dict_entries, dict_version, list_pointers
 
 Identities = tuple[int, ...] | bytes  # ids, or a list's item addresses (app.engine.pointers)
 # A dict's: its keys' ids and its values' ids, or its entries (app.engine.pointers.dict_entries)
@@ -88,20 +88,37 @@ def fingerprint(value: Any, kind: str) -> Any:
     return tuple(a for a, _ in found), _ids(v for _, v in found)
 
 
-HELD_KINDS = frozenset({"sequence", "namedtuple", "dict"})  # whose members held_ids can follow
+HELD_KINDS = frozenset({"sequence", "namedtuple", "dict", "optimizer"})  # whose members held_ids follows
+# A member's mark in ``names._Entry.fixed``: no container, a plain tuple, a plain dict read flat.
+PLAIN, TUPLE, DICT = 0, 1, 2
+_TUPLES = bytes.maketrans(bytes([TUPLE, DICT]), bytes([1, 0]))
+_DICTS = bytes.maketrans(bytes([TUPLE, DICT]), bytes([0, 1]))
+Held = tuple[Identities, tuple[int | None, ...]]
 
 
-def held_ids(value: Any, kind: str, fixed: bytes) -> Identities:
-    """What the members of ``value`` that ``fixed`` marks hold, in order, by identity: plain tuples
-    (``type(t) is tuple``: their own iteration, no snippet code), read in one C-speed pass."""
-    held = dict.values(value) if kind == "dict" else iterate(value, SEQUENCES)
-    return _identities(itertools.chain.from_iterable(
-        itertools.compress(itertools.islice(held, MAX_CONTAINER_ITEMS), fixed)))
+def held_ids(value: Any, kind: str, fixed: bytes) -> Held:
+    """What the members of ``value`` that ``fixed`` marks are now: the identities of what its plain
+    tuples hold (``type(t) is tuple``: their own iteration, no snippet code) and the version tags
+    of its plain dicts (``pointers.dict_version``), in order, in C-speed passes."""
+    if kind == "dict":
+        source: Iterable[Any] = dict.values(value)
+    elif kind == "optimizer":
+        source = [entry for _, entry in optimizer_state(value)]
+    else:
+        source = iterate(value, SEQUENCES)
+    return _held(list(itertools.islice(source, MAX_CONTAINER_ITEMS)), fixed)
 
 
-def held_of(found: list[tuple[str, Any]], fixed: bytes) -> Identities:
+def held_of(found: list[tuple[str, Any]], fixed: bytes) -> Held:
     """``held_ids`` of members just read (name, value), ``fixed`` being theirs."""
-    return _identities(itertools.chain.from_iterable(itertools.compress((v for _, v in found), fixed)))
+    return _held([v for _, v in found], fixed)
+
+
+def _held(members: list[Any], fixed: bytes) -> Held:
+    tuples = _identities(itertools.chain.from_iterable(itertools.compress(members, fixed.translate(_TUPLES))))
+    if DICT not in fixed or dict_version is None:
+        return tuples, ()
+    return tuples, tuple(map(dict_version, itertools.compress(members, fixed.translate(_DICTS))))
 
 
 def _identities(values: Iterable[Any]) -> Identities:

@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine.fingerprints import (
+    DICT,
     HELD_KINDS,
-    Identities,
+    TUPLE,
+    Held,
     dict_count,
     dict_grew,
     fingerprint,
@@ -58,6 +60,7 @@ from app.engine.members import (
     members,
     type_dict,
 )
+from app.engine.pointers import dict_version
 
 MAX_CONTAINER_DEPTH = 16
 MAX_NAMES = 20_000  # names at one step, over everything
@@ -100,14 +103,15 @@ class _Entry:
     tensor_addresses: list[int]
     used: int
     key_texts: dict[str, int] | None = None  # a dict's: how many of its keys wrote as each text
-    # Where every container among the members is a plain tuple read flat (``history.append((loss,
-    # acc))``): per member, whether it is one of those (1) or not a container (0), and the ids those
-    # tuples hold. Such a tuple's names change only with what it holds: while the container holds
-    # the same members, one C-speed pass over those ids checks them all, where reading each tuple
-    # again cost a few µs per tuple per step (a loop that kept 800 pairs: 2.7 times the per-line
-    # cost of one that kept 200). None: some member is another container, read again at each step.
+    # Where every container among the members is a plain tuple or a plain dict read flat
+    # (``history.append((loss, acc))``, an optimizer's state): per member, which of those it is, or
+    # no container (``fingerprints.PLAIN``/``TUPLE``/``DICT``), and what those are now: the ids
+    # their tuples hold, their dicts' version tags. Such a member's names change only with those:
+    # while the container holds the same members, C-speed passes check them all, where reading each
+    # again cost a few µs per member per step (a loop that kept 800 pairs: 2.7 times the per-line
+    # cost of one that kept 200). None: some member is another container, read again each step.
     fixed: bytes | None = None
-    held: Identities = ()
+    held: Held = (b"", ())
 
 
 def is_array_id(ident: str) -> bool:
@@ -286,7 +290,12 @@ class NameWalker:
                 return entry.items
             if entry.fixed is not None and held_ids(value, kind, entry.fixed) == entry.held:
                 return entry.items
-            items, parts = self._items(members(name, value, kind), inner)
+            found = members(name, value, kind)
+            items, parts = self._items(found, inner)
+            if kind in HELD_KINDS:  # what its members are now, to check them by at the next step
+                fixed = self._fixed(found, inner)
+                entry.fixed = fixed
+                entry.held = held_of(found, fixed) if fixed is not None else (b"", ())
             if all(a is b for a, b in zip(parts, entry.child_items, strict=True)):
                 return entry.items
             entry.child_items, entry.items = parts, items
@@ -310,8 +319,9 @@ class NameWalker:
                     self._grown = (entry.items, items := entry.items + tail)
                     entry.fingerprint, entry.items, entry.used = print_, items, self._step
                     if entry.fixed is not None:
-                        entry.fixed += fixed or bytes(len(found))
-                        entry.held += held_of(found, fixed)
+                        fixed = fixed or bytes(len(found))
+                        (tuples, versions), (more, newer) = entry.held, held_of(found, fixed)
+                        entry.fixed, entry.held = entry.fixed + fixed, (tuples + more, versions + newer)
                         entry.child_items += parts
                     self._register(key, entry, found)
                     return entry.items
@@ -329,18 +339,20 @@ class NameWalker:
         return items
 
     def _fixed(self, found: list[Member], path: Path) -> bytes | None:
-        """Per member just read: 1 for a plain tuple read flat, 0 for what is no container; None
+        """Per member just read: ``TUPLE`` for a plain tuple read flat, ``DICT`` for a plain dict
+        read flat (where its version tag can be read), ``PLAIN`` for what is no container; None
         when another container is among them (or a limit cut this step's reading: a cut is said at
         every step it holds for, so what it cut is read again)."""
         if self.capped:
             return None
         mask = bytearray(len(found))
         for index, (child_name, child) in enumerate(found):
-            if type(child) is tuple:
+            cls = type(child)
+            if cls is tuple or (cls is dict and dict_version is not None and dict_version(child) is not None):
                 child_entry = self._cache.get((id(child), child_name, path))
                 if child_entry is None or child_entry.nested:
                     return None
-                mask[index] = 1
+                mask[index] = TUPLE if cls is tuple else DICT
             elif kind_of(child) not in (None, "tensor", "array"):
                 return None
         return bytes(mask)

@@ -104,3 +104,38 @@ def _dict_layout_holds() -> bool:
 
 
 dict_entries: Callable[[dict, int], bytes | None] | None = _entries if _dict_layout_holds() else None
+
+
+_DICT_VERSION = struct.Struct("8xQ8xn")  # (ma_used), ma_version_tag, (ma_keys), ma_values
+
+
+def _version(value: dict) -> int | None:
+    """A dict's version tag (PEP 509): taken from one counter for the whole process at the dict's
+    making and at every change of it, so the same tag is the same dict as it was, a dict made
+    since at the same address included. None for an instance's split table (its values are
+    written beside the dict)."""
+    version, values = _DICT_VERSION.unpack(ctypes.string_at(id(value) + _SIZE_AT, _DICT_VERSION.size))
+    return None if values else version
+
+
+def _version_holds() -> bool:
+    """Whether the tag is where ``_version`` reads it and moves as PEP 509 says."""
+    if dict_entries is None:
+        return False
+    probe: dict = {}
+    seen = [_version(probe)]
+    probe["a"] = object()
+    seen.append(_version(probe))
+    probe["a"] = probe["a"]  # the same value again: no change
+    if _version(probe) != seen[-1]:
+        return False
+    probe["a"] = object()
+    seen.append(_version(probe))
+    del probe["a"]
+    seen.append(_version(probe))
+    other: dict = {}
+    seen.append(_version(other))
+    return None not in seen and len(set(seen)) == len(seen)
+
+
+dict_version: Callable[[dict], int | None] | None = _version if _version_holds() else None

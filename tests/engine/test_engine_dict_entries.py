@@ -189,3 +189,30 @@ def test_a_dict_that_keeps_a_graph_a_step_is_not_fingerprinted_item_by_item(
     assert large_steps / small_steps > 3.4
     # by ids, each step took as many as the dict held: 16 times as many for 4 times the steps
     assert large / max(small, 1) < 1.5 * large_steps / small_steps, (small, large)
+
+
+def test_a_dicts_version_tag_moves_at_every_change_and_only_then() -> None:
+    from app.engine.pointers import dict_version
+
+    assert dict_version is not None  # CPython 3.11
+    d = {"a": torch.ones(1)}
+    seen = [dict_version(d)]
+    for change in (lambda: d.__setitem__("b", 1), lambda: d.pop("a"), lambda: d.update(c=2),
+                   lambda: d.setdefault("e", 3), lambda: d.popitem(), lambda: d.clear()):
+        before = dict_version(d)
+        change()
+        assert dict_version(d) != before
+        seen.append(dict_version(d))
+    d["x"] = value = torch.ones(1)
+    before = dict_version(d)
+    d["x"] = value  # the same object again: nothing changed
+    assert dict_version(d) == before
+    assert len(set(seen)) == len(seen)
+    assert dict_version({}) not in seen  # a new dict, whatever its address, has a tag of its own
+
+    class Plain:
+        pass
+
+    first, second = Plain(), Plain()
+    first.a = second.a = 1
+    assert dict_version(vars(second)) is None  # a split table: its values are written beside it

@@ -1,8 +1,9 @@
-"""A container of plain tuples (``history.append((loss, acc))``) is checked at each step by the ids its
-tuples hold, in one pass, instead of reading each tuple again (``names._Entry.fixed``): the cached
-walk still names, after every change, what a fresh walk names — a tuple replaced by another at the
-same address included —, the incremental snapshot equals the whole one, and the members a run reads
-grow with the loop, not with the loop times what it kept."""
+"""A container of plain tuples or dicts (``history.append((loss, acc))``, ``{'loss': loss}``, an
+optimizer's state) is checked at each step by the ids its tuples hold and its dicts' version tags,
+in C-speed passes, instead of reading each member again (``names._Entry.fixed``): the cached walk
+still names, after every change, what a fresh walk names — a member replaced by another at the same
+address included —, the incremental snapshot equals the whole one, and the members a run reads grow
+with the loop, not with the loop times what it kept."""
 
 from __future__ import annotations
 
@@ -74,6 +75,40 @@ def test_the_cached_walk_names_what_a_fresh_walk_names_after_every_change_of_a_l
         _check(walker, ids, namespace, change)  # and unchanged, the step after
 
 
+def _new_dict_same_place(xs: list) -> None:
+    xs[0] = None
+    xs[0] = {"loss": torch.zeros(2)}  # (where CPython does not reuse the memory, still a change)
+
+
+DICT_CHANGES: list[Callable[[list], None]] = [
+    lambda xs: xs.append({"loss": torch.ones(1), "epoch": 1}),
+    lambda xs: xs[0].__setitem__("loss", torch.ones(3)),  # a member changed in place
+    lambda xs: xs[1].__setitem__("acc", torch.ones(1)),
+    lambda xs: xs[1].pop("loss"),
+    _new_dict_same_place,
+    lambda xs: xs.append((torch.ones(1), 2)),  # tuples and dicts side by side
+    lambda xs: xs[0].update(more=torch.ones(2), other=torch.ones(2)),
+    lambda xs: xs[0].__setitem__("listed", [torch.ones(1)]),  # now a dict that holds a list
+    lambda xs: xs[0]["listed"].append(torch.ones(4)),
+    lambda xs: xs[0].pop("listed"),
+    lambda xs: xs[0].clear(),
+    lambda xs: xs.append({}),
+    lambda xs: xs[-1].__setitem__(3, torch.ones(1)),
+]
+
+
+def test_the_cached_walk_names_what_a_fresh_walk_names_after_every_change_of_a_list_of_dicts() -> None:
+    ids = ObjectIds("t")
+    walker = names.NameWalker(ids)
+    xs = [{"loss": torch.ones(1)}, {"loss": torch.ones(1), "epoch": 0}]
+    namespace = {"xs": xs}
+    walker.walk([("", namespace)])
+    for change in DICT_CHANGES:
+        change(xs)
+        _check(walker, ids, namespace, change)
+        _check(walker, ids, namespace, change)
+
+
 def test_a_dict_of_tuples_too() -> None:
     ids = ObjectIds("t")
     walker = names.NameWalker(ids)
@@ -116,6 +151,33 @@ def test_incremental_snapshots_equal_whole_ones_on_containers_of_tuples() -> Non
     assert result["ok"], result["error"]
 
 
+OPTIMIZER_RUN = """\
+model = nn.Linear(3, 2)
+opt = torch.optim.Adam(model.parameters(), lr=0.1)
+x = torch.randn(4, 3)
+history = []
+for step in range(3):
+    opt.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    history.append({'loss': loss, 'step': step})
+state = opt.state[model.weight]
+state['exp_avg'] = torch.zeros_like(model.weight)
+state.pop('exp_avg_sq')
+state['extra'] = [torch.ones(1)]
+state['extra'].append(torch.ones(2))
+history[0]['loss'] = loss.detach()
+history[1].clear()
+opt.state[model.bias].clear()
+"""
+
+
+def test_incremental_snapshots_equal_whole_ones_on_optimizer_state_and_dicts() -> None:
+    result = _assert_same(OPTIMIZER_RUN)
+    assert result["ok"], result["error"]
+
+
 def _members_read(source: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     """(members the walk read, steps) of one run."""
     read = 0
@@ -149,4 +211,21 @@ def test_a_list_that_keeps_a_tuple_a_step_is_not_read_again_at_each_step(
         _members_read(KEPT.format(n=n), monkeypatch) for n in (20, 80))
     assert large_steps / small_steps > 3.4
     # each tuple read again at each step: 16 times as many members for 4 times the steps
+    assert large / small < 1.5 * large_steps / small_steps, (small, large)
+
+
+KEPT_DICTS = """\
+a = torch.randn(16, requires_grad=True)
+history = []
+for i in range({n}):
+    out = (a * i).relu().mean()
+    history.append({{'loss': out, 'i': i}})
+"""
+
+
+def test_a_list_that_keeps_a_dict_a_step_is_not_read_again_at_each_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (small, small_steps), (large, large_steps) = (
+        _members_read(KEPT_DICTS.format(n=n), monkeypatch) for n in (20, 80))
+    assert large_steps / small_steps > 3.4
     assert large / small < 1.5 * large_steps / small_steps, (small, large)
