@@ -140,11 +140,26 @@ def _how(context: Context, values: Flow, step: int, leaves: set[str]) -> Cut:
     # the cut that applies to what depends on these leaves (a line may detach something else too)
     found = [c for c in found if c.base is None or _depends(context, values, step, facts, c.base, leaves)] \
         or found
+    if len(found) > 1:
+        # Cuts nested in one another (``torch.tensor(np.mean(out.detach().numpy()))``): the inner one is
+        # where the graph ends — the rewrap outside gets a number, not a tensor it could use as it is.
+        # A ``.detach()`` that a ``.numpy()`` peels is part of that cut, not one of its own.
+        peeled = [c for c in found if c.kind in ("numpy", "list")]
+        found = [c for c in found
+                 if not (c.kind == "detach" and any(_within(c.node, p.node) for p in peeled))]
+        cuts = list(found)  # (a list being sorted reads as empty to its own key)
+        found.sort(key=lambda c: any(o is not c and _within(o.node, c.node) for o in cuts))
     if found:
         return found[0]
     if facts.grad_off:
         return Cut("no_grad")
     return Cut("other")
+
+
+def _within(inner: ast.expr | None, outer: ast.expr | None) -> bool:
+    """``inner`` is a node inside ``outer`` (not ``outer`` itself)."""
+    return inner is not None and outer is not None and inner is not outer and any(
+        n is inner for n in ast.walk(outer))
 
 
 def _patch(context: Context, step: int, cut: Cut) -> list[Patch]:
@@ -360,6 +375,11 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
                 yield _rebound_leaf(context, index, line, tid, name, made, update)  # type: ignore[arg-type]
                 reported.add(line)
                 break
+            leaf = _lost_leaf(context, made, name) if made is not None else None
+            if leaf is not None:
+                yield _unnamed_leaf(context, index, line, tid, name, made, leaf)  # type: ignore[arg-type]
+                reported.add(line)
+                break
             patch = [insert_before((made.node.end_lineno or made.line) + 1, made.node.col_offset,
                                    f"{name}.retain_grad()")] \
                 if made is not None and made.node is not None and made.func == facts.func else []
@@ -385,6 +405,59 @@ def nonleaf_grad_reads(context: Context) -> Iterator[Diagnostic]:
                 lines=[created_line] if created_line is not None else [], patch=patch,
             )
             break
+
+
+def _requires_grad_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in node.keywords)
+
+
+def _lost_leaf(context: Context, made: LineFacts, name: str) -> tuple[Patch, str] | None:
+    """``w = torch.randn(3, requires_grad=True) * 0.01`` (or ``.to(...)``): the leaf is the factory's
+    unnamed result and ``w`` is computed from it. The statement with ``w`` made the leaf instead,
+    ``w = (torch.randn(3) * 0.01).requires_grad_()``, and that leaf's factory call as typed."""
+    stmt = made.node
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name) or _requires_grad_call(stmt.value):
+        return None
+    factories = [n for n in ast.walk(stmt.value) if _requires_grad_call(n)]
+    if len(factories) != 1:
+        return None
+    factory = factories[0]
+    lines = context.source.lines
+    assert isinstance(factory, ast.Call)
+    parts = [segment(lines, a) for a in factory.args]
+    parts += [segment(lines, k) for k in factory.keywords if k.arg != "requires_grad"]
+    plain = f"{segment(lines, factory.func)}({', '.join(parts)})"
+    value = replace(lines, stmt, factory, plain).text  # the statement, the factory without the flag
+    head = segment(lines, stmt.targets[0])
+    rhs = value.split("=", 1)[1].strip()
+    pad = indentation(lines, stmt.lineno)
+    return Patch(start=stmt.lineno, end=stmt.end_lineno or stmt.lineno,
+                 text=f"{pad}{head} = ({rhs}).requires_grad_()"), shorten(segment(lines, factory))
+
+
+def _unnamed_leaf(context: Context, index: int, line: int, tid: str, name: str, made: LineFacts,
+                  leaf: tuple[Patch, str]) -> Diagnostic:
+    """``w = torch.randn(3, requires_grad=True) * 0.01`` then ``w.grad``: the leaf has no name."""
+    patch, factory = leaf
+    fields = {"name": name, "line": line, "made": made.line, "factory": factory, "new": shown(patch.text)}
+    return Diagnostic(
+        rule=NONLEAF_RULE, severity="warning",
+        title=_("`{name}.grad` is always None: the leaf line {made} made has no name").format(**fields),
+        message=_(
+            "Line {line} reads `{name}.grad`. On line {made}, `{factory}` is the leaf that requires grad, "
+            "and what follows it on that line computes `{name}` from it: `{name}` is not a leaf, so "
+            "backward() fills the `.grad` of that unnamed tensor, never `{name}.grad`, and an optimizer "
+            "refuses `{name}` (\"can't optimize a non-leaf Tensor\")."
+        ).format(**fields),
+        fix=_(
+            "Make `{name}` itself the leaf: compute its value first, then ask for gradients, `{new}`. "
+            "(`retain_grad()` would show a gradient, but `{name}` would still be no parameter.)"
+        ).format(**fields),
+        step=index, line=line, tensors=[tid], lines=[made.line], patch=[patch],
+    )
 
 
 def _rebound_update(context: Context, made: LineFacts, name: str) -> str | None:
