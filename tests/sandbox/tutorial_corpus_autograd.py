@@ -263,3 +263,80 @@ with PrintMode():
     y = torch.ones(2) + 1
 print(y, has_torch_function((y,)))
 """)
+
+
+# -- issue 24's own examples, as tutorials meet them -----------------------------------------------
+
+snippet("issue-gru-grad", """\
+gru = nn.GRU(3, 4, batch_first=True)
+x = torch.randn(2, 5, 3)
+h = torch.zeros(1, 2, 4)
+for step in range(2):
+    out, h = gru(x, h)
+    loss = out.pow(2).mean()
+    loss.backward()
+    h = h.detach()
+print(round(loss.item(), 4), gru.weight_hh_l0.grad.shape)
+cell = nn.GRUCell(3, 4)
+hx = torch.zeros(2, 4)
+for t in range(3):
+    hx = cell(x[:, t], hx)
+hx.sum().backward()
+print(cell.bias_hh.grad.shape)
+""")
+
+snippet("issue-checkpoint-nonreentrant", """\
+from torch.utils.checkpoint import checkpoint
+def f(x):
+    return torch.sin(x).exp() * 2
+x = torch.randn(4, requires_grad=True)
+y = checkpoint(f, x, use_reentrant=False)
+y.sum().backward()
+print(torch.allclose(x.grad, (torch.sin(x).exp() * torch.cos(x) * 2).detach()))
+lin = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+out = checkpoint(lin, torch.randn(2, 4, requires_grad=True), use_reentrant=False)
+out.sum().backward()
+print(lin[0].weight.grad.shape)
+""")
+
+snippet("issue-nested-func-grad", """\
+from torch.func import grad
+def f(x):
+    return torch.sin(x)
+x = torch.tensor(0.5)
+print(grad(grad(f))(x), -torch.sin(x))
+print(grad(grad(grad(f)))(x))
+""")
+
+snippet("issue-softmax-warning-points-here", """\
+x = torch.ones(2, 3)
+y = F.softmax(x)
+print(y.sum())
+""")
+
+snippet("issue-bn-running-stats", """\
+bn = nn.BatchNorm1d(3)
+for _ in range(2):
+    out = bn(torch.randn(4, 3))
+print(bn.running_mean, bn.running_var, bn.num_batches_tracked)
+snap = bn.running_mean.clone()
+print(snap)
+""")
+
+snippet("issue-function-output-local", """\
+class Sorter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        values, idx = x.sort()
+        ctx.save_for_backward(idx)
+        return values
+    @staticmethod
+    def backward(ctx, g):
+        idx, = ctx.saved_tensors
+        return torch.zeros_like(g).scatter(0, idx, g)
+x = torch.tensor([3.0, 1.0, 2.0], requires_grad=True)
+y = Sorter.apply(x)
+print(y.requires_grad, y.is_leaf, y.grad_fn is not None)
+y.sum().backward()
+print(x.grad)
+""")
