@@ -318,6 +318,18 @@ TEMPLATES: dict[str, str] = {
                                                  "playground runs on one thread. Leave the call out."),
     "policy.instead.input": N_("`{what}` is not available in the playground: assign the value in the "
                                "snippet."),
+    "policy.instead.help": N_("`{what}` is not available in the playground: print the documentation "
+                              "instead (`print(torch.add.__doc__)`)."),
+    "policy.instead.breakpoint": N_("`{what}` is not available in the playground: the explorer shows every "
+                                    "step's variables itself; print what you want to check."),
+    "policy.instead.exit": N_("`{what}` is not available in the playground: end the snippet there, or put "
+                              "the rest under an `if`."),
+    "policy.instead.quit": N_("`{what}` is not available in the playground: end the snippet there, or put "
+                              "the rest under an `if`."),
+    "policy.instead.memoryview": N_("`{what}` is not available in the playground: use `bytes(...)` or a "
+                                    "numpy array (`t.numpy()`) to look at the memory."),
+    "policy.instead.__import__": N_("`{what}` is not available in the playground: write an import statement "
+                                    "(`import math`)."),
     "policy.instead.globals": N_("`{what}` is not available in the playground: use the variable's name."),
     "policy.instead.locals": N_("`{what}` is not available in the playground: use the variable's name."),
     "policy.instead.vars": N_("`{what}` is not available in the playground: use the attribute itself, or a "
