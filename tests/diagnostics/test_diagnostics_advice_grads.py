@@ -76,3 +76,23 @@ def test_nested_cuts_explain_the_inner_one_and_offer_no_numpy_clone() -> None:
     assert "numpy" in d.message and ".clone()" not in d.fix and "`out`" in d.fix
     for patch in d.patch:  # whatever it writes must run
         namespace(apply(code, [patch]))
+
+
+INDEX_LOSSES = {
+    "argmax-float": "pred = model(x).argmax(1).float()\nloss = F.mse_loss(pred, y)",
+    "comparison": "pred = (model(x)[:, 0] > 0).float()\nloss = F.mse_loss(pred, y)",
+    "torch-argmax": "pred = torch.argmax(model(x), dim=1).float()\nloss = (pred - y).abs().mean()",
+}
+
+
+@pytest.mark.parametrize("name", INDEX_LOSSES)
+def test_a_loss_of_indices_is_told_to_use_the_scores(name: str) -> None:
+    """argmax / a comparison gives values autograd records nothing for: torch raises at backward()."""
+    lines = INDEX_LOSSES[name].split("\n")
+    code = ("model = nn.Linear(4, 3)\nx = torch.randn(5, 4)\ny = torch.randint(0, 3, (5,)).float()\n"
+            + "\n".join(lines) + "\nloss.backward()\n")
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        namespace(code)
+    r = run(code)
+    d = r.only("backward-without-graph")
+    assert d.lines == [4] and "no gradient" in d.message and "F.cross_entropy" in d.fix

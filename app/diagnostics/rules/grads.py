@@ -98,6 +98,10 @@ def _all_frozen(trains: Trained, frozen: dict[str, int], leaf: str) -> bool:
 
 # ---- how the path was cut ------------------------------------------------------------------------
 
+# Ops whose result has no gradient at all (integers, booleans, indices): a loss computed from them
+# has no path back to what produced the scores.
+INDICES = frozenset({"argmax", "argmin", "argsort", "long", "int", "bool", "short", "byte", "searchsorted",
+                     "bucketize", "multinomial", "nonzero"})
 REWRAPS = ("torch.tensor", "torch.Tensor")  # a new leaf made of a tensor's values
 CUT_KINDS = {"detach": "detach", "detach_": "detach", "item": "item", "tolist": "list"}  # else numpy
 CUT_ATTRIBUTES = {"detach": "detach()", "detach_": "detach_()", "item": ".item()", "numpy": ".numpy()",
@@ -153,6 +157,14 @@ def _how(context: Context, values: Flow, step: int, leaves: set[str]) -> Cut:
         return found[0]
     if facts.grad_off:
         return Cut("no_grad")
+    for node in ast.walk(facts.node):  # indices, integers, comparisons: values with no gradient to carry
+        if isinstance(node, ast.Compare) and _depends(context, values, step, facts, node, leaves):
+            return Cut("indices", segment(context.source.lines, node), node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if called in INDICES and _depends(context, values, step, facts, node, leaves):
+                return Cut("indices", segment(context.source.lines, node), node,
+                           node.func.value if isinstance(node.func, ast.Attribute) else None)
     return Cut("other")
 
 
@@ -248,6 +260,9 @@ def explain_cut(context: Context, values: Flow, cut: int, leaves: set[str], name
         "no_grad": _("Line {line} (`{code}`) runs inside `torch.no_grad()`, where no graph is recorded."),
         "frozen": _("Line {line} (`{code}`) sets `requires_grad` to False on them: autograd stops recording "
                     "anything for them, although they are what the optimizer trains."),
+        "indices": _("Line {line} (`{code}`) takes `{call}`: indices, integers and comparisons have no "
+                     "gradient (autograd records nothing for them), so nothing computed from them leads "
+                     "back."),
         "other": _("The graph of what line {line} (`{code}`) computes no longer leads back to them."),
     }[how.kind].format(**fields)
     fix = {
@@ -267,6 +282,9 @@ def explain_cut(context: Context, values: Flow, cut: int, leaves: set[str], name
                      "nothing is trained through."),
         "frozen": _("Do not freeze what the optimizer trains: remove `{code}` to train them, or freeze the "
                     "part you meant to freeze instead."),
+        "indices": _("Compute the loss from the scores themselves, not from the indices they pick: for "
+                     "classes, `F.cross_entropy(logits, target)` on the model's output (target: class "
+                     "indices, `long`). Keep argmax for accuracy and predictions."),
         "other": _("Compute the loss from these parameters without cutting the graph on the way."),
     }[how.kind].format(**fields)
     if how.kind == "detach" and not patch:
