@@ -132,7 +132,7 @@ with torch.no_grad():
 print(next(model.parameters())[:, word_to_ix["creo"]])
 loss_function = nn.NLLLoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for epoch in range(5):
+for epoch in range(2):
     for instance, label in data:
         model.zero_grad()
         bow_vec = make_bow_vector(instance, word_to_ix)
@@ -459,7 +459,7 @@ class Conv2D(torch.autograd.Function):
     def backward(ctx, grad_out):
         X, weight = ctx.saved_tensors
         return convolution_backward(grad_out, X, weight)
-weight = torch.rand(2, 3, 3, 3, requires_grad=True, dtype=torch.double)
-X = torch.rand(2, 3, 4, 4, requires_grad=True, dtype=torch.double)
+weight = torch.rand(2, 2, 3, 3, requires_grad=True, dtype=torch.double)
+X = torch.rand(1, 2, 4, 4, requires_grad=True, dtype=torch.double)
 print(torch.autograd.gradcheck(Conv2D.apply, (X, weight)))
 """)
