@@ -64,6 +64,34 @@ def carried_state(context: Context, last: At, loop: tuple[int, int], nodes: set[
             tensors, is_tuple = _held(last, name, func)
             if tensors and reach(last, tensors).nodes.keys() & nodes:
                 found.append(Carried(name, tensors, is_tuple))
+    # ``self.h = torch.tanh(... self.h ...)`` in a module's forward: carried as ``net.h`` by the loop
+    attributes = _self_rebuilt(context)
+    for (scope, _head), keys in context.index.headed.items() if attributes else ():
+        if scope != func:
+            continue
+        for key in keys:
+            name = key.split(":", 1)[-1]  # a function's local is keyed ``f:net.h``
+            if name.count(".") != 1 or name.split(".")[1] not in attributes \
+                    or any(c.name == name for c in found):
+                continue
+            tid = last.variable(key)
+            if tid is not None and reach(last, [tid]).nodes.keys() & nodes:
+                found.append(Carried(name, (tid,), False))
+    return found
+
+
+def _self_rebuilt(context: Context) -> set[str]:
+    """Attributes some statement rebuilds from themselves: ``self.h = f(self.h)`` (any object name)."""
+    found = set()
+    for line, facts in context.source.by_line.items():
+        stmt = facts.node
+        if facts.line != line or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            continue
+        target = stmt.targets[0]
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and any(
+                isinstance(n, ast.Attribute) and n.attr == target.attr and isinstance(n.value, ast.Name)
+                and n.value.id == target.value.id for n in ast.walk(stmt.value)):
+            found.add(target.attr)
     return found
 
 

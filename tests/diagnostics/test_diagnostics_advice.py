@@ -4,7 +4,8 @@ and cures what torch complained about, and code that is fine gets no finding.
 Real engine traces; torch is the oracle: the snippet as written fails (or leaks) in plain torch, the
 snippet with the finding's patch applied does not. Classes covered here:
 
-* state carried across iterations (an RNN's hidden state, a running total) reached by backward() —
+* state carried across iterations (an RNN's hidden state, a module's ``self.h``, a running total)
+  reached by backward() —
   "backward through the graph a second time" and, with ``retain_graph=True``, "modified by an
   inplace operation" after ``opt.step()``: the fix is the cut of what is carried (a tuple cut as a
   tuple, an unbound start guarded), never a ``.clone()`` nobody can write;
@@ -91,6 +92,24 @@ RNN_LOOPS = {
             opt.step()
             i += 1
     """, "hx = hx.detach()"),
+    "module-attribute": ("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 8)
+                self.hh = nn.Linear(8, 8)
+                self.h = torch.zeros(1, 8)
+            def forward(self, x):
+                self.h = torch.tanh(self.lin(x) + self.hh(self.h))
+                return self.h
+        net = Net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for i in range(3):
+            loss = net(torch.randn(1, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, "net.h = net.h.detach()"),
 }
 
 
