@@ -167,3 +167,22 @@ def test_the_optimizers_way_and_a_deliberate_rebinding_get_no_finding() -> None:
             v = (v - 0.1 * v.grad).detach().requires_grad_()
     """)
     assert [d.rule for d in r.diagnostics if d.severity != "info"] == []
+
+
+def test_outputs_gathered_by_cat_keep_values_not_a_sum_to_backpropagate() -> None:
+    """``all_out = torch.cat([all_out, out])``: the fix detaches what joins; no ``all_out.backward()``
+    (not a number: torch would refuse it without a gradient argument)."""
+    code = code_of("""
+        model = nn.Linear(4, 2)
+        all_out = torch.empty(0, 2)
+        for i in range(4):
+            out = model(torch.randn(3, 4))
+            all_out = torch.cat([all_out, out])
+        print(all_out.shape)
+    """)
+    assert not _bounded(code, "all_out")
+    r = run(code)
+    d = r.only("graph-chained-across-iterations")
+    assert "backward()" not in d.fix and [p.text for p in d.patch] == [
+        "    all_out = torch.cat([all_out, out.detach()])"]
+    assert _bounded(apply(code, d.patch), "all_out")

@@ -378,10 +378,16 @@ def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None
             "{iterations} iterations it links all of them ({nodes} graph nodes of earlier iterations), and "
             "nothing is freed while `{name}` lives."
         ).format(**fields)
+        after = context.at(on_line[-1])
+        built = after.tensor(after.variable(cause.key))
         fix = _(
             "Add numbers, not graphs: `{new}`. `{name}` gets the same value, and each iteration's graph is "
             "freed when the next one is built. (To backpropagate through the sum on purpose, call "
             "`{name}.backward()` once after the loop.)"
+        ).format(**fields) if built is None or built.shape == [] else _(
+            # ``all_out = torch.cat([all_out, out])``: no sum to backpropagate, no number to add
+            "Keep the values without the graph: `{new}`. `{name}` gets the same values, and each "
+            "iteration's graph is freed when the next one is built."
         ).format(**fields)
     else:
         cut = f"{name} = tuple(s.detach() for s in {name})" if is_tuple else f"{name} = {name}.detach()"
