@@ -137,6 +137,12 @@ class Commit:
                 self.on_storage[fact["storage"]].add(tid)
                 moved.add(fact["storage"])
         self.tensors[tid] = fact
+        if old_sid is not None and old_sid != fact["storage"]:
+            # the nodes that saved it are filed under the storage it is on now (w.data = ...: a
+            # write to its new memory breaks what they saved)
+            for owner in self.parents.get(tid, ()):
+                if owner in self.nodes:
+                    self._index_storages(owner, self.nodes[owner])
         self._check_cyclic(tid)
         for owner in self.parents.get(tid, ()):
             self._check_cyclic(owner)

@@ -130,6 +130,11 @@ class Marks:
                 if other not in dirty:
                     dirty.add(other)
                     queue.append(other)
+                    fact = self.tensors.get(other)
+                    if fact is not None and fact["storage"] is not None:
+                        # what a node saved on its memory may now be "modified in place" (a weight's
+                        # .t() an addmm saved, after vector_to_parameters moved the weight)
+                        dirty.update(self.saving.get(fact["storage"], ()))
 
     def _bare_to_read(self) -> set[str]:
         """The storages met by their bytes only that must be read again now. Not one that a tensor it

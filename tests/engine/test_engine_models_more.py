@@ -3,6 +3,11 @@ every step (the backward passes' node steps included) against a plain run, at th
 incremental = whole. Training organised in classes, functions and closures (labels such as
 ``trainer.model.0.weight`` and ``steps[0].<closure>.net.weight``, which the oracle now resolves), and
 loops beyond the plain supervised one: GANs, VAEs, LBFGS, sparse gradients, SWA, GradScaler, autocast.
+
+Found wrong here, and fixed: after ``w.data = ...`` (``vector_to_parameters``), a graph that saved
+``w`` (or ``w.t()``) stayed filed under ``w``'s old memory, so a write to its new memory (an
+optimizer step, ``w.add_`` under ``no_grad``) did not read the saving node again: incremental kept
+the saved tensor where torch (and the whole snapshot) says "modified by an inplace operation".
 """
 
 from __future__ import annotations
@@ -312,6 +317,34 @@ out.backward()
 """,
 }
 
+MOVED_UNDER_A_GRAPH = {
+    "vector_to_parameters then an optimizer step under a kept graph": """
+model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1))
+opt = torch.optim.RMSprop(model.parameters(), lr=0.01, momentum=0.1)
+x = torch.randn(4, 2)
+loss = model(x).pow(2).mean()
+loss.backward()
+out = model(x)
+vec = torch.nn.utils.parameters_to_vector(model.parameters())
+torch.nn.utils.vector_to_parameters(vec * 0.9, model.parameters())
+opt.step()
+""",
+    "w.data replaced under a graph that saved w, then w written": """
+w = torch.randn(3, requires_grad=True)
+y = (w * 2).sum() + (w * w).sum()
+w.data = torch.ones(3)
+with torch.no_grad():
+    w.add_(1)
+""",
+    "a linear's weight moved by .data then stepped by SGD, its .t() saved": """
+lin = nn.Linear(2, 2)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+out = lin(torch.ones(1, 2))
+lin.weight.data = lin.weight.data.clone()
+out.sum().backward(retain_graph=True)
+opt.step()
+""",
+}
 
 
 @pytest.mark.parametrize("name", ORGANISED)
@@ -322,3 +355,11 @@ def test_training_organised_in_classes_functions_and_closures(name: str) -> None
 @pytest.mark.parametrize("name", TRAINING_LOOPS)
 def test_training_loops(name: str) -> None:
     _check(TRAINING_LOOPS[name])
+
+
+@pytest.mark.parametrize("name", MOVED_UNDER_A_GRAPH)
+def test_a_tensor_moved_to_new_memory_under_a_graph_that_saved_it(name: str) -> None:
+    """``w.data = ...`` (``vector_to_parameters`` does it) moves a saved tensor, or the base of a
+    saved view, to new memory with its version counter: a write there breaks what the graph saved,
+    and the saving node must be read again though the memory it saved from was not written."""
+    _check(MOVED_UNDER_A_GRAPH[name])
