@@ -291,6 +291,9 @@ class Reader:
                 self.by_storage[storage_id] = [tid]
             else:
                 on_storage.append(tid)
+            described = self.storages.get(storage_id) or self.run.storages.get(storage_id)
+            if described is not None and described["dtype"] != dtype_text:
+                self.run.mixed_dtypes.add(storage_id)  # (SnapshotTaker.mixed_dtypes)
         try:
             version: int | None = t._version
         except RuntimeError:  # inference tensors keep no version counter

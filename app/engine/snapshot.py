@@ -19,11 +19,12 @@ matched to a live twin *after* ``R`` is known (the twin is reached some other wa
 keeps nothing alive), exactly as the whole snapshot does.
 
 A whole snapshot (``_whole``) is also taken when a twin match or a storage's dtype would depend on
-reading order, while a cap on the objects read holds, when a line may change tensors behind torch's
-back (``Tensor.set_``), and at every step with ``full=True`` — what the tests hold the incremental
-snapshots to. The ids of objects first met in the same step may be numbered in another order than
-a whole snapshot would number them (ids are opaque; the tests compare traces with ids renamed by
-first reach).
+reading order (and at every step while a storage met through tensors of two dtypes is in ``R``: a
+complex tensor and its real view), while a cap on the objects read holds, when a line may change
+tensors behind torch's back (``Tensor.set_``), and at every step with ``full=True`` — what the tests
+hold the incremental snapshots to. The ids of objects first met in the same step may be numbered
+in another order than a whole snapshot would number them (ids are opaque; the tests compare traces
+with ids renamed by first reach).
 
 This module holds the taker's state, its step and its whole snapshot; the incremental step's parts
 are mixins over that state: ``marks`` (what may have changed), ``plan`` (read and settle, nothing of
@@ -96,6 +97,12 @@ class SnapshotTaker(Marks, Planning, Commit):
         # and ``set_`` move a tensor to new memory with its counter, which its old aliases keep
         self.counter_links: dict[str, set[str]] = {}
         self.cyclic: set[str] = set()  # tensors whose .grad has a graph of its own
+        # Storages read through tensors of another dtype than they were described with (a complex
+        # tensor's .real, view_as_real, x.view(torch.int32)): a storage's fact is written in the dtype
+        # of the first tensor met on it, so what the whole snapshot says of it depends on the order
+        # it meets them in, which moves from step to step (a backward step's gradients first): while
+        # one is in R, every step is read whole.
+        self.mixed_dtypes: set[str] = set()
         self.whole_steps = 0
         self._dirty: set[str] = set()
         self._dirty_storages: set[str] = set()
@@ -141,8 +148,10 @@ class SnapshotTaker(Marks, Planning, Commit):
             # reading, which no call marks: read whole.
             transformed = _functorch_level() is not None
             in_transform, self._in_transform = transformed or self._in_transform, transformed
+            if self.mixed_dtypes:
+                self.mixed_dtypes = {sid for sid in self.mixed_dtypes if sid in self.storages}
             # (while a cap holds, which objects get in depends on the whole reading order: read whole)
-            if not (self.full or self.cyclic or self._capped_last or in_transform
+            if not (self.full or self.cyclic or self._capped_last or in_transform or self.mixed_dtypes
                     or (touches is not None and touches.whole)):
                 delta = self._incremental(bound, gone)
             if delta is None:

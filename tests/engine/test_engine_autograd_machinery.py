@@ -18,6 +18,10 @@ Found wrong here, and fixed:
   copy torch makes at each access: matched to a "twin" with the same layout, it kept the twin's id
   when the snippet later named it (``t, rg = packed`` in the unpack hook) where the whole snapshot
   gave it its own;
+* a storage's fact is written in the dtype of the first tensor met on it, and the whole snapshot meets
+  a complex tensor and its real view in an order that moves from step to step (a backward step's
+  gradients first): the incremental steps kept the dtype of the step that described it (the complex
+  autograd tutorial); while such a storage is in R, every step is read whole;
 * ``ctx.mark_dirty`` bumps the versions of a Function's inputs in C++ after forward, also when torch
   then refuses a leaf that requires grad: the leaf's later steps showed the version before the bump;
 * anomaly mode's "Traceback of forward call that caused the error" listed the engine's frames: those
@@ -326,6 +330,33 @@ def test_higher_order_gradients(name: str) -> None:
     assert_true_to_torch(HIGHER_ORDER[name])
 
 
+# A storage met through tensors of two dtypes (a complex tensor and its real view, both in the graph or
+# among a backward pass's gradients): its fact is written in the dtype of the first tensor met on it.
+MIXED_DTYPES = {
+    "complex autograd: .real of a product with the conjugate": """
+x = torch.randn(3, dtype=torch.cfloat, requires_grad=True)
+y = (x * x.conj()).real.sum()
+y.backward()
+print(torch.allclose(x.grad, 2 * x), x.grad.dtype)
+""",
+    "view_as_real, .imag and abs of complex, trained a step": """
+z = torch.randn(2, dtype=torch.cfloat, requires_grad=True)
+opt = torch.optim.SGD([z], lr=0.1)
+r = torch.view_as_real(z)
+loss = r.pow(2).sum() + z.imag.sum() + z.abs().sum()
+loss.backward()
+opt.step()
+c = torch.view_as_complex(r.detach().clone())
+print(z.grad.dtype, c.dtype)
+""",
+}
+
+
+@pytest.mark.parametrize("name", MIXED_DTYPES)
+def test_storages_of_two_dtypes(name: str) -> None:
+    assert_true_to_torch(MIXED_DTYPES[name])
+
+
 # Anomaly mode prints the stack of the forward call that made the failing node. A script run shows
 # the snippet's frames from its module down; the plain run here runs it through exec, whose frames
 # above the snippet's are the test's own and are left out of the comparison.
@@ -349,6 +380,14 @@ x = torch.tensor([0.0, 1.0], requires_grad=True)
 y = Ratio()(x)
 y.sum().backward()
 """,
+    "double backward: the node of the first pass that induced the failing one": """
+torch.autograd.set_detect_anomaly(True)
+x = torch.tensor([0.0, 1.0], requires_grad=True)
+y = x.pow(3).sum()
+(g,) = torch.autograd.grad(y, x, create_graph=True)
+h = g.sqrt().sum()
+h.backward()
+""",
     "a Python-written torch function, then an in-place error": """
 torch.autograd.set_detect_anomaly(True)
 x = torch.tensor([0.5, 1.0], requires_grad=True)
@@ -359,8 +398,9 @@ z.sum().backward()
 """,
 }
 
-_ABOVE_THE_SNIPPET = re.compile(r'(forward call that caused the error:\n)((?:  File "(?!<snippet>)[^\n]*\n'
-                                r'(?:    [^\n]*\n)?)+)')
+_ABOVE_THE_SNIPPET = re.compile(
+    r'(forward call that (?:caused the error|induced the previous calculation):\n)'
+    r'((?:  File "(?!<snippet>)[^\n]*\n(?:    [^\n]*\n)?)+)')
 
 
 def _as_a_script(text: str) -> str:

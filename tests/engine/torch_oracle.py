@@ -96,9 +96,12 @@ _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def decode(values: Any) -> Any:
+    """Numbers back from JSON: NaN and infinities are strings, and so is a complex number (its repr)."""
     if isinstance(values, list):
         return [decode(v) for v in values]
-    return _NON_FINITE.get(values, values) if isinstance(values, str) else values
+    if isinstance(values, str):
+        return _NON_FINITE[values] if values in _NON_FINITE else complex(values)
+    return values
 
 
 def assert_values(values: Any, expected: torch.Tensor) -> None:
