@@ -206,6 +206,26 @@ def test_a_saved_tensor_overwritten_by_an_inplace_module_drops_the_keyword(name:
     assert _fails(fixed) is None
 
 
+def test_an_inplace_module_the_failing_line_does_not_run_is_not_blamed() -> None:
+    """A helper writes the saved tensor; an unrelated ``nn.ReLU(inplace=True)`` sits elsewhere: torch
+    fails the same without that keyword, so dropping it is no fix."""
+    source = """
+        def scale(t):
+            t.mul_(2)
+            return t
+        conv = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(inplace=True))
+        x = torch.randn(3, requires_grad=True)
+        y = x.exp()
+        z = scale(y)
+        z.sum().backward()
+    """
+    code = code_of(source)
+    assert "modified by an inplace operation" in (_fails(code.replace("inplace=True", "")) or "")
+    r = run(source)
+    d = r.only("saved-tensor-modified")
+    assert "inplace=True" not in d.fix and all(p.start != 4 for p in d.patch)
+
+
 def test_an_inplace_relu_after_a_conv_is_fine() -> None:
     r = run("""
         model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(inplace=True), nn.MaxPool2d(2), nn.Flatten(),

@@ -130,7 +130,7 @@ def _saved_diagnostic(
                 patch = [Patch(start=facts.node.lineno, end=facts.node.end_lineno or facts.node.lineno,
                                text=pad + replacement)]
     stale = failed and not writes and _parameter(context, index, nid, name)
-    inside = [] if writes or stale else _inplace_calls(context)
+    inside = [] if writes or stale or facts is None or facts.writes else _inplace_calls(context, facts)
     lines = context.source.lines
     if inside:
         # No write on the line: a module or function made with ``inplace=True`` wrote the saved tensor
@@ -201,12 +201,21 @@ def _saved_diagnostic(
     )
 
 
-def _inplace_calls(context: Context) -> list[tuple[int, ast.stmt, ast.Call]]:
-    """(line, statement, call) of every call the snippet writes with ``inplace=True``."""
+def _inplace_calls(context: Context, at: LineFacts) -> list[tuple[int, ast.stmt, ast.Call]]:
+    """(line, statement, call) of the calls written with ``inplace=True`` that the line ``at`` runs:
+    on that line itself (``F.relu(x, inplace=True)``), or made into a name the line uses (``model``
+    of ``model = nn.Sequential(..., nn.ReLU(inplace=True))``, ``act`` of ``self.act = ...``)."""
+    words = set(re.findall(r"\w+", at.text))
     found: dict[int, tuple[int, ast.stmt, ast.Call]] = {}
     for line, facts in sorted(context.source.by_line.items()):
         stmt = facts.node
         if stmt is None or facts.line != line or ast_compound(stmt):
+            continue
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+        named = {t.id if isinstance(t, ast.Name) else t.attr
+                 for t in targets if isinstance(t, ast.Name | ast.Attribute)}
+        # (a module's own layer, made in its __init__, runs in whatever line calls the module)
+        if stmt is not at.node and not named & words and facts.func != "__init__":
             continue
         for node in ast.walk(stmt):
             if isinstance(node, ast.Call) and any(
