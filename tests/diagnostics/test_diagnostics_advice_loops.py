@@ -186,3 +186,19 @@ def test_outputs_gathered_by_cat_keep_values_not_a_sum_to_backpropagate() -> Non
     assert "backward()" not in d.fix and [p.text for p in d.patch] == [
         "    all_out = torch.cat([all_out, out.detach()])"]
     assert _bounded(apply(code, d.patch), "all_out")
+
+
+def test_an_lstm_state_carried_from_none_is_cut_as_a_tuple_under_its_guard() -> None:
+    code = code_of("""
+        rnn = nn.LSTM(4, 8)
+        h = None
+        for i in range(4):
+            out, h = rnn(torch.randn(1, 1, 4), h)
+        c = h[1]
+    """)
+    assert not _bounded(code, "c")  # torch: the cell state links every step's graph
+    r = run(code)
+    d = r.only("graph-chained-across-iterations")
+    fixed = apply(code, d.patch)
+    assert "if h is not None:" in fixed and "h = tuple(s.detach() for s in h)" in fixed
+    assert _bounded(fixed, "c")  # torch: runs from None, and holds one step's graph
