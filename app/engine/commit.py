@@ -129,7 +129,7 @@ class Commit:
         self._reedge(tid, tensor_edges(fact, self.keyed_owner.get(tid)))
         old_sid = old["storage"] if old is not None else None
         if old_sid != fact["storage"]:
-            self._link_counters(tid, old_sid)
+            self._link_counters(old_sid, fact["storage"])
             if old_sid is not None:
                 self.on_storage[old_sid].discard(tid)
                 moved.add(old_sid)
@@ -147,27 +147,30 @@ class Commit:
         for owner in self.parents.get(tid, ()):
             self._check_cyclic(owner)
 
-    def _link_counters(self, tid: str, old_sid: str | None) -> None:
-        """``tid`` moved to other memory (``w.data = ...``, ``set_``) keeping its version counter,
-        which the tensors of R on its old storage may share (``d = w.detach()`` before): a write
-        through either now moves the other's version, on a storage the write did not touch."""
-        if old_sid is None:
+    def _link_counters(self, old_sid: str | None, new_sid: str | None) -> None:
+        """A tensor moved from ``old_sid`` to ``new_sid`` (``w.data = ...``, ``set_``) with its version
+        counter, which tensors on its old storage may share (``d = w.detach()`` before), and tensors
+        made on the new one from it later (``d[1:3]``): a write to either storage may move versions
+        on the other. Linked both ways, as storages (the tensors come and go)."""
+        if old_sid is None or new_sid is None or old_sid == new_sid:
             return
-        for other in self.on_storage.get(old_sid, ()):
-            if other != tid:
-                self.counter_links.setdefault(tid, set()).add(other)
-                self.counter_links.setdefault(other, set()).add(tid)
+        self.counter_links.setdefault(old_sid, set()).add(new_sid)
+        self.counter_links.setdefault(new_sid, set()).add(old_sid)
 
     def _prune_links(self) -> None:
-        """Forget the links of tensors no longer in R (after a whole snapshot replaced it)."""
-        for tid in [t for t in self.counter_links if t not in self.tensors]:
-            self._unlink(tid)
+        """Forget the links of storages no longer in R (after a whole snapshot replaced it)."""
+        for sid in [s for s in self.counter_links if s not in self.storages]:
+            self._unlink(sid)
 
-    def _unlink(self, tid: str) -> None:
-        for other in self.counter_links.pop(tid, ()):
+    def _unlink(self, sid: str) -> None:
+        """A storage leaves R: its links go, but the storages it linked stay linked to each other
+        (``w.set_(a)`` then ``w.data = b``: ``a`` may go, ``w``'s first and last memory still share)."""
+        others = self.counter_links.pop(sid, set())
+        for other in others:
             links = self.counter_links.get(other)
             if links is not None:
-                links.discard(tid)
+                links.discard(sid)
+                links |= others - {other}
                 if not links:
                     del self.counter_links[other]
 
@@ -275,8 +278,6 @@ class Commit:
             self.keyed_owner.pop(ident, None)
             self.cyclic.discard(ident)
             self.matched_by.pop(ident, None)
-            if ident in self.counter_links:
-                self._unlink(ident)
         elif ident in self.nodes:
             fact = self.nodes.pop(ident)
             delta["dropped"]["nodes"].append(ident)
@@ -298,6 +299,8 @@ class Commit:
         elif sid in self.storages:
             del self.storages[sid]
             self.saving.pop(sid, None)
+            if sid in self.counter_links:
+                self._unlink(sid)
             self.volatile.discard(sid)
             delta["dropped"]["storages"].append(sid)
 

@@ -106,6 +106,10 @@ class Marks:
                         self.volatile.add(sid)
             self._mark_backward(touches.backward_nodes, touches.backward_leaves)
         storages |= self.volatile
+        if self.counter_links and self._mark_linked(storages):
+            # a slot refused as modified in place names its counter's version, wherever the memory
+            # it was filed under went since (few nodes: read them all again)
+            dirty.update(self.stale_saves)
         flips: dict[str, set[str]] = {}
         for tid in self._recheck:
             owner = self.keyed_owner.get(tid)
@@ -115,26 +119,22 @@ class Marks:
         for sid in storages:
             dirty.update(self.on_storage.get(sid, ()))
             dirty.update(self.saving.get(sid, ()))  # what it saved may now be "modified in place"
-        if self.counter_links:
-            self._mark_linked(dirty)
         for tid in [t for t in dirty if t in self.keyed_owner]:
             dirty.add(self.keyed_owner[tid])  # re-created on every access: read through its node
 
-    def _mark_linked(self, dirty: set[str]) -> None:
-        """A tensor that may share a version counter with a dirty one on other memory (``counter_links``)
-        may have had its version moved by the same write: read it again too (and its links in turn)."""
+    def _mark_linked(self, storages: set[str]) -> bool:
+        """A storage whose tensors may share a version counter with a dirty one's (``counter_links``)
+        may have had versions moved by the same write: its tensors, and the nodes that saved from it
+        (a weight's ``.t()`` an addmm saved, after ``vector_to_parameters`` moved the weight), are
+        read again too, and its links in turn. True when a linked storage is among them."""
         links = self.counter_links
-        queue = [tid for tid in dirty if tid in links]
+        queue = [sid for sid in storages if sid in links]
         while queue:
             for other in links.get(queue.pop(), ()):
-                if other not in dirty:
-                    dirty.add(other)
+                if other not in storages:
+                    storages.add(other)
                     queue.append(other)
-                    fact = self.tensors.get(other)
-                    if fact is not None and fact["storage"] is not None:
-                        # what a node saved on its memory may now be "modified in place" (a weight's
-                        # .t() an addmm saved, after vector_to_parameters moved the weight)
-                        dirty.update(self.saving.get(fact["storage"], ()))
+        return any(sid in links for sid in storages)
 
     def _bare_to_read(self) -> set[str]:
         """The storages met by their bytes only that must be read again now. Not one that a tensor it

@@ -93,7 +93,7 @@ class SnapshotTaker(Marks, Planning, Commit):
         self.matched_by: dict[str, set[str]] = defaultdict(set)  # twin -> nodes matched to it
         self.keyed_owner: dict[str, str] = {}  # saved tensor torch re-creates -> its node
         self.volatile: set[str] = set()  # storages whose memory Python code may write
-        # tensor -> tensors that may share its version counter on another storage: ``w.data = ...``
+        # storage -> storages whose tensors may share version counters with its own: ``w.data = ...``
         # and ``set_`` move a tensor to new memory with its counter, which its old aliases keep
         self.counter_links: dict[str, set[str]] = {}
         self.cyclic: set[str] = set()  # tensors whose .grad has a graph of its own
@@ -244,10 +244,10 @@ class SnapshotTaker(Marks, Planning, Commit):
         for tid, fact in reader.tensors.items():
             old = self.tensors.get(tid)
             if old is not None and old["storage"] != fact["storage"]:
-                self._link_counters(tid, old["storage"])
+                self._link_counters(old["storage"], fact["storage"])
         self.tensors, self.nodes = dict(reader.tensors), dict(reader.nodes)
-        self._prune_links()
         self.storages = dict(reader.storages)
+        self._prune_links()
         self.variables = variables
         self.names = dict(self.walker.current)
         self.node_keys = {nid: reader.node_keys.get(nid, self.node_keys.get(nid)) for nid in self.nodes}

@@ -345,6 +345,44 @@ out.sum().backward(retain_graph=True)
 opt.step()
 """,
 }
+SHARED_COUNTER_CHAINS = {
+    "a view made after set_ shares the moved tensor's counter": """
+w = torch.randn(4, requires_grad=True)
+u = torch.randn(4)
+d = w.detach()
+d.set_(u)
+v = d[1:3]
+with torch.no_grad():
+    w[0] = 3.0
+""",
+    "a tensor moved three times, its first memory's view written, under a kept graph": """
+w = torch.randn(4, requires_grad=True)
+d = w.detach()
+v = d[1:3]
+kept = [(w * w).sum()]
+with torch.no_grad():
+    w.set_(torch.ones(4))
+with torch.no_grad():
+    w[0] = 3.0
+kept.append((w.exp() * 2).sum())
+w.data = w.data.clone()
+w.data = torch.randn(4)
+v.add_(1)
+""",
+    "copy_, then a detached view written, then the tensor moved and written": """
+w = torch.randn(4, requires_grad=True)
+u = torch.randn(4)
+d = w.detach()
+v = d[1:3]
+kept = [w[1:].sin().sum()]
+with torch.no_grad():
+    w.copy_(u)
+v.add_(1)
+w.data = u
+d.mul_(2)
+u.add_(0.5)
+""",
+}
 
 
 @pytest.mark.parametrize("name", ORGANISED)
@@ -363,3 +401,11 @@ def test_a_tensor_moved_to_new_memory_under_a_graph_that_saved_it(name: str) -> 
     saved view, to new memory with its version counter: a write there breaks what the graph saved,
     and the saving node must be read again though the memory it saved from was not written."""
     _check(MOVED_UNDER_A_GRAPH[name])
+
+
+@pytest.mark.parametrize("name", SHARED_COUNTER_CHAINS)
+def test_a_version_counter_followed_through_moves_and_later_views(name: str) -> None:
+    """One version counter over several storages: a tensor moved by ``set_`` and ``.data =`` more
+    than once, views made after a move, memory it passed through dropped from R; every write moves
+    the version of every tensor of the counter, and what saved them says so."""
+    _check(SHARED_COUNTER_CHAINS[name])
