@@ -110,6 +110,11 @@ class Marks:
             # a slot refused as modified in place names its counter's version, wherever the memory
             # it was filed under went since (few nodes: read them all again)
             dirty.update(self.stale_saves)
+        elif self.stale_saves and storages:
+            # ... and one filed under memory that left R (its saved view dropped) can be reached by
+            # a write through a tensor of its counter elsewhere: read those again at any write
+            dirty.update(nid for nid, sids in self.stale_saves.items()
+                         if any(sid not in self.storages for sid in sids))
         flips: dict[str, set[str]] = {}
         for tid in self._recheck:
             owner = self.keyed_owner.get(tid)

@@ -346,6 +346,20 @@ opt.step()
 """,
 }
 SHARED_COUNTER_CHAINS = {
+    "a linear's weight moved, its old .t() saved and dropped, the new memory written twice": """
+emb = nn.Embedding(5, 3, max_norm=1.0)
+lin = nn.Linear(3, 3)
+bn = nn.BatchNorm1d(3)
+idx = torch.tensor([[1], [2], [1]])
+acts = {}
+y = bn(lin(emb(idx).squeeze(1)))
+w = lin.weight
+w.data = w.data * 0.5
+acts['w'] = lin.weight.detach()
+acts['w'].add_(0.1)
+with torch.no_grad():
+    lin.weight[0].fill_(0.5)
+""",
     "a view made after set_ shares the moved tensor's counter": """
 w = torch.randn(4, requires_grad=True)
 u = torch.randn(4)
