@@ -339,7 +339,8 @@ class Planning:
         for tid in eligible:
             storage = (reader.tensors.get(tid) or self.tensors[tid])["storage"]
             for nid in self.saving.get(storage, ()) if storage is not None else ():
-                if "keyed" in self.saved_kinds.get(nid, {}).values():
+                kinds = self.saved_kinds.get(nid, {}).values()
+                if "keyed" in kinds or "twin" in kinds:  # a twin met earlier now, or a copy alone
                     needed.add(nid)
         return {nid for nid in needed if nid not in reader.nodes and nid not in plan.removed}
 

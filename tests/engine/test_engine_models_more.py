@@ -317,6 +317,21 @@ out.backward()
 """,
 }
 
+TWINS = {
+    "a frozen GRU's saved weight.t(), then the snippet's own weight.t()": """
+emb = nn.Embedding(5, 3, max_norm=1.0)
+gru = nn.GRU(3, 3)
+idx = torch.tensor([[1], [2], [1]])
+h = torch.zeros(1, 1, 3)
+kept = []
+for p in gru.parameters():
+    p.requires_grad_(not p.requires_grad)
+o, h = gru(emb(idx), h)
+kept.append(gru(emb(idx))[0].sum())
+r = gru.weight_hh_l0.t()
+""",
+}
+
 MOVED_UNDER_A_GRAPH = {
     "vector_to_parameters then an optimizer step under a kept graph": """
 model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1))
@@ -423,3 +438,10 @@ def test_a_version_counter_followed_through_moves_and_later_views(name: str) -> 
     than once, views made after a move, memory it passed through dropped from R; every write moves
     the version of every tensor of the counter, and what saved them says so."""
     _check(SHARED_COUNTER_CHAINS[name])
+
+
+@pytest.mark.parametrize("name", TWINS)
+def test_a_saved_copy_matched_to_the_twin_met_first(name: str) -> None:
+    """A saved copy torch hands out afresh is shown as the first live tensor alike met (the whole
+    snapshot's walk): a new one met earlier (a name bound now) takes over from the twin it had."""
+    _check(TWINS[name])
