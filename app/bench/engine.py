@@ -262,10 +262,11 @@ GROWTH = 1.3  # per-line CPU at KEPT_LARGE over KEPT_SMALL: 1 when linear, up to
 def _kept_growth() -> list[Row]:
     """Issue 24 §6: a loop that keeps every graph it makes costs per line what the line changed, not
     what the earlier iterations keep — for every op that saves its own output, with and without a
-    backward pass, and (relu) in every container and loop form."""
+    backward pass, (relu) in every container and loop form, and (tanh) in every container."""
     cases = [(op, "list", "for", backward) for op in SAVES_OUTPUT for backward in (False, True)]
     cases += [("relu", keep, loop, False) for keep in KEPT_IN for loop in ("for", "while")
               if (keep, loop) != ("list", "for")]
+    cases += [("tanh", keep, "for", False) for keep in KEPT_IN if keep != "list"]
     rows = []
     for op, keep, loop, backward in cases:
         per_line = []

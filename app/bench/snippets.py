@@ -46,6 +46,10 @@ KEPT_IN = {
     "attribute": ("class History:\n    pass\nhistory = History()\nhistory.kept = []",
                   "history.kept.append(out)"),
     "list of tuples": ("kept = []", "kept.append((out, i))"),  # history.append((loss, acc))
+    "list of dicts": ("kept = []", "kept.append({'loss': out, 'step': i})"),
+    "set": ("kept = set()", "kept.add(out)"),
+    "tuple": ("kept = ()", "kept = kept + (out,)"),  # a new tuple at each iteration
+    "deque": ("from collections import deque\nkept = deque()", "kept.append(out)"),
 }
 
 

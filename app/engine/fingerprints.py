@@ -21,7 +21,7 @@ from app.engine.members import (
     object_dict,
     optimizer_state,
 )
-from app.engine.pointers import POINTER, dict_entries, dict_version, list_pointers
+from app.engine.pointers import POINTER, dict_entries, dict_version, dict_versions, list_pointers
 
 Identities = tuple[int, ...] | bytes  # ids, or a list's item addresses (app.engine.pointers)
 # A dict's: its keys' ids and its values' ids, or its entries (app.engine.pointers.dict_entries)
@@ -64,13 +64,13 @@ def _ids(values: Iterable[Any]) -> tuple[int, ...]:
 
 def fingerprint(value: Any, kind: str) -> Any:
     """What the names under ``value`` depend on, one level down, by object identity (cheap: C loops;
-    a list's, one copy of its item addresses)."""
+    a sequence's or a set's, one copy of its item addresses: ``_identities``)."""
     if kind == "sequence" and list_pointers is not None and isinstance(value, list):
         return list_pointers(value, MAX_CONTAINER_ITEMS)
     if kind in ("sequence", "namedtuple"):
-        return _ids(iterate(value, SEQUENCES))
+        return _identities(iterate(value, SEQUENCES))
     if kind == "set":
-        return _ids(iterate(value, SETS))
+        return _identities(iterate(value, SETS))
     if kind == "dict":
         if dict_entries is not None and dict.__len__(value) >= ENTRIES_FROM:
             entries = dict_entries(value, MAX_CONTAINER_ITEMS)
@@ -93,7 +93,9 @@ HELD_KINDS = frozenset({"sequence", "namedtuple", "dict", "optimizer"})  # whose
 PLAIN, TUPLE, DICT = 0, 1, 2
 _TUPLES = bytes.maketrans(bytes([TUPLE, DICT]), bytes([1, 0]))
 _DICTS = bytes.maketrans(bytes([TUPLE, DICT]), bytes([0, 1]))
-Held = tuple[Identities, tuple[int | None, ...]]
+# The ids its tuples hold, and its dicts' version tags (8 bytes each, ``pointers.dict_versions``;
+# where that view does not hold, one ``dict_version`` each)
+Held = tuple[Identities, bytes | tuple[int | None, ...]]
 
 
 def held_ids(value: Any, kind: str, fixed: bytes) -> Held:
@@ -117,8 +119,11 @@ def held_of(found: list[tuple[str, Any]], fixed: bytes) -> Held:
 def _held(members: list[Any], fixed: bytes) -> Held:
     tuples = _identities(itertools.chain.from_iterable(itertools.compress(members, fixed.translate(_TUPLES))))
     if DICT not in fixed or dict_version is None:
-        return tuples, ()
-    return tuples, tuple(map(dict_version, itertools.compress(members, fixed.translate(_DICTS))))
+        return tuples, b"" if dict_versions is not None else ()
+    dicts = list(itertools.compress(members, fixed.translate(_DICTS)))
+    if dict_versions is not None:
+        return tuples, dict_versions(dicts)
+    return tuples, tuple(map(dict_version, dicts))
 
 
 def _identities(values: Iterable[Any]) -> Identities:

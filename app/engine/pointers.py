@@ -11,6 +11,9 @@ does not hold (another interpreter, a free-threaded build): callers then take th
 
 A dict likewise (``dict_entries``): its table's entries, in insertion order, are its items' hashes
 and key and value addresses, one copy of them for what was a pair of ``id()`` calls per item.
+
+Many dicts' version tags at once (``dict_versions``, a list that keeps ``{'loss': out}`` per step):
+gathered by their addresses from a read-only numpy view of the address space, in one C loop.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import struct
 import sys
 import sysconfig
 from collections.abc import Callable
+
+import numpy as np
 
 POINTER = ctypes.sizeof(ctypes.c_void_p)
 _SIZE_AT = 2 * POINTER  # ob_refcnt, ob_type, then ob_size
@@ -139,3 +144,69 @@ def _version_holds() -> bool:
 
 
 dict_version: Callable[[dict], int | None] | None = _version if _version_holds() else None
+
+
+# Many dicts' version tags at once (``dict_versions``): read through one read-only numpy view of the
+# address space, gathered by the dicts' addresses in one C loop. Per dict, ``_version`` is a ctypes
+# call (~1 µs): a list that kept 800 ``{'loss': out, 'step': i}`` paid ~0.8 ms at each step to check
+# them, a cost that grew with the list and not with what the step changed; gathered, ~12 µs.
+_WORD = 8
+_ADDRESS_SPACE = 1 << 47  # user-space addresses on x86-64 (checked: every address read is below)
+_TYPE_WORD, _VERSION_WORD, _VALUES_WORD = 1, 3, 5  # ob_type, ma_version_tag, ma_values (words from the start)
+
+
+def _memory() -> np.ndarray:
+    """The address space as read-only 64-bit words, word ``i`` at address ``_WORD * i``: made from
+    address ``_WORD`` (ctypes refuses a NULL pointer), so index ``i - 1`` of this view."""
+    start = ctypes.cast(ctypes.c_void_p(_WORD), ctypes.POINTER(ctypes.c_uint64))
+    view = np.ctypeslib.as_array(start, shape=(_ADDRESS_SPACE // _WORD - 1,))
+    view.flags.writeable = False
+    return view
+
+
+def _gathered_versions(memory: np.ndarray, dicts: list) -> bytes:
+    """The version tags of ``dicts`` (the caller holds them: alive), 8 bytes each; 0 (no dict's
+    tag) for an item that is no plain dict with a combined table. Only an item's type word is read
+    before it is known to be a dict (every object has one): another item is read as ``_SAFE``."""
+    if not dicts:
+        return b""
+    words = np.frombuffer(list_pointers(dicts, len(dicts)), dtype=np.uint64) // _WORD - 1
+    if int(words.max()) + _VALUES_WORD >= memory.shape[0]:
+        raise ValueError("an address beyond the view")
+    plain = memory[words + _TYPE_WORD] == id(dict)
+    if not plain.all():
+        words = np.where(plain, words, id(_SAFE) // _WORD - 1)
+    return np.where(plain & (memory[words + _VALUES_WORD] == 0), memory[words + _VERSION_WORD], 0).tobytes()
+
+
+_SAFE: dict = {}
+
+
+def _versions_hold() -> Callable[[list], bytes] | None:
+    """``_gathered_versions`` over the address space, where it reads what ``_version`` reads."""
+    if dict_version is None or _WORD != POINTER or sys.byteorder != "little":
+        return None
+    try:
+        memory = _memory()
+        probes: list = [{}, {"a": 1}, {1: object(), (2, 3): None}]
+        probes[1]["b"] = 2
+
+        class Split:
+            pass
+
+        instance = Split()
+        instance.x = 1
+        split = instance.__dict__
+        if _gathered_versions(memory, probes) != struct.pack("3Q", *map(dict_version, probes)):
+            return None
+        if dict_version(split) is None and _gathered_versions(memory, [split, probes[0]]) != \
+                struct.pack("2Q", 0, dict_version(probes[0])):
+            return None
+        if _gathered_versions(memory, [(1, 2), probes[2]]) != struct.pack("2Q", 0, dict_version(probes[2])):
+            return None
+    except (ValueError, TypeError, OverflowError, MemoryError):
+        return None
+    return lambda dicts: _gathered_versions(memory, dicts)
+
+
+dict_versions: Callable[[list], bytes] | None = _versions_hold()

@@ -1,0 +1,159 @@
+"""Graphs kept in a set, a deque, a tuple rebuilt at each iteration (``t = t + (out,)``) and a list of
+dicts: the fingerprints that say, at every step, whether such a container changed are read in one
+copy (``fingerprints._identities``; a list of dicts' version tags gathered at once,
+``pointers.dict_versions``) — the cached walk names after every change what a fresh walk names, the
+incremental snapshot equals the whole one, and torch agrees with every step."""
+
+from __future__ import annotations
+
+import collections
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch_oracle import assert_steps_match_plain, run_plain, trace
+
+from app.bench.snippets import kept_graphs
+from app.engine import fingerprints, names
+from app.engine.ids import ObjectIds
+from app.engine.pointers import dict_version, dict_versions
+from tests.engine.test_engine_incremental import _assert_same, _both
+
+
+def test_the_gathered_version_tags_are_the_tags_one_by_one() -> None:
+    assert dict_versions is not None and dict_version is not None  # CPython 3.11, as the product runs
+    dicts: list[Any] = [{}, {"loss": torch.ones(1)}, {1: 2, (3, 4): None}, {"a": 1}]
+    dicts[3]["b"] = 2  # a change moves the tag
+    assert dict_versions(dicts) == struct.pack("4Q", *map(dict_version, dicts))
+    assert dict_versions([]) == b""
+
+    class Plain:
+        pass
+
+    instance = Plain()
+    instance.x = 1
+    shared = instance.__dict__  # an instance's split table: no tag (its values live beside it)
+    others: list[Any] = [(1, 2), "text", torch.ones(1), shared, dicts[0]]
+    expected = [0, 0, 0, dict_version(shared) or 0, dict_version(dicts[0])]
+    assert dict_versions(others) == struct.pack("5Q", *expected)
+    before = dict_versions(dicts)
+    dicts[1]["loss"] = torch.zeros(1)
+    after = dict_versions(dicts)
+    assert before[8:16] != after[8:16] and before[:8] + before[16:] == after[:8] + after[16:]
+
+
+@pytest.mark.parametrize("value", [(torch.ones(1), 2, "x"), collections.deque([torch.ones(1), 3]),
+                                   {torch.ones(1), 4, "y"}])
+def test_a_fingerprint_read_in_one_copy_is_the_ids(value: Any) -> None:
+    kind = "set" if isinstance(value, set) else "sequence"
+    found = fingerprints.fingerprint(value, kind)
+    assert found == struct.pack(f"{len(value)}P", *map(id, value))
+    assert fingerprints.item_count(found) == len(value)
+
+
+def _check(walker: names.NameWalker, ids: ObjectIds, namespace: dict[str, Any], change: object) -> None:
+    walker.walk([("", namespace)])
+    fresh = names.NameWalker(ids)
+    fresh.walk([("", namespace)])
+    assert walker.current == fresh.current, change
+
+
+def _rebuilt(namespace: dict[str, Any]) -> None:
+    namespace["t"] = namespace["t"] + (torch.ones(1),)
+
+
+CHANGES: list[Callable[[dict[str, Any]], None]] = [
+    lambda ns: ns["dq"].append(torch.ones(1)),
+    lambda ns: ns["dq"].appendleft(torch.ones(2)),
+    lambda ns: ns["dq"].rotate(1),
+    lambda ns: ns["dq"].popleft(),
+    lambda ns: ns["s"].add(torch.ones(1)),
+    lambda ns: ns["s"].update({torch.ones(2), torch.ones(3)}),
+    lambda ns: ns["s"].pop(),
+    _rebuilt,
+    _rebuilt,
+    lambda ns: ns.__setitem__("t", ns["t"][1:]),
+    lambda ns: ns.__setitem__("t", (*ns["t"], ns["t"][0])),  # the same tensor twice
+    lambda ns: ns["dicts"].append({"loss": torch.ones(1), "step": 1}),
+    lambda ns: ns["dicts"][0].__setitem__("loss", torch.ones(2)),  # a member changed in place
+    lambda ns: ns["dicts"].append(ns["dicts"][0]),  # the same dict twice
+    lambda ns: ns["dicts"][-1].pop("loss"),
+    lambda ns: ns["dicts"].append((torch.ones(1), 0)),  # a tuple among them
+    lambda ns: ns["dicts"][1].update(more=torch.ones(3)),
+    lambda ns: ns["dq"].clear(),
+    lambda ns: ns["s"].clear(),
+]
+
+
+def test_the_cached_walk_names_what_a_fresh_walk_names_after_every_change() -> None:
+    ids = ObjectIds("t")
+    walker = names.NameWalker(ids)
+    namespace: dict[str, Any] = {
+        "dq": collections.deque([torch.ones(1)]), "s": {torch.ones(1)}, "t": (torch.ones(1),),
+        "dicts": [{"loss": torch.ones(1)}, {"loss": torch.ones(1), "step": 0}],
+    }
+    walker.walk([("", namespace)])
+    for change in CHANGES:
+        change(namespace)
+        _check(walker, ids, namespace, change)
+        _check(walker, ids, namespace, change)  # and unchanged, the step after
+
+
+def _set_order_left_out(result: dict[str, Any]) -> dict[str, Any]:
+    """Each step's ``kept{i}`` names as the multiset of what they name: a set's own order follows
+    its members' addresses, which differ from one run to the next (the whole and the incremental
+    run are two runs); within a run both read the same set at the same moment."""
+    for step in result["steps"]:
+        variables = step["variables"]
+        members = sorted(variables.pop(name) for name in [n for n in variables if n.startswith("kept{")])
+        variables["kept{}"] = members
+    return result
+
+
+def _assert_same_up_to_set_order(source: str) -> dict[str, Any]:
+    incremental, whole = (_set_order_left_out(result) for result in _both(source))
+    assert incremental["error"] == whole["error"] and incremental["ok"] == whole["ok"]
+    assert len(incremental["steps"]) == len(whole["steps"])
+    for index, (a, b) in enumerate(zip(incremental["steps"], whole["steps"], strict=True)):
+        assert a == b, f"step {index} (line {b['line']}) differs"
+    return incremental
+
+
+@pytest.mark.parametrize("keep", ["set", "tuple", "deque", "list of dicts"])
+@pytest.mark.parametrize(("op", "backward"), [("relu", False), ("tanh", True), ("sigmoid", False)])
+def test_incremental_snapshots_equal_whole_ones_on_kept_graphs(keep: str, op: str, backward: bool) -> None:
+    same = _assert_same_up_to_set_order if keep == "set" else _assert_same
+    for loop in ("for", "while"):
+        result = same(kept_graphs(op, 6, keep, loop, backward))
+        assert result["ok"], result["error"]
+
+
+@pytest.mark.parametrize("keep", ["tuple", "deque", "list of dicts"])  # (a set's members have no label)
+def test_every_step_says_what_torch_says_on_kept_graphs(keep: str) -> None:
+    result = assert_steps_match_plain(kept_graphs("sigmoid", 4, keep, "for", backward=True))
+    assert any(name.startswith("kept[3]") for name in result["steps"][-1]["variables"])
+
+
+SET_RUN = """\
+a = torch.randn(4, requires_grad=True)
+kept = set()
+for i in range(5):
+    out = (a * i).tanh().sum()
+    kept.add(out)
+kept.discard(out)
+"""
+
+
+def test_a_set_names_its_members_in_its_own_order() -> None:
+    result = trace(SET_RUN)
+    assert result["ok"], result["error"]
+    last = result["steps"][-1]
+    kept = {name: last["tensors"][tid] for name, tid in last["variables"].items() if name.startswith("kept")}
+    assert sorted(kept) == [f"kept{{{i}}}" for i in range(4)]
+    # torch: the plain run's set holds the same four sums (its own order differs: other addresses)
+    plain = sorted(t.item() for t in run_plain(SET_RUN).namespace["kept"])
+    assert sorted(fact["values"] for fact in kept.values()) == pytest.approx(plain)
+    assert {last["nodes"][fact["grad_fn"]]["name"] for fact in kept.values()} == {"SumBackward0"}
+    assert _assert_same_up_to_set_order(SET_RUN)["ok"]
