@@ -33,6 +33,8 @@ RULE_LABEL = {
     "backward-twice": N_("Backward through a freed graph"),
     "backward-without-graph": N_("Backward without a graph"),
     "backward-non-scalar": N_("Backward on a non-scalar"),
+    "inference-tensor-in-autograd": N_("Inference tensor used by autograd"),
+    "grads-accumulate-across-steps": N_("Gradients never zeroed"),
     "unneeded-clone": N_("A copy nobody needs"),
     "server-budget": N_("Analysis skipped"),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from app.diagnostics.context import Context
-from app.diagnostics.rules import clones, errors, grads, held, inplace
+from app.diagnostics.rules import accumulate, clones, errors, grads, held, inference, inplace
 from app.schema import Diagnostic
 
 Rule = Callable[[Context], Iterable[Diagnostic]]
@@ -19,8 +19,10 @@ RULES: dict[Rule, tuple[str, ...]] = {
     grads.nonleaf_grad_reads: (grads.NONLEAF_RULE,),
     errors.runtime_errors: (
         errors.LEAF_RULE, errors.TWICE_RULE, errors.NO_GRAPH_RULE, errors.NON_SCALAR_RULE, errors.SAVED_RULE,
+        inference.RULE,
     ),
     clones.unneeded_clones: (clones.RULE,),
+    accumulate.accumulated_grads: (accumulate.RULE,),
 }
 
 RULE_IDS: frozenset[str] = frozenset(rule_id for ids in RULES.values() for rule_id in ids)

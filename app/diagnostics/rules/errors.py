@@ -14,6 +14,7 @@ from app.diagnostics.context import Context
 from app.diagnostics.flow import flow
 from app.diagnostics.patch import method, replace, segment, wrap
 from app.diagnostics.rules.grads import explain_cut, root_leaves
+from app.diagnostics.rules.inference import inference_error, is_inference_error
 from app.diagnostics.source import LineFacts, calls_method, resolve, text
 from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach, sentences
 from app.i18n import gettext as _
@@ -44,6 +45,8 @@ def runtime_errors(context: Context) -> Iterator[Diagnostic]:
         yield _no_graph(context, step, error.line)
     elif NON_SCALAR_MARK in error.message:
         yield _non_scalar(context, step, error.line)
+    elif is_inference_error(error):
+        yield inference_error(context, step, error)
     elif MODIFIED_MARK in error.message and not _predicted(context):
         yield Diagnostic(
             rule=SAVED_RULE, severity="error",

@@ -70,7 +70,23 @@ class Raises:
     text: str
 
 
-Oracle = Grows | Untrained | Shares | Raises
+@dataclass(frozen=True)
+class Runs:
+    """The run ends without an error (the fixed twin or the look-alike of an error)."""
+
+
+@dataclass(frozen=True)
+class Accumulates:
+    """At some visit of the line ``at`` (a backward()), after the parameters were updated since the
+    visit before, a parameter's ``.grad`` still holds nonzero values: the gradient an update already
+    used is added to again. ``accumulates=False``: never."""
+
+    params: tuple[str, ...]
+    at: str
+    accumulates: bool = True
+
+
+Oracle = Grows | Untrained | Shares | Raises | Runs | Accumulates
 
 
 @dataclass(frozen=True)
@@ -1758,5 +1774,12 @@ CASES += [
     """, ("enc.weight", "enc.bias"),
         Finding(NEVER, "warning", "f = torch.from_numpy(enc(x).detach().numpy() * 2)", "on `enc(x)`")),
 ]
+BY_NAME = {case.name: case for case in CASES}
+assert len(BY_NAME) == len(CASES), "case names are unique"
+
+# ---- training-loop pitfalls (tests/diagnostics/corpus/training.py) ------------------------------------
+from tests.diagnostics.corpus.training import TRAINING  # noqa: E402 - they use the helpers above
+
+CASES += TRAINING
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"

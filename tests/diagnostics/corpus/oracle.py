@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from tests.diagnostics.corpus.cases import Case, Grows, Raises, Shares, Untrained
+from tests.diagnostics.corpus.cases import Accumulates, Case, Grows, Raises, Runs, Shares, Untrained
 
 FILENAME = "<corpus>"
 
@@ -36,6 +36,11 @@ class Watch:
     counts: list[int] = field(default_factory=list)
     got_grad: dict[str, bool] = field(default_factory=dict)
     held: dict[str, bool] = field(default_factory=dict)
+    # ``Accumulates``: each parameter's values when last seen, whether it changed since the last
+    # visit of the backward() line, and whether a visit found a used gradient still there
+    last: dict[str, torch.Tensor] = field(default_factory=dict)
+    updated: dict[str, bool] = field(default_factory=dict)
+    carried: bool = False
 
 
 def reachable_tensors(frames: list[FrameType]) -> list[torch.Tensor]:
@@ -131,7 +136,7 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
     """Run the case's code in plain torch under the watch its oracle needs."""
     oracle = case.oracle
     watch = Watch()
-    if isinstance(oracle, Grows):
+    if isinstance(oracle, Grows | Accumulates):
         watch.header = case.line_of(_line(oracle.at))
     if isinstance(oracle, Untrained):
         watch.params = oracle.params
@@ -140,7 +145,9 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
     namespace: dict[str, Any] = {"torch": torch, "nn": nn, "F": F, "math": math, "__name__": "__main__"}
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
+        if event == "line" and isinstance(oracle, Accumulates):
+            _accumulation(watch, oracle, frame)
+        elif event == "line":
             if frame.f_lineno == watch.header:
                 frames, f = [], frame
                 while f is not None:
@@ -176,6 +183,25 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
     return namespace, watch, error
 
 
+def _accumulation(watch: Watch, oracle: Accumulates, frame: FrameType) -> None:
+    """Before each line: which parameters changed since they were last seen (an update ran); at the
+    backward() line, whether one that changed since the last visit still has a nonzero .grad."""
+    for expression in oracle.params:
+        tensor = _evaluate(expression, {**frame.f_globals, **frame.f_locals})
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        value = tensor.detach()
+        last = watch.last.get(expression)
+        if last is not None and last.shape == value.shape and not torch.equal(last, value):
+            watch.updated[expression] = True
+        watch.last[expression] = value.clone()
+        if frame.f_lineno == watch.header:
+            grad = tensor.grad
+            if watch.updated.get(expression) and grad is not None and bool(grad.ne(0).any()):
+                watch.carried = True
+            watch.updated[expression] = False
+
+
 def _line(fragment: str) -> Any:
     from tests.diagnostics.corpus.cases import Finding
 
@@ -192,6 +218,10 @@ def check(case: Case) -> str | None:
         return None
     if error is not None:
         return f"the run failed: {error!r}"
+    if isinstance(oracle, Runs):
+        return None
+    if isinstance(oracle, Accumulates):
+        return None if watch.carried == oracle.accumulates else f"a used gradient added to: {watch.carried}"
     if isinstance(oracle, Grows):
         counts = watch.counts
         if len(counts) < 4:

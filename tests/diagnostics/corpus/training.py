@@ -1,0 +1,283 @@
+"""Training-loop pitfalls of the corpus (``cases.py`` adds them to ``CASES``): a tensor made in
+inference mode that autograd then needs. Each labelled as in ``cases.py`` and checked in plain torch
+by ``oracle.py``; each error has a fixed twin and innocent look-alikes that must stay quiet.
+"""
+
+from __future__ import annotations
+
+from tests.diagnostics.corpus.cases import Accumulates, Case, Finding, Raises, Runs, _code
+
+INFERENCE = "inference-tensor-in-autograd"
+ACCUMULATE = "grads-accumulate-across-steps"
+SAVED = "Inference tensors cannot be saved for backward"
+
+
+def error(name: str, code: str, text: str, *findings: Finding, twin: str | None = None,
+          story: str = "") -> Case:
+    return Case(name, "error", _code(code), Raises(text), tuple(findings), twin, story)
+
+
+def piles(name: str, code: str, params: tuple[str, ...], at: str, *findings: Finding,
+          twin: str | None = None, story: str = "") -> Case:
+    return Case(name, "accumulate", _code(code), Accumulates(params, at), tuple(findings), twin, story)
+
+
+def apart(name: str, kind: str, code: str, params: tuple[str, ...], at: str, story: str = "") -> Case:
+    return Case(name, kind, _code(code), Accumulates(params, at, False), (), None, story)
+
+
+def runs(name: str, kind: str, code: str, story: str = "") -> Case:
+    return Case(name, kind, _code(code), Runs(), (), None, story)
+
+
+TRAINING: list[Case] = [
+    # ---- a tensor made under torch.inference_mode() ---------------------------------------------------
+    error("inference-input-saved", """
+        w = torch.randn(4, requires_grad=True)
+        with torch.inference_mode():
+            x = torch.randn(8, 4) * 2
+        y = (x * w).sum()
+        y.backward()
+    """, SAVED, Finding(INFERENCE, "error", "y = (x * w).sum()", "torch.no_grad()"),
+        twin="inference-input-no-grad", story="inputs prepared in inference mode, then used with a weight"),
+    runs("inference-input-no-grad", "twin", """
+        w = torch.randn(4, requires_grad=True)
+        with torch.no_grad():
+            x = torch.randn(8, 4) * 2
+        y = (x * w).sum()
+        y.backward()
+    """),
+    runs("inference-input-cloned", "twin", """
+        w = torch.randn(4, requires_grad=True)
+        with torch.inference_mode():
+            x = torch.randn(8, 4) * 2
+        x = x.clone()
+        y = (x * w).sum()
+        y.backward()
+    """),
+    runs("inference-input-added", "lookalike", """
+        w = torch.randn(4, requires_grad=True)
+        with torch.inference_mode():
+            x = torch.randn(8, 4) * 2
+        y = (x + w).sum()
+        y.backward()
+    """, story="an add saves neither input: torch lets it through"),
+    error("inference-batches-in-loop", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def load_batch():
+            x = torch.randn(8, 4)
+            return (x - x.mean()) / x.std()
+
+        with torch.inference_mode():
+            batches = [load_batch() for _ in range(3)]
+        for x in batches:
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, SAVED, Finding(INFERENCE, "error", "loss = model(x).pow(2).mean()", "torch.no_grad()"),
+        story="a dataset pre-processed under inference_mode, trained on later"),
+    error("inference-teacher-targets", """
+        teacher = nn.Linear(4, 2)
+        student = nn.Linear(4, 2)
+        opt = torch.optim.Adam(student.parameters(), lr=1e-3)
+        for step in range(3):
+            x = torch.randn(8, 4)
+            with torch.inference_mode():
+                target = teacher(x)
+            loss = F.mse_loss(student(x), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, SAVED, Finding(INFERENCE, "error", "loss = F.mse_loss(student(x), target)", "torch.no_grad()"),
+        twin="teacher-targets-no-grad", story="distillation: the teacher's outputs as targets"),
+    runs("teacher-targets-no-grad", "twin", """
+        teacher = nn.Linear(4, 2)
+        student = nn.Linear(4, 2)
+        opt = torch.optim.Adam(student.parameters(), lr=1e-3)
+        for step in range(3):
+            x = torch.randn(8, 4)
+            with torch.no_grad():
+                target = teacher(x)
+            loss = F.mse_loss(student(x), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """),
+    runs("teacher-labels-from-inference", "lookalike", """
+        teacher = nn.Linear(4, 3)
+        student = nn.Linear(4, 3)
+        opt = torch.optim.SGD(student.parameters(), lr=0.1)
+        for step in range(3):
+            x = torch.randn(8, 4)
+            with torch.inference_mode():
+                logits = teacher(x)
+            labels = logits.argmax(1)
+            loss = F.cross_entropy(student(x), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, story="argmax outside inference mode makes a normal tensor: torch trains on it"),
+    error("inference-decorated-then-scaled", """
+        @torch.inference_mode()
+        def normalise(t):
+            return (t - t.mean()) / t.std()
+
+        x = normalise(torch.randn(8, 4))
+        x.mul_(2)
+    """, "Inplace update to inference tensor outside InferenceMode",
+        Finding(INFERENCE, "error", "x.mul_(2)", "torch.no_grad()"),
+        story="a helper decorated with inference_mode; its result changed in place"),
+    runs("inference-evaluation-only", "lookalike", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.inference_mode():
+            score = model(torch.randn(8, 4)).mean()
+        print(score.item() == score.item())
+    """, story="evaluation in inference mode after training: what it is for"),
+
+    # ---- gradients never zeroed between steps -------------------------------------------------------
+    piles("no-zero-grad-sgd", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+    """, ("model.weight", "model.bias"), "loss.backward()",
+        Finding(ACCUMULATE, "warning", "loss.backward()", "opt.zero_grad()"),
+        twin="zero-grad-set-to-none", story="the loop every tutorial shows, without its zero_grad()"),
+    apart("zero-grad-set-to-none", "twin", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            opt.zero_grad(set_to_none=True)
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+    """, ("model.weight", "model.bias"), "loss.backward()"),
+    apart("zero-grad-keeping-zeros", "twin", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+    """, ("model.weight", "model.bias"), "loss.backward()", story="zeroed in place, after the step"),
+    apart("model-zero-grad", "twin", """
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+        i = 0
+        while i < 4:
+            net.zero_grad()
+            out = net(torch.randn(8, 4))
+            F.mse_loss(out, torch.zeros(8, 1)).backward()
+            optimizer.step()
+            i += 1
+    """, ("net[0].weight", "net[2].bias"), "F.mse_loss(out, torch.zeros(8, 1)).backward()"),
+    piles("no-zero-grad-while-adam", """
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+        i = 0
+        while i < 4:
+            out = net(torch.randn(8, 4))
+            F.mse_loss(out, torch.zeros(8, 1)).backward()
+            optimizer.step()
+            i += 1
+    """, ("net[0].weight", "net[2].bias"), "F.mse_loss(out, torch.zeros(8, 1)).backward()",
+        Finding(ACCUMULATE, "warning", "F.mse_loss(out, torch.zeros(8, 1)).backward()",
+                "optimizer.zero_grad()"),
+        twin="model-zero-grad"),
+    piles("no-zero-grad-with-clipping", """
+        rnn = nn.GRUCell(3, 4)
+        head = nn.Linear(4, 1)
+        opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.05)
+        for step in range(3):
+            h = rnn(torch.randn(2, 3))
+            loss = head(h).pow(2).mean()
+            loss.backward()
+            nn.utils.clip_grad_norm_(rnn.parameters(), 1.0)
+            opt.step()
+    """, ("head.weight",), "loss.backward()",
+        Finding(ACCUMULATE, "warning", "loss.backward()", "opt.zero_grad()"),
+        story="clipping writes the gradients; it does not clear them"),
+    piles("no-zero-grad-in-helper", """
+        model = nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def train_step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        for epoch in range(3):
+            train_step(torch.randn(6, 3), torch.randint(0, 2, (6,)))
+    """, ("model.weight",), "loss.backward()",
+        Finding(ACCUMULATE, "warning", "loss.backward()", "opt.zero_grad()"),
+        story="the step in a helper the loop calls"),
+    piles("no-zero-grad-by-hand", """
+        w = torch.randn(3, requires_grad=True)
+        b = torch.zeros(1, requires_grad=True)
+        lr = 0.1
+        for step in range(4):
+            x = torch.randn(5, 3)
+            loss = ((x @ w + b) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w -= lr * w.grad
+                b -= lr * b.grad
+    """, ("w", "b"), "loss.backward()",
+        Finding(ACCUMULATE, "warning", "loss.backward()", "w.grad = None"),
+        twin="by-hand-grads-cleared", story="gradient descent by hand"),
+    apart("by-hand-grads-cleared", "twin", """
+        w = torch.randn(3, requires_grad=True)
+        b = torch.zeros(1, requires_grad=True)
+        lr = 0.1
+        for step in range(4):
+            x = torch.randn(5, 3)
+            loss = ((x @ w + b) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w -= lr * w.grad
+                b -= lr * b.grad
+                w.grad.zero_()
+                b.grad.zero_()
+    """, ("w", "b"), "loss.backward()"),
+    apart("accumulate-every-two-batches", "lookalike", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(6):
+            loss = model(torch.randn(8, 4)).pow(2).mean() / 2
+            loss.backward()
+            if (i + 1) % 2 == 0:
+                opt.step()
+                opt.zero_grad()
+    """, ("model.weight", "model.bias"), "loss.backward()",
+        story="gradient accumulation on purpose: a step every two batches, then zeroed"),
+    apart("gan-two-optimizers", "lookalike", """
+        G = nn.Linear(2, 3)
+        D = nn.Linear(3, 1)
+        g_opt = torch.optim.Adam(G.parameters(), lr=1e-3)
+        d_opt = torch.optim.Adam(D.parameters(), lr=1e-3)
+        for step in range(3):
+            real, z = torch.randn(4, 3), torch.randn(4, 2)
+            d_opt.zero_grad()
+            d_loss = D(real).mean() - D(G(z).detach()).mean()
+            d_loss.backward()
+            d_opt.step()
+            g_opt.zero_grad()
+            g_loss = -D(G(z)).mean()
+            g_loss.backward()
+            g_opt.step()
+    """, ("D.weight", "D.bias"), "d_loss.backward()",
+        story="the generator's backward adds into D's gradients; D clears them before its own step"),
+]
