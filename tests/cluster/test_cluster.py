@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from cluster_checks import (
+    SETTLE_SECONDS,
     assert_answered_from_cache,
     assert_no_run,
     kept_in_shared_cache,
@@ -188,16 +189,25 @@ def test_killing_a_replica_under_a_stream_of_requests_loses_none(up: Cluster) ->
                     answers.append((started, 0, repr(error)))
                 time.sleep(0.02)
 
+    def answered_since(moment: float, count: int) -> None:
+        """Wait until the stream has ``count`` answers to requests sent after ``moment``. The bound is
+        for a stream that died (its thread's own error is in ``answers``), not a race: each answer
+        takes milliseconds."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while len([a for a in answers if a[0] > moment]) < count:
+            assert reader.is_alive() and time.monotonic() < deadline, answers[-5:]
+            time.sleep(0.05)
+
     reader = threading.Thread(target=stream)
     reader.start()
     try:
-        time.sleep(1.0)
+        # The kill comes under a stream that is flowing (a fixed second was not always enough for
+        # the reader's thread, its client and its first answers on a busy machine).
+        answered_since(0.0, 10)
         victim = healthy.replicas[1]
         victim.kill()
         down = healthy.proxy.wait_for(victim.name, "DOWN")
-        settled = time.monotonic()
-        while len([a for a in answers if a[0] > settled]) < 30:
-            time.sleep(0.1)
+        answered_since(time.monotonic(), 30)
     finally:
         stop.set()
         reader.join()
