@@ -81,19 +81,31 @@ def _two_at_once(server: Server, route: str, code: str) -> tuple[float, list[htt
     Path(f"/proc/{server.pid}/clear_refs").write_text("5")  # the peak starts again from now
     before = _rss_mib(server.pid)
     answers: list[httpx.Response] = []
+    failures: list[BaseException] = []
+    # Both clients send once both are ready (a client's start can take longer than a forged run on
+    # a busy machine: the two would then come one after the other), and a client's own error is
+    # reported, not lost in its thread with its answer.
+    ready = threading.Barrier(2)
 
     def ask() -> None:
-        with httpx.Client(base_url=str(server.client.base_url), timeout=300) as client:
-            if route == "/run":
-                answers.append(client.post("/run", data={"code": code}))
-            else:
-                answers.append(client.post("/api/run", json={"code": code, "format": "delta"}))
+        try:
+            with httpx.Client(base_url=str(server.client.base_url), timeout=300) as client:
+                ready.wait(timeout=120)
+                if route == "/run":
+                    answers.append(client.post("/run", data={"code": code}))
+                else:
+                    answers.append(client.post("/api/run", json={"code": code, "format": "delta"}))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+            ready.abort()
 
     threads = [threading.Thread(target=ask) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert not failures, failures
+    assert len(answers) == 2  # every check below reads both
     return _peak_mib(server.pid) - before, answers
 
 
