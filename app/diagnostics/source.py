@@ -383,7 +383,7 @@ class SourceFacts:
         self.lines = source.splitlines()
         self.by_line: dict[int, LineFacts] = {}
         self.loop_info: dict[tuple[int, int], Loop] = {}
-        tree = parse(source)
+        tree = self.tree = parse(source)
         if tree is not None:
             self._walk(tree.body, source, None, None, False, ())
 

@@ -31,6 +31,7 @@ class Group:
     line: int  # where it was made (or where the update is)
     leaves: list[str] = field(default_factory=list)
     by_hand: bool = False
+    step: int = -1  # the step that made it (an optimizer's, or a param group it was given)
 
 
 @dataclass
@@ -45,7 +46,11 @@ class Trained:
 
 
 def _is_optimizer(call: ast.Call) -> bool:
+    """``torch.optim.SGD(...)`` and the like, and ``opt.add_param_group({...})``: both give an
+    optimizer parameters to train."""
     func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "add_param_group":
+        return True
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
     if name not in OPTIMIZERS:
         return False
@@ -55,6 +60,9 @@ def _is_optimizer(call: ast.Call) -> bool:
 
 
 def _params_arg(call: ast.Call) -> ast.expr | None:
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "add_param_group":
+        group = call.args[0] if call.args else None  # one param group: its "params"
+        return ast.List([group], ast.Load()) if isinstance(group, ast.Dict) else None
     if call.args:
         return call.args[0]
     return next((k.value for k in call.keywords if k.arg == "params"), None)
@@ -151,7 +159,7 @@ def _optimizer_groups(context: Context, k: int, facts: LineFacts, call: ast.Call
         leaves = _leaves(view, tensors_in(view, part, facts.func)) or _leaves(
             context.at(k), tensors_in(context.at(k), part, facts.func))
         if leaves:
-            groups.append(Group(line, leaves))
+            groups.append(Group(line, leaves, step=k))
     return groups
 
 

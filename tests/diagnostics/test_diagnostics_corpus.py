@@ -108,7 +108,7 @@ def test_a_leak_quotes_the_chart(case: Case) -> None:
 def test_the_corpus_covers_every_story_of_the_issue() -> None:
     stories = {case.name for case in CASES}
     kinds = {case.kind for case in CASES}
-    assert kinds == {"leak", "cut", "alias", "twin", "lookalike", "error", "accumulate"}
+    assert kinds == {"leak", "cut", "alias", "twin", "lookalike", "error", "accumulate", "stale"}
     assert len(LEAKS) >= 20 and len([c for c in CASES if c.kind == "cut"]) >= 15
     for needed in ("total-loss-augassign", "meter-object", "validation-outputs-appended",
                    "forward-hook-lambda", "clone-carried-across-loop", "lstm-tuple-state",

@@ -35,6 +35,7 @@ from app.diagnostics.holders import (
 from app.diagnostics.index import container_of
 from app.diagnostics.lifetimes import Lifetimes, lifetimes
 from app.diagnostics.loops import loop_runs
+from app.diagnostics.numbers import NUMBER_CALLS, Flow, number_fits, takes_number
 from app.diagnostics.patch import insert_before, method, replace, replace_many, segment, shown, wrap
 from app.diagnostics.source import Add, LineFacts, expr_keys, resolve, root_name, shorten
 from app.diagnostics.trace import sentences
@@ -204,7 +205,7 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
     value_text = shorten(segment(lines, place.value)) if place.value is not None else name
     stmt = place.facts.node if place.facts is not None else None
     patch: list[Patch] = []
-    new = ""
+    new = call = ""
     # Wrapping the statement in no_grad helps only when it computes the value: a name handed in (a
     # hook's output ``o``, made by the forward pass that called the hook) keeps its graph in any block.
     made_here = place.value is not None and place.call_arg is None and not used and stmt is not None \
@@ -212,7 +213,7 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
     if made_here and stmt is not None:
         patch = [wrap(lines, stmt, "with torch.no_grad():")]
     elif place.value is not None and stmt is not None:
-        call = "item()" if scalar else "detach()"
+        call = "item()" if scalar and _number_fits(context, place) else "detach()"
         if isinstance(place.value, ast.List | ast.Tuple) and len(place.value.elts) == 1:
             target = place.value.elts[0]
         else:
@@ -239,7 +240,7 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
             "`with torch.no_grad():` (line {line}). Same values, nothing recorded, nothing saved for "
             "backward."
         ).format(**fields)
-    elif scalar and new:
+    elif call == "item()" and new:
         fix = _(
             "Keep the number, not the tensor: `{new}`. `.item()` gives a plain Python float with no "
             "graph, so each iteration's graph is freed as soon as the next one is built."
@@ -260,6 +261,27 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
         lines=sorted({context.line(last)} - {place.line}),
         bytes=max(round(growth[0]), 0) if growth is not None else None, patch=patch,
     )
+
+
+def _numbers(context: Context) -> Flow | None:
+    """Where values go in the source (``app.diagnostics.numbers``), made once per analysis."""
+    if "numbers" not in context.memo:
+        tree = context.source.tree
+        context.memo["numbers"] = Flow.of(tree) if tree is not None else None
+    return context.memo["numbers"]
+
+
+def _number_fits(context: Context, place: Place) -> bool:
+    """``.item()`` can be the cut: what takes the value (the function it is handed to, the container
+    it is added to) would work as well with a Python number."""
+    flow = _numbers(context)
+    if flow is None or place.facts is None:
+        return False
+    if place.call_arg is not None:
+        return number_fits(flow, place.facts.func, place.call_arg, place.facts.node)
+    if place.add is not None:
+        return takes_number(flow, flow.scope(place.facts.func), boxes=[place.add.container])
+    return True  # a plain name: the chain rule asks about the name itself
 
 
 def _alive(context: Context, step: int, tids: list[str]) -> list[str]:
@@ -288,14 +310,16 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
     value = stmt.value if isinstance(stmt, ast.Assign | ast.AugAssign) else None
     if value is None:
         return []
-    before = context.before(step)
+    before, after = context.before(step), context.at(step)
     found: list[tuple[ast.expr, str]] = []
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.Name | ast.Attribute | ast.Subscript):
-            tid = resolve(before, node, facts.func)  # type: ignore[arg-type]
+            tid, view = resolve(before, node, facts.func), before  # type: ignore[arg-type]
+            if tid is None:  # a function's parameter, bound as its first line runs
+                tid, view = resolve(after, node, facts.func), after  # type: ignore[arg-type]
             if tid is not None:
-                fact = before.tensor(tid)
+                fact = view.tensor(tid)
                 graph = fact is not None and (fact.grad_fn or fact.requires_grad)
                 key = (expr_keys(node) or [""])[0]
                 itself = key == name or key.startswith((name + "[", name + "."))  # ``state[0]`` of ``state``
@@ -330,6 +354,52 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
     return found
 
 
+def _sum_fits(context: Context, facts: LineFacts | None, expr: ast.expr) -> bool:
+    """A number can be added into the carried name: the name is used as a number everywhere (no
+    ``total.item()``, no ``torch.stack``), and so is the value wherever the statement hands it."""
+    flow = _numbers(context)
+    if flow is None or facts is None:
+        return False
+    stmt = facts.node
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+        stmt, ast.AugAssign) else []
+    if len(targets) != 1 or not takes_number(flow, flow.scope(facts.func), targets=targets):
+        return False
+    parent = flow.parents.get(expr)
+    if isinstance(parent, ast.Call) and expr in parent.args and not (
+            isinstance(parent.func, ast.Name) and parent.func.id in NUMBER_CALLS):
+        return number_fits(flow, facts.func, expr, facts.node)
+    return True
+
+
+def _handed(context: Context, cause: Cause, step: int, facts: LineFacts,
+            ingredients: list[tuple[ast.expr, str]]) -> tuple[Place, str] | None:
+    """The best cut when the graph comes in through a parameter of the function the chain is built in
+    (``meter.update(loss)``, then ``self.sum += val``): at the loop's call, where the value is handed
+    in — ``.item()`` when a number does everywhere it goes (``app.diagnostics.numbers``), else
+    ``.detach()``."""
+    if facts.func is None or facts.func == cause.run.loop.func or facts.node is None:
+        return None
+    flow = _numbers(context)
+    function = flow.functions.get(facts.func, []) if flow is not None else []
+    if len(function) != 1:
+        return None
+    arguments = function[0].args
+    params = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    after = context.at(step)
+    for expr, _call in ingredients:
+        if isinstance(expr, ast.Name) and expr.id in params:
+            tid = resolve(after, expr, facts.func)
+            place = _caller(context, cause, step, tid, Place(context.line(step), facts))
+            if place is None or place.call_arg is None or place.facts is None or place.facts.node is None:
+                continue
+            fact = context.at(step).tensor(tid)
+            scalar = fact is not None and fact.shape == []
+            fits = flow is not None and number_fits(flow, place.facts.func, place.call_arg, place.facts.node)
+            return place, "item()" if scalar and fits else "detach()"
+    return None
+
+
 def _added(stmt: ast.stmt, name: str) -> ast.expr | None:
     """What ``name += value`` or ``name = name + value`` (``value + name``) adds to the name."""
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name \
@@ -358,6 +428,8 @@ def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None
                    for s in life.ran.get(n, ()) if run.starts[0] <= s < run.stop)
     name = bare(cause.key)
     ingredients = [] if backprop or facts is None else _ingredients(context, on_line[-1], facts, name)
+    ingredients = [(e, "detach()" if call == "item()" and not _sum_fits(context, facts, e)
+                    else call) for e, call in ingredients]
     lines = context.source.lines
     growth = growth_per_iteration(context, on_line)
     step = growth[2] if growth is not None else on_line[-1]
@@ -365,7 +437,31 @@ def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None
     fields = {"line": line, "code": context.line_text(line), "name": name, "iterations": len(on_line),
               "nodes": len(cause.nodes), "loop": run.loop.start}
     patch: list[Patch] = []
-    if ingredients and facts is not None and facts.node is not None:
+    handed = _handed(context, cause, on_line[-1], facts, ingredients) if facts is not None else None
+    if handed is not None:
+        place, call = handed
+        stmt = place.facts.node  # type: ignore[union-attr]
+        patch = [replace(lines, stmt, place.call_arg, method(lines, place.call_arg, call))]  # type: ignore[arg-type]
+        fields.update(new=shown(patch[0].text), call_line=place.line, call_code=context.line_text(place.line),
+                      arg=shorten(segment(lines, place.call_arg)), func=facts.func)  # type: ignore[arg-type, union-attr]
+        line = place.line
+        title = _titled(_("`{name}` adds up every iteration's graph").format(**fields), growth)
+        message = _(
+            "Line {call_line} (`{call_code}`) hands `{arg}`, which still has its autograd graph, to "
+            "`{func}`, and there line {line} (`{code}`) builds `{name}` from its previous value and it. So "
+            "the new `{name}` keeps the old one's graph and adds this iteration's: after {iterations} "
+            "iterations it links all of them ({nodes} graph nodes of earlier iterations), and nothing is "
+            "freed while `{name}` lives."
+        ).format(**fields)
+        fix = (_(
+            "Hand it a number, not a graph: `{new}`. `.item()` gives a plain Python float, so `{name}` adds "
+            "up the same values and each iteration's graph is freed when the next one is built."
+        ) if call == "item()" else _(
+            "Hand it the values without the graph: `{new}`. A detached tensor has the same values and no "
+            "grad_fn, so `{name}` adds up the same values and each iteration's graph is freed when the "
+            "next one is built."
+        )).format(**fields)
+    elif ingredients and facts is not None and facts.node is not None:
         stmt = facts.node
         patch = [replace_many(lines, stmt, [(e, method(lines, e, call)) for e, call in ingredients])]
         new_text = patch[0].text
@@ -384,7 +480,8 @@ def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None
             "Add numbers, not graphs: `{new}`. `{name}` gets the same value, and each iteration's graph is "
             "freed when the next one is built. (To backpropagate through the sum on purpose, call "
             "`{name}.backward()` once after the loop.)"
-        ).format(**fields) if built is None or built.shape == [] else _(
+        ).format(**fields) if (built is None or built.shape == []) and any(
+            call == "item()" for _e, call in ingredients) else _(
             # ``all_out = torch.cat([all_out, out])``: no sum to backpropagate, no number to add
             "Keep the values without the graph: `{new}`. `{name}` gets the same values, and each "
             "iteration's graph is freed when the next one is built."
@@ -427,6 +524,7 @@ def _chain(context: Context, life: Lifetimes, cause: Cause) -> Diagnostic | None
     return Diagnostic(
         rule=CHAIN_RULE, severity="warning", title=title, message=message, fix=fix, step=step, line=line,
         tensors=holders, bytes=max(round(growth[0]), 0) if growth is not None else None, patch=patch,
+        lines=[fields["line"]] if fields["line"] != line else [],  # the function's line, cut at the call
     )
 
 

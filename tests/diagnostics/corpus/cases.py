@@ -86,7 +86,17 @@ class Accumulates:
     accumulates: bool = True
 
 
-Oracle = Grows | Untrained | Shares | Raises | Runs | Accumulates
+@dataclass(frozen=True)
+class Stale:
+    """After the run, each parameter expression has a ``.grad``, no optimizer holds it, and its values
+    are the ones it had when first seen: it is trained by no one. ``stale=False``: an optimizer holds
+    it and it changed."""
+
+    params: tuple[str, ...]
+    stale: bool = True
+
+
+Oracle = Grows | Untrained | Shares | Raises | Runs | Accumulates | Stale
 
 
 @dataclass(frozen=True)

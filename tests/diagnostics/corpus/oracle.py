@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from tests.diagnostics.corpus.cases import Accumulates, Case, Grows, Raises, Runs, Shares, Untrained
+from tests.diagnostics.corpus.cases import Accumulates, Case, Grows, Raises, Runs, Shares, Stale, Untrained
 
 FILENAME = "<corpus>"
 
@@ -41,6 +41,9 @@ class Watch:
     last: dict[str, torch.Tensor] = field(default_factory=dict)
     updated: dict[str, bool] = field(default_factory=dict)
     carried: bool = False
+    # ``Stale``: every tensor a parameter expression named, with its values when first seen (kept:
+    # ids stay unique)
+    first: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
 
 def reachable_tensors(frames: list[FrameType]) -> list[torch.Tensor]:
@@ -147,6 +150,11 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
     def local(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line" and isinstance(oracle, Accumulates):
             _accumulation(watch, oracle, frame)
+        elif event == "line" and isinstance(oracle, Stale):
+            for expression in oracle.params:
+                tensor = _evaluate(expression, {**frame.f_globals, **frame.f_locals})
+                if isinstance(tensor, torch.Tensor) and id(tensor) not in watch.first:
+                    watch.first[id(tensor)] = (tensor, tensor.detach().clone())
         elif event == "line":
             if frame.f_lineno == watch.header:
                 frames, f = [], frame
@@ -202,6 +210,21 @@ def _accumulation(watch: Watch, oracle: Accumulates, frame: FrameType) -> None:
             watch.updated[expression] = False
 
 
+def _stale(oracle: Stale, namespace: dict[str, Any], watch: Watch) -> str | None:
+    """Each parameter at the end: has a .grad; held by an optimizer; changed since first seen."""
+    optimizers = [v for v in namespace.values() if isinstance(v, torch.optim.Optimizer)]
+    for expression in oracle.params:
+        tensor = _evaluate(expression, namespace)
+        if not isinstance(tensor, torch.Tensor) or id(tensor) not in watch.first:
+            return f"{expression} is not a tensor the run named"
+        held = any(p is tensor for o in optimizers for group in o.param_groups for p in group["params"])
+        same = torch.equal(watch.first[id(tensor)][1], tensor.detach())
+        stale = tensor.grad is not None and not held and same
+        if stale != oracle.stale or (not oracle.stale and (not held or same)):
+            return f"{expression}: gradient {tensor.grad is not None}, held {held}, unchanged {same}"
+    return None
+
+
 def _line(fragment: str) -> Any:
     from tests.diagnostics.corpus.cases import Finding
 
@@ -220,6 +243,8 @@ def check(case: Case) -> str | None:
         return f"the run failed: {error!r}"
     if isinstance(oracle, Runs):
         return None
+    if isinstance(oracle, Stale):
+        return _stale(oracle, namespace, watch)
     if isinstance(oracle, Accumulates):
         return None if watch.carried == oracle.accumulates else f"a used gradient added to: {watch.carried}"
     if isinstance(oracle, Grows):

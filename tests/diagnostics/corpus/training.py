@@ -5,10 +5,24 @@ by ``oracle.py``; each error has a fixed twin and innocent look-alikes that must
 
 from __future__ import annotations
 
-from tests.diagnostics.corpus.cases import Accumulates, Case, Finding, Raises, Runs, _code
+from tests.diagnostics.corpus.cases import (
+    CHAIN,
+    CONTAINER,
+    Accumulates,
+    Case,
+    Finding,
+    Grows,
+    Raises,
+    Runs,
+    Stale,
+    _code,
+    leak,
+    quiet,
+)
 
 INFERENCE = "inference-tensor-in-autograd"
 ACCUMULATE = "grads-accumulate-across-steps"
+REPLACED = "optimizer-holds-replaced-params"
 SAVED = "Inference tensors cannot be saved for backward"
 
 
@@ -24,6 +38,15 @@ def piles(name: str, code: str, params: tuple[str, ...], at: str, *findings: Fin
 
 def apart(name: str, kind: str, code: str, params: tuple[str, ...], at: str, story: str = "") -> Case:
     return Case(name, kind, _code(code), Accumulates(params, at, False), (), None, story)
+
+
+def stale(name: str, code: str, params: tuple[str, ...], *findings: Finding, twin: str | None = None,
+          story: str = "") -> Case:
+    return Case(name, "stale", _code(code), Stale(params), tuple(findings), twin, story)
+
+
+def trains(name: str, kind: str, code: str, params: tuple[str, ...], story: str = "") -> Case:
+    return Case(name, kind, _code(code), Stale(params, False), (), None, story)
 
 
 def runs(name: str, kind: str, code: str, story: str = "") -> Case:
@@ -280,4 +303,261 @@ TRAINING: list[Case] = [
             g_opt.step()
     """, ("D.weight", "D.bias"), "d_loss.backward()",
         story="the generator's backward adds into D's gradients; D clears them before its own step"),
+
+    # ---- an optimizer built on parameters the code then replaces ------------------------------------
+    stale("optimizer-before-model-rebuilt", """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = Net()
+        for step in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("model.fc.weight", "model.fc.bias"),
+        Finding(REPLACED, "warning", "model = Net()", "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+                line=11),
+        twin="optimizer-after-model-rebuilt",
+        story="a cell run again: the model made anew, not the optimizer"),
+    trains("optimizer-after-model-rebuilt", "twin", """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        model = Net()
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("model.fc.weight", "model.fc.bias")),
+    stale("head-swapped-after-optimizer", """
+        backbone = nn.Sequential(nn.Linear(6, 4), nn.ReLU())
+        model = nn.Sequential(backbone, nn.Linear(4, 3))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model[1] = nn.Linear(4, 2)
+        for step in range(3):
+            x, y = torch.randn(5, 6), torch.randint(0, 2, (5,))
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("model[1].weight", "model[1].bias"),
+        Finding(REPLACED, "warning", "model[1] = nn.Linear(4, 2)",
+                "opt = torch.optim.Adam(model.parameters()"),
+        twin="head-swapped-param-group", story="transfer learning: a new head after the optimizer was made"),
+    trains("head-swapped-param-group", "twin", """
+        backbone = nn.Sequential(nn.Linear(6, 4), nn.ReLU())
+        model = nn.Sequential(backbone, nn.Linear(4, 3))
+        opt = torch.optim.Adam(model[0].parameters(), lr=1e-3)
+        model[1] = nn.Linear(4, 2)
+        opt.add_param_group({"params": model[1].parameters()})
+        for step in range(3):
+            x, y = torch.randn(5, 6), torch.randint(0, 2, (5,))
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("model[1].weight", "model[1].bias"), story="the new head given to the optimizer as a param group"),
+    stale("model-rebuilt-each-fold", """
+        def make():
+            return nn.Linear(4, 1)
+
+        model = make()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for fold in range(2):
+            model = make()
+            for step in range(2):
+                loss = model(torch.randn(8, 4)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """, ("model.weight", "model.bias"),
+        Finding(REPLACED, "warning", "model = make()", "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+                line=7),
+        twin="optimizer-made-each-fold", story="cross-validation: a fresh model per fold, one optimizer"),
+    trains("optimizer-made-each-fold", "twin", """
+        def make():
+            return nn.Linear(4, 1)
+
+        for fold in range(2):
+            model = make()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(2):
+                loss = model(torch.randn(8, 4)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """, ("model.weight", "model.bias")),
+    stale("leaf-rebound-after-optimizer", """
+        w = torch.zeros(3, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.5)
+        w = torch.randn(3, requires_grad=True)
+        for step in range(3):
+            loss = (w - 1).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("w",),
+        Finding(REPLACED, "warning", "w = torch.randn(3, requires_grad=True)",
+                "opt = torch.optim.SGD([w], lr=0.5)"),
+        story="a plain tensor parameter made again under its name"),
+    trains("model-moved-not-replaced", "lookalike", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = model.to(torch.float32)
+        model.load_state_dict(nn.Linear(4, 1).state_dict())
+        for step in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("model.weight", "model.bias"), story=".to() and load_state_dict keep the same parameters"),
+    runs("fresh-model-evaluated-after-training", "lookalike", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        baseline = model
+        model = nn.Linear(4, 1)
+        with torch.no_grad():
+            gap = (baseline(torch.ones(1, 4)) - model(torch.ones(1, 4))).item()
+    """, story="a fresh model for comparison, never trained: nothing to say"),
+
+    # ---- running-average helpers: the cut goes where the value is handed in, and it is .item() only
+    # where a number does everywhere the value goes ------------------------------------------------------
+    leak("meter-running-sum", """
+        class AverageMeter:
+            def __init__(self):
+                self.sum = 0
+                self.count = 0
+                self.avg = 0
+
+            def update(self, val, n=1):
+                self.sum += val * n
+                self.count += n
+                self.avg = self.sum / self.count
+
+        model = nn.Linear(5, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        meter = AverageMeter()
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.update(loss, 10)
+        print(f"{meter.avg:.4f}")
+    """, "for step in range(4):",
+        Finding(CHAIN, "warning", "meter.update(loss, 10)", "meter.update(loss.item(), 10)"),
+        twin="meter-running-sum-item", story="the ImageNet example's AverageMeter, handed the loss itself"),
+    quiet("meter-running-sum-item", "twin", """
+        class AverageMeter:
+            def __init__(self):
+                self.sum = 0
+                self.count = 0
+                self.avg = 0
+
+            def update(self, val, n=1):
+                self.sum += val * n
+                self.count += n
+                self.avg = self.sum / self.count
+
+        model = nn.Linear(5, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        meter = AverageMeter()
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.update(loss.item(), 10)
+        print(f"{meter.avg:.4f}")
+    """, Grows("for step in range(4):", False)),
+    leak("meter-sum-read-as-tensor", """
+        class Meter:
+            def __init__(self):
+                self.sum = 0
+                self.count = 0
+
+            def update(self, val, n=1):
+                self.sum += val * n
+                self.count += n
+
+        model = nn.Linear(5, 1)
+        meter = Meter()
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            loss.backward()
+            meter.update(loss, 10)
+        print(meter.sum.item() / meter.count)
+    """, "for step in range(4):",
+        Finding(CHAIN, "warning", "meter.update(loss, 10)", "meter.update(loss.detach(), 10)"),
+        story="the meter's sum is read with .item() later: a float there would fail"),
+    leak("meter-list-stacked", """
+        class Meter:
+            def __init__(self):
+                self.values = []
+
+            def update(self, value):
+                self.values.append(value)
+
+            def mean(self):
+                return torch.stack(self.values).mean()
+
+        model = nn.Linear(5, 1)
+        meter = Meter()
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            loss.backward()
+            meter.update(loss)
+        print(meter.mean())
+    """, "for step in range(4):",
+        Finding(CONTAINER, "warning", "meter.update(loss)", "meter.update(loss.detach())"),
+        story="torch.stack needs tensors: .item() would make it fail"),
+    leak("smoothed-loss-helper", """
+        def smooth(avg, x, beta=0.9):
+            return beta * avg + (1 - beta) * x
+
+        model = nn.Linear(5, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        avg = 0.0
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            avg = smooth(avg, loss)
+        print(f"{avg:.3f}")
+    """, "for step in range(4):",
+        Finding(CHAIN, "warning", "avg = smooth(avg, loss)", "avg = smooth(avg, loss.item())"),
+        story="an exponential moving average helper"),
+    leak("total-read-as-tensor", """
+        total = 0
+        model = nn.Linear(5, 1)
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            loss.backward()
+            total += loss
+        print(total.item())
+    """, "for step in range(4):",
+        Finding(CHAIN, "warning", "total += loss", "total += loss.detach()"),
+        story="total.item() after the loop: total += loss.item() would make it a float"),
 ]

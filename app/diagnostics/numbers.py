@@ -1,0 +1,241 @@
+"""Would a Python number do where the code now keeps a tensor? The question behind advising
+``loss.item()`` rather than ``loss.detach()``.
+
+``.item()`` is the best cut for a number that is only added up, averaged, stored and printed: no
+tensor, no graph, no device memory. But the code may go on to treat what it kept as a tensor —
+``total.item()`` after the loop, ``torch.stack(self.values)`` in a meter, ``val.detach()`` inside the
+helper it is handed to — and a float there fails (``'float' object has no attribute 'item'``). So
+follow, in the source, where the value goes: through arithmetic, into the names and attributes it is
+assigned to, into the containers it is appended to; a use that needs a tensor (an attribute or method
+of it, an index, a call other than a few builtins, a ``return``) answers no. ``.detach()`` is always
+right: same type, same values, no graph. Pure ``ast``; nothing runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# Builtins that take a float as well as a 0-d tensor (and return a plain value or print it).
+NUMBER_CALLS = frozenset({"float", "int", "round", "abs", "min", "max", "sum", "print", "str", "format",
+                          "len", "repr", "bool"})
+ADDS = frozenset({"append", "appendleft", "extend", "insert", "add"})
+ARITHMETIC = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp, ast.FormattedValue, ast.JoinedStr, ast.Compare)
+
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass
+class Flow:
+    tree: ast.Module
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    functions: dict[str, list[Function]] = field(default_factory=dict)
+    scopes: dict[ast.AST, ast.AST] = field(default_factory=dict)  # a Name -> its function (or the module)
+    calls: dict[str, list[ast.Call]] = field(default_factory=dict)  # a function's name -> calls of it
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> Flow:
+        flow = cls(tree)
+        stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+        while stack:
+            node, scope = stack.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                flow.functions.setdefault(node.name, []).append(node)
+            inner = node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else scope
+            for child in ast.iter_child_nodes(node):
+                flow.parents[child] = node
+                if isinstance(child, ast.Name):
+                    flow.scopes[child] = inner
+                stack.append((child, inner))
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if name is not None:
+                    flow.calls.setdefault(name, []).append(node)
+        return flow
+
+    def scope(self, func: str | None) -> ast.AST:
+        """The function a local name lives in (the module for None or an unknown one)."""
+        found = self.functions.get(func or "", [])
+        return found[0] if len(found) == 1 else self.tree
+
+    def callee(self, call: ast.Call, arg: ast.expr) -> tuple[Function, str] | None:
+        """The snippet's own function a call hands ``arg`` to, and the parameter that receives it."""
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        found = self.functions.get(name or "", [])
+        if len(found) != 1 or arg not in call.args:
+            return None
+        function = found[0]
+        params = [a.arg for a in function.args.posonlyargs + function.args.args]
+        is_method = isinstance(func, ast.Attribute) and params[:1] == ["self"]
+        position = call.args.index(arg) + (1 if is_method else 0)
+        return (function, params[position]) if position < len(params) else None
+
+    def function_of(self, node: ast.AST) -> Function | None:
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                return node
+        return None
+
+
+LIST_METHODS = frozenset({"append", "appendleft", "extend", "insert", "add", "clear", "pop", "popleft",
+                          "copy", "reset", "setdefault", "get", "keys", "values", "items"})
+
+
+@dataclass
+class _Taint:
+    """What holds the value: names (per scope) and attributes that are the value, and containers of it."""
+
+    names: set[tuple[ast.AST, str]] = field(default_factory=set)
+    attrs: set[str] = field(default_factory=set)
+    box_names: set[tuple[ast.AST, str]] = field(default_factory=set)
+    box_attrs: set[str] = field(default_factory=set)
+    returns: set[ast.AST] = field(default_factory=set)  # functions whose result is the value
+
+    def add(self, flow: Flow, target: ast.expr, box: bool) -> bool:
+        """Record where the value went; True when that is new."""
+        known: set
+        if isinstance(target, ast.Name):
+            scope = flow.scopes.get(target, flow.tree)
+            known, key = (self.box_names if box else self.names), (scope, target.id)
+        elif isinstance(target, ast.Attribute):
+            known, key = (self.box_attrs if box else self.attrs), target.attr
+        else:
+            return False
+        if key in known:
+            return False
+        known.add(key)
+        return True
+
+
+def takes_number(flow: Flow, scope: ast.AST, names: Iterable[str] = (), attrs: Iterable[str] = (),
+                 boxes: Iterable[ast.expr] = (), targets: Iterable[ast.expr] = ()) -> bool:
+    """Every use of these local names (in ``scope``) and attributes (anywhere), of the items of these
+    containers, of what these assignment targets hold, and of what they flow into, works as well with
+    a Python number."""
+    taint = _Taint({(scope, n) for n in names}, set(attrs))
+    for expr, box in [*((b, True) for b in boxes), *((t, False) for t in targets)]:
+        stored = _stored(expr)
+        if stored is None:
+            return False
+        taint.add(flow, stored[0], box or stored[1])
+    nodes = [n for n in flow.parents if isinstance(n, ast.Name | ast.Attribute)
+             and isinstance(n.ctx, ast.Load)]
+    changed = True
+    while changed:
+        changed = False
+        uses: list[tuple[ast.AST, bool]] = []
+        for node in nodes:
+            if isinstance(node, ast.Name):
+                key = (flow.scopes.get(node, flow.tree), node.id)
+                value, box = key in taint.names, key in taint.box_names
+            else:
+                up = flow.parents.get(node)
+                if isinstance(up, ast.Call) and up.func is node:
+                    continue  # ``x.sum()``: a method of something else that has the attribute's name
+                value, box = node.attr in taint.attrs, node.attr in taint.box_attrs
+            if value or box:
+                uses.append((node, box and not value))
+        for function in list(taint.returns):  # the function's result, where it is called
+            for call in flow.calls.get(function.name, []):  # type: ignore[attr-defined]
+                uses.append((call, False))
+        for node, box in uses:
+            verdict = _use(flow, node, box)
+            if verdict is None:
+                return False
+            for target, is_box in verdict:
+                if isinstance(target, ast.FunctionDef | ast.AsyncFunctionDef):
+                    if target not in taint.returns:
+                        taint.returns.add(target)
+                        changed = True
+                else:
+                    changed |= taint.add(flow, target, is_box)
+    return True
+
+
+def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | None:
+    """Where one use hands the value on (target, is it a container of it), or None: it needs a tensor."""
+    parent = flow.parents.get(node)
+    if box:  # a container of the value: its items are the value; a few builtins take it whole
+        while isinstance(parent, ast.BinOp):  # ``losses + [loss]``: a container again
+            node, parent = parent, flow.parents.get(parent)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            if not isinstance(parent.ctx, ast.Load):
+                return []  # ``d[k] = v``: written into
+            above = flow.parents.get(parent)
+            if isinstance(above, ast.Attribute) and above.attr in LIST_METHODS:
+                return []  # ``history["loss"].append(...)``: a container inside it
+            return _use(flow, parent, False)
+        if isinstance(parent, ast.Attribute) and parent.attr in LIST_METHODS:
+            return []
+        if isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
+            stored = _stored(parent.target)
+            return [stored] if stored is not None else None
+        if isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Name) \
+                and parent.func.id in NUMBER_CALLS:
+            return []
+        if isinstance(parent, ast.Expr):
+            return []
+        if isinstance(parent, ast.Assign | ast.AugAssign) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            return [(t, True) for t, _box in map(_stored, targets) if t is not None]  # type: ignore[misc]
+        return None
+    while isinstance(parent, ARITHMETIC):
+        node, parent = parent, flow.parents.get(parent)
+    if isinstance(parent, ast.Expr | ast.If | ast.While | ast.Assert):
+        return []
+    if isinstance(parent, ast.Return):
+        function = flow.function_of(parent)
+        return [(function, False)] if function is not None else None
+    if isinstance(parent, ast.Assign) and parent.value is node:
+        return [t for t in map(_stored, parent.targets) if t is not None]  # type: ignore[misc]
+    if isinstance(parent, ast.AugAssign):
+        target = _stored(parent.target)
+        return [target] if parent.value is node and target is not None else []
+    if isinstance(parent, ast.Call) and node in parent.args:
+        func = parent.func
+        if isinstance(func, ast.Name) and func.id in NUMBER_CALLS:
+            return []
+        if isinstance(func, ast.Attribute) and func.attr in ADDS:
+            receiver = _stored(func.value)
+            return [(receiver[0], True)] if receiver is not None else None
+        found = flow.callee(parent, node)  # type: ignore[arg-type]
+        if found is not None:  # the snippet's own function: its parameter, inside it
+            param = ast.Name(found[1], ast.Load())
+            flow.scopes[param] = found[0]
+            return [(param, False)]
+        return None
+    return None
+
+
+def _stored(target: ast.expr) -> tuple[ast.expr, bool] | None:
+    """Where an assignment puts the value, and whether that is a container of it: a name, an
+    attribute; the container of ``d[k] = v``; the dict of ``d.setdefault(k, [])``."""
+    box = False
+    while True:
+        if isinstance(target, ast.Subscript):
+            target, box = target.value, True
+        elif isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) \
+                and target.func.attr in ("setdefault", "get"):
+            target, box = target.func.value, True
+        else:
+            break
+    return (target, box) if isinstance(target, ast.Name | ast.Attribute) else None
+
+
+def number_fits(flow: Flow, func: str | None, value: ast.expr, statement: ast.AST | None) -> bool:
+    """Would a number do for ``value`` where ``statement`` uses it: handed to the snippet's own
+    function (its parameter, inside it), appended to a container (its items) — else no."""
+    if statement is None:
+        return False
+    parent = flow.parents.get(value)
+    if isinstance(parent, ast.Call) and value in parent.args:
+        if isinstance(parent.func, ast.Attribute) and parent.func.attr in ADDS:
+            return takes_number(flow, flow.scope(func), boxes=[parent.func.value])
+        found = flow.callee(parent, value)
+        return found is not None and takes_number(flow, found[0], names=[found[1]])
+    return False
