@@ -21,12 +21,12 @@ from app.diagnostics.source import LineFacts, tensors_named
 from app.diagnostics.trace import label, listing
 from app.i18n import gettext as _
 from app.schema import Diagnostic, Patch, RunError
-from app.snippet import parse
 
 RULE = "inference-tensor-in-autograd"
 SAVED_MARK = "Inference tensors cannot be saved for backward"
 INPLACE_MARK = "Inplace update to inference tensor outside InferenceMode"
-MARKS = (SAVED_MARK, INPLACE_MARK)
+REQUIRES_MARK = "Setting requires_grad=True on inference tensor outside InferenceMode"
+MARKS = (SAVED_MARK, INPLACE_MARK, REQUIRES_MARK)
 MAX_NAMED = 3
 LOOK_AHEAD = 64  # steps after a tensor appears in which its block is looked for (a helper's lines)
 
@@ -81,6 +81,16 @@ def _made(context: Context, tid: str, blocks: list[tuple[ast.AST, ast.expr]]) ->
 Block = tuple[ast.AST, ast.expr]  # (a ``with`` statement or a function, its inference_mode item)
 
 
+def _origin(context: Context, view: At, tid: str) -> str:
+    """The inference tensor first made on the same memory: ``y = x.view(...)`` outside inference mode
+    is an inference tensor too (torch keeps no ``_base`` for it), made where ``x`` was."""
+    fact = view.tensor(tid)
+    if fact is None or fact.storage is None:
+        return tid
+    alike = [t for t in view.users(fact.storage) if (f := view.tensor(t)) is not None and f.is_inference]
+    return min(alike, key=lambda t: context.first_seen(t) or 0, default=tid)
+
+
 def _called(blocks: list[Block], facts: LineFacts | None) -> Block | None:
     """A function decorated with ``@torch.inference_mode()`` that the line calls by name."""
     if facts is None:
@@ -113,11 +123,13 @@ def inference_error(context: Context, step: int | None, error: RunError) -> Diag
     line = error.line
     view = context.at(step) if step is not None else None
     tensors = _culprits(context, view, line) if view is not None else []
-    blocks = _blocks(parse(context.source.source))
-    made_line, item = 0, None
+    blocks = _blocks(context.source.tree)
+    made_line, item, origin = 0, None, None
     for tid in tensors:
-        made_line, item = _made(context, tid, blocks)
+        origin = _origin(context, view, tid)  # type: ignore[arg-type]
+        made_line, item = _made(context, origin, blocks)
         if made_line:
+            origin = origin if origin != tid else None
             break
     names = listing(label(view, t) for t in tensors[:MAX_NAMED]) if view is not None and tensors else \
         _("a tensor")
@@ -126,13 +138,22 @@ def inference_error(context: Context, step: int | None, error: RunError) -> Diag
               "made_code": context.line_text(made_line),
               "block": item.lineno if item is not None else made_line,
               "torch": error.message.split(".")[0]}
+    fields["origin"] = label(view, origin) if view is not None and origin is not None else ""
     where = _(
+        " It shares the memory of {origin}, which was made at line {made} (`{made_code}`), under "
+        "`torch.inference_mode()` (line {block})."
+    ).format(**fields) if made_line and item is not None and origin is not None else _(
         " It was made at line {made} (`{made_code}`), under `torch.inference_mode()` (line {block})."
     ).format(**fields) if made_line and item is not None else _(
         " It was made at line {made} (`{made_code}`), in inference mode."
     ).format(**fields) if made_line else ""
     fields["where"] = where
-    if inplace:
+    if REQUIRES_MARK in error.message:
+        message = _(
+            "Line {line} (`{code}`) asks {names} to require grad, outside inference mode.{where} A tensor "
+            "made in inference mode can never take part in autograd: torch refuses (\"{torch}\")."
+        ).format(**fields)
+    elif inplace:
         message = _(
             "Line {line} (`{code}`) changes {names} in place, outside inference mode.{where} A tensor made "
             "in inference mode keeps no version counter, so autograd could never tell that it changed: "

@@ -153,6 +153,23 @@ TRAINING: list[Case] = [
     """, "Inplace update to inference tensor outside InferenceMode",
         Finding(INFERENCE, "error", "x.mul_(2)", "torch.no_grad()"),
         story="a helper decorated with inference_mode; its result changed in place"),
+    error("inference-weights-require-grad", """
+        with torch.inference_mode():
+            w = torch.randn(3)
+        w.requires_grad_()
+        loss = (w * torch.randn(3)).sum()
+        loss.backward()
+    """, "Setting requires_grad=True on inference tensor outside InferenceMode",
+        Finding(INFERENCE, "error", "w.requires_grad_()", "torch.no_grad()"),
+        story="weights initialised in inference mode, then made trainable"),
+    error("inference-view-written", """
+        with torch.inference_mode():
+            x = torch.randn(4, 3)
+        y = x.view(2, 6)
+        y.add_(1)
+    """, "Inplace update to inference tensor outside InferenceMode",
+        Finding(INFERENCE, "error", "y.add_(1)", "torch.no_grad()"),
+        story="a view taken outside inference mode is still an inference tensor: made where x was"),
     runs("inference-evaluation-only", "lookalike", """
         model = nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
