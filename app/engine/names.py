@@ -94,7 +94,7 @@ def _top_level(name: str, value: Any) -> bool:
 _TOP_KINDS: dict[type, str] = {}  # a class (not the snippet's own) -> how _top_level takes its instances
 
 
-@dataclass
+@dataclass(eq=False)  # filed by identity under the tensors it names (``NameWalker._by_address``)
 class _Entry:
     fingerprint: Any
     items: list[Item]  # every name under this value, in walk order
@@ -112,6 +112,8 @@ class _Entry:
     # cost of one that kept 200). None: some member is another container, read again each step.
     fixed: bytes | None = None
     held: Held = (b"", ())
+    key: tuple[int, str, Path] = (0, "", ())  # where it is in the cache (moves with a rebuilt tuple)
+    sequence: bool = False  # of a list, tuple or deque (whose names are ``name[i]``)
 
 
 def is_array_id(ident: str) -> bool:
@@ -131,7 +133,10 @@ class NameWalker:
         self.arrays: dict[str, str] = {}  # every array name now -> array id
         self.arrays_changed = False  # did this step bind, rebind or lose an array name?
         self._cache: dict[tuple[int, str, Path], _Entry] = {}
-        self._by_address: dict[int, set[tuple[int, str, Path]]] = {}
+        self._by_address: dict[int, set[_Entry]] = {}
+        # (name, path) -> the key of the last value read under that name: a tuple rebuilt with one
+        # more item (``t = t + (x,)``) is a new object, its entry is the old tuple's, moved
+        self._last: dict[tuple[str, Path], tuple[int, str, Path]] = {}
         self._step = 0
         self._tops: dict[Top, list[Item]] = {}  # what each top-level name contributed last
         self._top_rank: dict[Top, tuple[int, int]] = {}  # (scope index, index in scope) this step
@@ -149,8 +154,10 @@ class NameWalker:
         self.capped = {}
         self.arrays_changed = False
         for address in (*self.tensor_ids.take_deaths(), *self.array_ids.take_deaths()):
-            for key in self._by_address.pop(address, ()):
-                self._cache.pop(key, None)  # a tensor it named died: read it again
+            for entry in self._by_address.pop(address, ()):
+                if self._cache.get(entry.key) is entry:  # a tensor it named died: read it again
+                    del self._cache[entry.key]
+                    self._forget(entry)
         bound: dict[str, str] = {}
         gone: list[str] = []
         seen: set[Top] = set()
@@ -283,6 +290,8 @@ class NameWalker:
         key = (id(value), name, path)
         inner = (*path, id(value))
         entry = self._cache.get(key)
+        if entry is None and kind == "sequence":
+            entry = self._moved(key)
         if entry is not None and entry.fingerprint == print_:
             entry.used = self._step
             self._left -= 1
@@ -323,19 +332,21 @@ class NameWalker:
                         (tuples, versions), (more, newer) = entry.held, held_of(found, fixed)
                         entry.fixed, entry.held = entry.fixed + fixed, (tuples + more, versions + newer)
                         entry.child_items += parts
-                    self._register(key, entry, found)
+                    self._register(entry, found)
                     return entry.items
         key_texts = {} if kind == "dict" else None
         found = dict_members(name, value, 0, key_texts) if kind == "dict" else members(name, value, kind)
         items, parts = self._items(found, inner)
         if entry is not None:
-            self._forget(key, entry)
-        entry = self._cache[key] = _Entry(print_, items, bool(parts), parts, [], self._step, key_texts)
+            self._forget(entry)
+        entry = self._cache[key] = _Entry(print_, items, bool(parts), parts, [], self._step, key_texts,
+                                          key=key, sequence=kind == "sequence")
+        self._last[key[1:]] = key
         if parts and kind in HELD_KINDS:
             fixed = self._fixed(found, inner)
             if fixed is not None:
                 entry.fixed, entry.held = fixed, held_of(found, fixed)
-        self._register(key, entry, found)
+        self._register(entry, found)
         return items
 
     def _fixed(self, found: list[Member], path: Path) -> bytes | None:
@@ -357,18 +368,32 @@ class NameWalker:
                 return None
         return bytes(mask)
 
-    def _register(self, key: tuple[int, str, Path], entry: _Entry, found: list[Member]) -> None:
+    def _moved(self, key: tuple[int, str, Path]) -> _Entry | None:
+        """The flat entry of the sequence last read under this name and path, moved to ``key`` (a
+        tuple rebuilt: ``t = t + (x,)`` is a new tuple at each iteration), for ``_read`` to check as
+        its own: grown, only its new members are read. A nested one is not moved (its members'
+        entries are filed under the old tuple's id)."""
+        old_key = self._last.get(key[1:])
+        entry = self._cache.get(old_key) if old_key is not None else None
+        if entry is None or entry.nested or not entry.sequence or entry.key != old_key:
+            return None
+        del self._cache[old_key]
+        self._cache[key] = entry
+        entry.key = self._last[key[1:]] = key
+        return entry
+
+    def _register(self, entry: _Entry, found: list[Member]) -> None:
         """File the entry under the tensors it names directly: one of them dying invalidates it."""
         for _, value in found:
             if kind_of(value) in ("tensor", "array"):
                 entry.tensor_addresses.append(id(value))
-                self._by_address.setdefault(id(value), set()).add(key)
+                self._by_address.setdefault(id(value), set()).add(entry)
 
-    def _forget(self, key: tuple[int, str, Path], entry: _Entry) -> None:
+    def _forget(self, entry: _Entry) -> None:
         for address in entry.tensor_addresses:
             holders = self._by_address.get(address)
             if holders is not None:
-                holders.discard(key)
+                holders.discard(entry)
                 if not holders:
                     del self._by_address[address]
 
@@ -396,4 +421,5 @@ class NameWalker:
     def _sweep(self) -> None:
         stale = [key for key, entry in self._cache.items() if entry.used < self._step - SWEEP_EVERY]
         for key in stale:
-            self._forget(key, self._cache.pop(key))
+            self._forget(self._cache.pop(key))
+        self._last = {place: key for place, key in self._last.items() if key in self._cache}

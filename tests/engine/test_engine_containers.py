@@ -19,6 +19,7 @@ from app.bench.snippets import kept_graphs
 from app.engine import fingerprints, names
 from app.engine.ids import ObjectIds
 from app.engine.pointers import dict_version, dict_versions
+from tests.engine.test_engine_held_tuples import _members_read
 from tests.engine.test_engine_incremental import _assert_same, _both
 
 
@@ -84,6 +85,20 @@ CHANGES: list[Callable[[dict[str, Any]], None]] = [
     lambda ns: ns["dicts"][1].update(more=torch.ones(3)),
     lambda ns: ns["dq"].clear(),
     lambda ns: ns["s"].clear(),
+    # a rebuilt tuple's entry moves to the new tuple (``names.NameWalker._moved``): other kinds bound
+    # to the same name, a head replaced, nested tuples
+    lambda ns: ns.__setitem__("t", list(ns["t"]) + [torch.ones(1)]),
+    lambda ns: ns.__setitem__("t", tuple(ns["t"])),
+    lambda ns: ns.__setitem__("t", set(ns["t"])),
+    lambda ns: ns.__setitem__("t", (*ns["t"], torch.ones(2))),
+    lambda ns: ns.__setitem__("t", (torch.zeros(1), *ns["t"][1:])),
+    lambda ns: ns.__setitem__("t", ns["t"] + ((torch.ones(1), 1),)),
+    lambda ns: ns.__setitem__("t", ns["t"] + ((torch.ones(1), 2),)),
+    lambda ns: ns.__setitem__("t", {"k": ns["t"]}),
+    lambda ns: ns.__setitem__("t", (torch.ones(1),)),
+    lambda ns: ns.__setitem__("t", collections.deque(ns["t"]) + collections.deque([torch.ones(1)])),
+    lambda ns: ns.__setitem__("t", ()),
+    _rebuilt,
 ]
 
 
@@ -99,6 +114,37 @@ def test_the_cached_walk_names_what_a_fresh_walk_names_after_every_change() -> N
         change(namespace)
         _check(walker, ids, namespace, change)
         _check(walker, ids, namespace, change)  # and unchanged, the step after
+
+
+def test_a_tuple_built_from_a_set_is_named_as_a_tuple() -> None:
+    """The set last read under ``t`` holds the new tuple's first items, in its order: its entry (names
+    ``t{i}``) is not the tuple's to grow from."""
+    ids = ObjectIds("t")
+    walker = names.NameWalker(ids)
+    namespace: dict[str, Any] = {"t": (torch.ones(1), torch.ones(2))}
+    for change in [lambda: set(namespace["t"]), lambda: (*namespace["t"], torch.ones(3)),
+                   lambda: list(namespace["t"]), lambda: (*namespace["t"], torch.ones(4))]:
+        namespace["t"] = change()
+        _check(walker, ids, namespace, change)
+
+
+def test_two_frames_rebuilding_a_tuple_of_one_name() -> None:
+    """A recursive function's frames hold a tuple each under one name (``f:t``): the entry moves
+    from one to the other and back within a step, and each read still names what a fresh walk
+    names (the innermost frame's names win)."""
+    ids = ObjectIds("t")
+    walker = names.NameWalker(ids)
+    outer: dict[str, Any] = {"t": (torch.ones(1),)}
+    inner: dict[str, Any] = {"t": (torch.ones(2), torch.ones(3))}
+    scopes = [("f:", outer), ("f:", inner)]
+    for step in range(6):
+        frame = (outer, inner)[step % 2]
+        frame["t"] = frame["t"] + (torch.ones(1),)
+        walker.walk(scopes)
+        fresh = names.NameWalker(ids)
+        fresh.walk(scopes)
+        assert walker.current == fresh.current
+        assert walker.current["f:t[0]"] == ids.of(inner["t"][0])
 
 
 def _set_order_left_out(result: dict[str, Any]) -> dict[str, Any]:
@@ -157,3 +203,14 @@ def test_a_set_names_its_members_in_its_own_order() -> None:
     assert sorted(fact["values"] for fact in kept.values()) == pytest.approx(plain)
     assert {last["nodes"][fact["grad_fn"]]["name"] for fact in kept.values()} == {"SumBackward0"}
     assert _assert_same_up_to_set_order(SET_RUN)["ok"]
+
+
+@pytest.mark.parametrize("keep", ["tuple", "deque", "list of dicts"])
+def test_the_members_a_kept_loop_reads_grow_with_the_loop(keep: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tuple rebuilt with one more graph at each iteration is read from its new member on (its
+    entry moves to the new tuple), as a list that only grew is."""
+    (small, small_steps), (large, large_steps) = (
+        _members_read(kept_graphs("tanh", n, keep), monkeypatch) for n in (20, 80))
+    assert large_steps / small_steps > 3.4
+    # every member read again at each rebuild: 16 times as many for 4 times the steps
+    assert large / small < 1.5 * large_steps / small_steps, (small, large)
