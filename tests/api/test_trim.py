@@ -69,7 +69,7 @@ def test_the_collector_stays_paused_until_the_answer_is_sent(tmp_path: Path,
     assert paused_at_trim == [True] and gc.isenabled()
 
 
-def _jobs_done(timeout: float = 10.0) -> None:
+def _jobs_done(timeout: float = 60.0) -> None:
     """Wait for the jobs started beside the sending (``app.web.after``) to end."""
     deadline = time.monotonic() + timeout
     while after._running and time.monotonic() < deadline:
@@ -100,7 +100,7 @@ def test_the_jobs_start_with_the_last_body_message_and_do_not_wait_for_the_clien
     async def send(message) -> None:  # noqa: ANN001
         if message["type"] == "http.response.body" and not message.get("more_body"):
             # a client that reads slowly: its last bytes are not taken until the jobs are done
-            assert await asyncio.get_running_loop().run_in_executor(None, done.wait, 5)
+            assert await asyncio.get_running_loop().run_in_executor(None, done.wait, 60)
             events.append("sent")
 
     async def receive() -> dict:
