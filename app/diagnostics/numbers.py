@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 # Builtins that take a float as well as a 0-d tensor (and return a plain value or print it).
 NUMBER_CALLS = frozenset({"float", "int", "round", "abs", "min", "max", "sum", "print", "str", "format",
                           "len", "repr", "bool"})
+# Modules whose functions take plain numbers (and lists of them) as well as tensors without a graph.
+NUMBER_MODULES = frozenset({"np", "numpy", "math", "statistics", "plt", "random"})
 ADDS = frozenset({"append", "appendleft", "extend", "insert", "add"})
 ARITHMETIC = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp, ast.FormattedValue, ast.JoinedStr, ast.Compare)
 
@@ -175,8 +177,7 @@ def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | N
         if isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
             stored = _stored(parent.target)
             return [stored] if stored is not None else None
-        if isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Name) \
-                and parent.func.id in NUMBER_CALLS:
+        if isinstance(parent, ast.Call) and node in parent.args and number_call(parent):
             return []
         if isinstance(parent, ast.Expr):
             return []
@@ -198,7 +199,7 @@ def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | N
         return [target] if parent.value is node and target is not None else []
     if isinstance(parent, ast.Call) and node in parent.args:
         func = parent.func
-        if isinstance(func, ast.Name) and func.id in NUMBER_CALLS:
+        if number_call(parent):
             return []
         if isinstance(func, ast.Attribute) and func.attr in ADDS:
             receiver = _stored(func.value)
@@ -210,6 +211,15 @@ def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | N
             return [(param, False)]
         return None
     return None
+
+
+def number_call(call: ast.Call) -> bool:
+    """``sum(...)``, ``print(...)``, ``np.mean(...)``, ``plt.plot(...)``: a number does for its arguments."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in NUMBER_CALLS
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        and func.value.id in NUMBER_MODULES
 
 
 def _stored(target: ast.expr) -> tuple[ast.expr, bool] | None:

@@ -35,7 +35,7 @@ from app.diagnostics.holders import (
 from app.diagnostics.index import container_of
 from app.diagnostics.lifetimes import Lifetimes, lifetimes
 from app.diagnostics.loops import loop_runs
-from app.diagnostics.numbers import NUMBER_CALLS, Flow, number_fits, takes_number
+from app.diagnostics.numbers import Flow, number_call, number_fits, takes_number
 from app.diagnostics.patch import insert_before, method, replace, replace_many, segment, shown, wrap
 from app.diagnostics.source import Add, LineFacts, expr_keys, resolve, root_name, shorten
 from app.diagnostics.trace import sentences
@@ -366,8 +366,7 @@ def _sum_fits(context: Context, facts: LineFacts | None, expr: ast.expr) -> bool
     if len(targets) != 1 or not takes_number(flow, flow.scope(facts.func), targets=targets):
         return False
     parent = flow.parents.get(expr)
-    if isinstance(parent, ast.Call) and expr in parent.args and not (
-            isinstance(parent.func, ast.Name) and parent.func.id in NUMBER_CALLS):
+    if isinstance(parent, ast.Call) and expr in parent.args and not number_call(parent):
         return number_fits(flow, facts.func, expr, facts.node)
     return True
 

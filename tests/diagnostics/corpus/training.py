@@ -278,6 +278,19 @@ TRAINING: list[Case] = [
     """, ("w", "b"), "loss.backward()",
         Finding(ACCUMULATE, "warning", "loss.backward()", "w.grad = None"),
         twin="by-hand-grads-cleared", story="gradient descent by hand"),
+    piles("no-zero-grad-by-hand-list", """
+        w = torch.randn(3, requires_grad=True)
+        b = torch.zeros(1, requires_grad=True)
+        params = [w, b]
+        for step in range(4):
+            loss = ((torch.randn(5, 3) @ w + b) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in params:
+                    p -= 0.1 * p.grad
+    """, ("w", "b"), "loss.backward()",
+        Finding(ACCUMULATE, "warning", "loss.backward()", "p.grad = None"),
+        story="the update written as a loop over a list of parameters"),
     apart("by-hand-grads-cleared", "twin", """
         w = torch.randn(3, requires_grad=True)
         b = torch.zeros(1, requires_grad=True)
@@ -577,4 +590,32 @@ TRAINING: list[Case] = [
     """, "for step in range(4):",
         Finding(CHAIN, "warning", "total += loss", "total += loss.detach()"),
         story="total.item() after the loop: total += loss.item() would make it a float"),
+    leak("losses-stacked-after-loop", """
+        model = nn.Linear(5, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        print(torch.stack(losses).mean())
+    """, "for step in range(4):",
+        Finding(CONTAINER, "warning", "losses.append(loss)", "losses.append(loss.detach())"),
+        story="torch.stack(losses) after the loop: a list of floats would make it fail"),
+    leak("losses-averaged-with-math", """
+        model = nn.Linear(5, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for step in range(4):
+            loss = model(torch.randn(10, 5)).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        print(math.fsum(losses) / len(losses))
+    """, "for step in range(4):",
+        Finding(CONTAINER, "warning", "losses.append(loss)", "losses.append(loss.item())"),
+        story="math.fsum and len take floats: .item() is the cut"),
 ]
