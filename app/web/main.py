@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,7 +18,7 @@ from app.sandbox.admission import Admission
 from app.sandbox.runner import Runner
 from app.sandbox.runners import default_runner
 from app.shortlinks import open_store
-from app.web import api, download, embed, links, locale, pages, render_svg, stops
+from app.web import accept, api, download, embed, links, locale, pages, render_svg, stops
 from app.web.after import AfterAnswer
 from app.web.clients import trusted_networks
 from app.web.framing import FramingPolicy
@@ -31,6 +32,9 @@ from app.web.runcache import RunCache
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # before the server listens (uvicorn runs the lifespan first): its accepts back off when out of
+    # descriptors instead of filling the event loop with retries (app/web/accept.py)
+    accept.install(asyncio.get_running_loop())
     runner = app.state.runner
     if hasattr(runner, "astart"):
         await runner.astart()  # start the sandbox now, so /healthz tells the truth from the start
