@@ -291,6 +291,21 @@ TRAINING: list[Case] = [
     """, ("w", "b"), "loss.backward()",
         Finding(ACCUMULATE, "warning", "loss.backward()", "p.grad = None"),
         story="the update written as a loop over a list of parameters"),
+    piles("tutorial-by-hand-without-zero-grad", """
+        x = torch.linspace(-math.pi, math.pi, 200)
+        y = torch.sin(x)
+        xx = x.unsqueeze(-1).pow(torch.tensor([1, 2, 3]))
+        model = torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0, 1))
+        loss_fn = torch.nn.MSELoss(reduction="sum")
+        for t in range(4):
+            loss = loss_fn(model(xx), y)
+            loss.backward()
+            with torch.no_grad():
+                for param in model.parameters():
+                    param -= 1e-6 * param.grad
+    """, ("model[0].weight", "model[0].bias"), "loss.backward()",
+        Finding(ACCUMULATE, "warning", "loss.backward()", "param.grad = None"),
+        story="'Learning PyTorch with examples' (nn module) without its model.zero_grad()"),
     apart("by-hand-grads-cleared", "twin", """
         w = torch.randn(3, requires_grad=True)
         b = torch.zeros(1, requires_grad=True)
@@ -446,6 +461,18 @@ TRAINING: list[Case] = [
         Finding(REPLACED, "warning", "w = torch.randn(3, requires_grad=True)",
                 "opt = torch.optim.SGD([w], lr=0.5)"),
         story="a plain tensor parameter made again under its name"),
+    stale("module-in-dict-replaced", """
+        models = {"enc": nn.Linear(4, 3), "head": nn.Linear(3, 1)}
+        opt = torch.optim.Adam([p for m in models.values() for p in m.parameters()], lr=1e-2)
+        models["head"] = nn.Linear(3, 1)
+        for step in range(3):
+            loss = models["head"](models["enc"](torch.randn(5, 4))).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """, ("models['head'].weight", "models['head'].bias"),
+        Finding(REPLACED, "warning", 'models["head"] = nn.Linear(3, 1)', "opt = torch.optim.Adam("),
+        story="a dict of modules, one of them made anew after the optimizer"),
     trains("model-moved-not-replaced", "lookalike", """
         model = nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
