@@ -1,14 +1,16 @@
 """What the page says about how a run ended: the snippet's own error, or the one limit that cut it.
 
-A run stops early for exactly one reason, and the page says that one, with its figure: the step
-limit ("stopped at the limit of 10,000 steps"), the time limit ("stopped at the 5 s limit after 2,310
-steps"), the size of its trace, its memory, or how much it printed. The sandbox reports these as
-error kinds (``app/sandbox/child.py::_explain`` and ``encode_result``, ``app/sandbox/outcome.py``):
-``timeout`` (``Timeout``: wall clock, ``CpuTimeout``: CPU), ``output`` (``ResultTooLarge``: the trace's
-size, which also sets ``truncated``; ``OutputLimitReached``: printed output; ``ServerBudget``: the
-server's own budget for drawing, ``app/web/pages.py``), ``memory``; a run cut at the step limit has
-``truncated`` and no error. Those become one ``Notice``; every other error (the snippet's
-own exception, a rejected snippet, our failure) stays an ``ErrorView``.
+A run stops early for exactly one reason, and the page says that one, with its figure: the time
+limit ("stopped at the 5 s limit after 2,310 steps"), the size of its trace, its memory, or how
+much it printed. The sandbox reports these as error kinds (``app/sandbox/child.py::_explain`` and
+``encode_result``, ``app/sandbox/outcome.py``): ``timeout`` (``Timeout``: wall clock,
+``CpuTimeout``: CPU), ``output`` (``ResultTooLarge``: the trace's size, which also sets
+``truncated``; ``OutputLimitReached``: printed output; ``ServerBudget``: the server's own budget for
+drawing, ``app/web/pages.py``), ``memory``. Those become one ``Notice``; every other error (the
+snippet's own exception, a rejected snippet, our failure) stays an ``ErrorView``. A run past the
+step limit is not stopped: it runs on to its end unrecorded (``truncated``, its last step that end)
+and the notice says which steps were not recorded — beside the red box when the snippet's own
+error ended it.
 """
 
 from __future__ import annotations
@@ -111,9 +113,20 @@ def cut_notice(trace: DeltaTrace, limits: RunLimits) -> Notice | None:
     if error is None:
         if not trace.truncated:
             return None
-        return Notice("steps", _("The snippet was stopped at the limit of {n} steps.{shown}").format(
-            n=number(limits.max_steps), shown=shown), None)
+        # Past the step limit the run goes on to its end unrecorded; its last step is that end
+        # (app.engine.run._Unrecorded).
+        return Notice("steps", _("The run went past the limit of {n} steps: it ran on to its end, but the "
+                                 "steps after step {recorded} were not recorded. The last step shows where "
+                                 "it ended, with all of its output.").format(
+            n=number(limits.max_steps), recorded=number(max(count - 1, 0))), None)
     line = error.line
+    if error.kind == "runtime" and trace.truncated:
+        # The snippet's own error, past the step limit: the red box says the error, this says what
+        # is missing before it (what ran unrecorded printed is in the box's output).
+        return Notice("steps", _("The run went past the limit of {n} steps: it ran on until the error, but "
+                                 "the steps after step {recorded} were not recorded. Their output is shown "
+                                 "with the error.").format(
+            n=number(limits.max_steps), recorded=number(count)), line)
     after = _after(count)
     if error.kind == "timeout" and error.type == "Stopped":  # the reader's Stop (app.web.stops)
         return Notice("stopped", _("You stopped the run {after}.{shown}").format(after=after, shown=shown),

@@ -235,4 +235,6 @@ def test_backward_steps_count_toward_the_step_limit() -> None:
     full, _ = engine_passes(source)
     cut, _ = engine_passes(source, max_steps=6)
     assert cut["truncated"] and len(cut["steps"]) == 6
-    assert [s["line"] for s in cut["steps"]] == [s["line"] for s in full["steps"][:6]]
+    # five recorded, then the run's end (it ran on past the limit), as the full run ends
+    assert [s["line"] for s in cut["steps"][:5]] == [s["line"] for s in full["steps"][:5]]
+    assert cut["steps"][-1]["phase"] == "forward" and cut["steps"][-1]["line"] == full["steps"][-1]["line"]

@@ -83,8 +83,9 @@ def normalised(result: dict, source: str) -> dict:
 def _engine(golden: Golden, full: bool) -> dict:
     """The engine's v1 trace, its forward steps only: the golden traces predate the backward steps
     (issue 13), which a line running backward() now has before its own step."""
+    # (max_unrecorded=0: a golden run cut at its limit may be an endless loop; stopped as it was)
     limits = EngineLimits(max_steps=golden.max_steps + 10_000, max_stdout=golden.max_stdout,
-                          full_snapshots=full)
+                          full_snapshots=full, max_unrecorded=0)
     result = expand(DeltaTrace.model_validate(trace_delta(golden.source, limits))).model_dump()
     forward = [step for step in result["steps"] if step["phase"] == "forward"]
     if golden.result["truncated"]:  # cut where the golden run was cut: at its step limit

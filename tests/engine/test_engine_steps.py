@@ -57,7 +57,8 @@ print(torch.tensor([1.5, 2.0]))
 
 
 def test_step_limit_truncates_without_an_error() -> None:
-    result = trace("x = torch.zeros(1)\nwhile True:\n    x += 1\n", max_steps=10)
+    # (an endless loop: stopped where its unrecorded steps pass the cap, as a caller with no clock asks)
+    result = trace("x = torch.zeros(1)\nwhile True:\n    x += 1\n", max_steps=10, max_unrecorded=0)
     assert result["ok"] is True and result["truncated"] is True and result["error"] is None
     assert len(result["steps"]) == 10
 
@@ -66,12 +67,15 @@ def test_the_snippet_cannot_swallow_the_step_limit() -> None:
     source = """\
 for i in range(100):
     try:
-        x = i
+        x = torch.full((1,), float(i))
     except Exception:
         pass
 """
-    result = trace(source, max_steps=7)
+    result = trace(source, max_steps=7, max_unrecorded=5)
     assert result["truncated"] and result["ok"] and len(result["steps"]) == 7
+    # six recorded, five more ran, the sixth past them ends it: the run's 12th step, line 3 with i = 3
+    last = result["steps"][-1]
+    assert last["line"] == 3 and last["tensors"][last["variables"]["x"]]["values"] == [3.0]
 
 
 def test_a_run_within_the_limit_is_not_truncated() -> None:

@@ -28,7 +28,7 @@ def cut(steps: int, kind: str | None = None, error_type: str = "", truncated: bo
 
 CASES = [
     # what the sandbox reports (app/sandbox/child.py, outcome.py) -> the cause and the sentence
-    (cut(10_000, truncated=True), "steps", "stopped at the limit of 10,000 steps."),
+    (cut(10_000, truncated=True), "steps", "the steps after step 9,999 were not recorded"),
     (cut(2_310, "timeout", "Timeout"), "time", "stopped at the 5 s limit after 2,310 steps."),
     (cut(0, "timeout", "Timeout"), "time", "stopped at the 5 s limit before its first step."),
     (cut(1_200, "timeout", "CpuTimeout"), "time", "stopped at the 5 s CPU-time limit after 1,200 steps."),

@@ -199,7 +199,8 @@ def test_a_run_cut_at_the_step_limit_says_so(tmp_path) -> None:
         html = client.post("/run", data={"code": "..."}).text
     tags = parse(html)
     (notice,) = [a for _, a in tags.tags if a.get("data-testid") in ("notice", "error")]
-    assert notice["data-cause"] == "steps" and "stopped at the limit of 1,000 steps" in html
+    assert notice["data-cause"] == "steps" and "went past the limit of 1,000 steps" in html
+    assert "the steps after step 999 were not recorded" in html
     assert tags.payload["count"] == 1000
 
 
