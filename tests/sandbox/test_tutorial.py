@@ -53,10 +53,12 @@ def test_tutorial_code_runs(gated_server: Server, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def plain() -> dict[str, dict]:
-    """What plain torch prints for every snippet of the corpus, in the fork server's environment."""
+    """What plain torch prints for every snippet of the corpus, in the fork server's environment. (The
+    timeout bounds a hung child only: the corpus took 94 s here at load 5 and 398 s beside two busy
+    loops, two thirds of the 600 s it was given.)"""
     answer = subprocess.run([sys.executable, str(Path(__file__).with_name("plain_torch.py"))],
                             input=json.dumps(CORPUS), capture_output=True, text=True, env=fork_server_env(),
-                            timeout=600, check=True)
+                            timeout=3600, check=True)
     return json.loads(answer.stdout)
 
 
