@@ -36,6 +36,7 @@ class Flow:
     functions: dict[str, list[Function]] = field(default_factory=dict)
     scopes: dict[ast.AST, ast.AST] = field(default_factory=dict)  # a Name -> its function (or the module)
     calls: dict[str, list[ast.Call]] = field(default_factory=dict)  # a function's name -> calls of it
+    answers: dict[tuple, bool] = field(default_factory=dict)  # ``takes_number``'s, by its question
 
     @classmethod
     def of(cls, tree: ast.Module) -> Flow:
@@ -119,6 +120,16 @@ def takes_number(flow: Flow, scope: ast.AST, names: Iterable[str] = (), attrs: I
     """Every use of these local names (in ``scope``) and attributes (anywhere), of the items of these
     containers, of what these assignment targets hold, and of what they flow into, works as well with
     a Python number."""
+    names, attrs, boxes, targets = list(names), list(attrs), list(boxes), list(targets)
+    question = (id(scope), frozenset(names), frozenset(attrs), tuple(map(id, boxes)), tuple(map(id, targets)))
+    known = flow.answers.get(question)
+    if known is None:  # a loop's findings ask the same question of the same code
+        known = flow.answers[question] = _takes_number(flow, scope, names, attrs, boxes, targets)
+    return known
+
+
+def _takes_number(flow: Flow, scope: ast.AST, names: Iterable[str], attrs: Iterable[str],
+                  boxes: list[ast.expr], targets: list[ast.expr]) -> bool:
     taint = _Taint({(scope, n) for n in names}, set(attrs))
     for expr, box in [*((b, True) for b in boxes), *((t, False) for t in targets)]:
         stored = _stored(expr)
