@@ -317,36 +317,68 @@ class _Bare:
     what torch saved, out of sight: it is taken to live until the pass it was met in ends (the
     outermost such, when a pass runs inside another's hook: ``StorageIds.end_pass``), or until
     every node that saved it frees what it saved (``StorageIds.release_saved``), whichever is first.
+
+    A node can also die without either: a graph kept with ``create_graph`` (each vjp of
+    ``torch.autograd.functional.hessian``) dies with its vjp, and what it saved with it. Where the
+    wrapper met is one torch keeps (a saved input: its tensor is the node's own, not a fresh one), a
+    weak reference to that tensor says when it died: then so did the hold, and the next tensor the
+    allocator puts at its address (the next vjp's one-hot gradient) is a new storage — it took the
+    dead one's id in the runs where the allocator happened to put it there, never in the others.
+    Only a fresh wrapper (a saved output) leaves the hold to the pass and the nodes, as above.
     """
 
-    __slots__ = ("sid", "_tensors", "_held", "_holders")
+    __slots__ = ("sid", "_tensors", "_held", "_holders", "_kept", "_fresh")
 
     def __init__(self, sid: str) -> None:
         self.sid = sid
         self._tensors: list[weakref.ref[Any]] = []  # weak: a tensor's wrapper lives as long as it does
         self._held: int | None = None  # the outermost pass depth a saved output was met at
         self._holders: set[str] = set()  # the nodes whose saved outputs it was met through
+        # Weak references to the tensors (not their wrappers) a node keeps that it was met through,
+        # by their address (``_WeakTensorRef``: expired once the tensor died), and whether it was
+        # met through a fresh wrapper too (then only the pass and the nodes end the hold).
+        self._kept: dict[int, Any] = {}
+        self._fresh = False
 
     def met(self, tensor: Any, saved_by: str | None, depth: int) -> None:
         if saved_by is not None:
             self._held = depth if self._held is None else min(self._held, depth)
             self._holders.add(saved_by)
+            try:
+                kept = tensor._use_count() > 1  # held by more than the wrapper in hand: the node's own
+            except (AttributeError, RuntimeError, TypeError):  # a tensor without one: taken as fresh
+                kept = False
+            if kept:
+                known = self._kept.get(tensor._cdata)
+                if known is None or known.expired():  # (met again at every step of a whole reading)
+                    self._kept[tensor._cdata] = _WeakTensorRef(tensor)
+            else:
+                self._fresh = True
         elif all(ref() is not tensor for ref in self._tensors):
             self._tensors.append(weakref.ref(tensor))
 
     def release(self, depth: int) -> None:
         if self._held is not None and self._held >= depth:
-            self._held = None
-            self._holders.clear()
+            self._unheld()
 
     def unhold(self, node_id: str) -> None:
         if node_id in self._holders:
             self._holders.discard(node_id)
             if not self._holders:
-                self._held = None
+                self._unheld()
+
+    def _unheld(self) -> None:
+        self._held = None
+        self._holders.clear()
+        self._kept.clear()
+        self._fresh = False
 
     def alive(self, pointer: int) -> bool:
-        return self._held is not None or self.holder(pointer) is not None
+        if self._held is not None:
+            if self._fresh or any(not ref.expired() for ref in self._kept.values()):
+                return True
+            self._unheld()  # every tensor it was held through died: the hold with them
+        return self.holder(pointer) is not None
 
     def holder(self, pointer: int) -> Any:
         """A tensor it was met through, still on its bytes (it keeps the storage alive), or None."""
@@ -376,6 +408,8 @@ def _pointer(storage: Any) -> int:
     except (RuntimeError, NotImplementedError, TypeError):
         return 0
 
+
+_WeakTensorRef = torch._C._WeakTensorRef  # a weak reference to a tensor itself, not its Python wrapper
 
 ACCUMULATE_SEQUENCE = 2**64 - 1  # torch gives every AccumulateGrad this sequence number
 
