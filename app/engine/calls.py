@@ -6,8 +6,8 @@ itself, so frames of its own stand between the code that called torch and the to
 Two things count those frames: a warning torch raises from C++ names the Python frame that made the
 call, and a Python warning counts ``stacklevel`` frames up from the code that warns (``F.softmax``
 without ``dim`` warns 3 up, naming the snippet's line; ``nn.Softmax()`` 5 up, naming
-``module.py:1778``). So the call runs in a one-line code object compiled with the caller's file name
-and line number (and run with its globals, for the warnings registry), and while the snippet runs,
+``module.py:1778``). So the call runs in a function whose one line is the caller's (its file name
+and line number, and the caller's globals, for the warnings registry), and while the snippet runs,
 ``warnings.warn`` counts frames as Python's own does except that it steps from such a call straight
 to its caller's caller: the frames between (the mode's, torch's ``handle_torch_function``, the
 Python function's first entry) are not the snippet's.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import types
 import warnings
 from collections.abc import Iterator
 from types import FrameType
@@ -32,43 +33,41 @@ import torch
 
 from app.engine.tracer import CALL_FRAME  # (the call's frame: one the tracer skips)
 
-_call_codes: dict[tuple[str, int], Any] = {}
+# One function per caller's file and line, called in the caller's globals (kept for the last globals
+# seen there: a run's namespace is a new dict, torch's modules are not).
+CALLS: dict[tuple[str, int], Any] = {}
 # A torch function written in Python (F.softmax) reaches the mode through torch's
 # handle_torch_function, called from the function's own first frame: its caller is two frames up.
-_HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
-
-
-def call_from_mode(func: Any, args: Any, kwargs: Any) -> Any:
-    """``func`` called as the snippet called it, asked from a mode's ``__torch_function__`` (and
-    from nowhere else: it counts the frames above it). The caller is the frame above the mode, or
-    above a Python function's ``handle_torch_function`` and the function's first entry. One frame
-    of the engine's own, not two: while the snippet runs, every Python call, the engine's too, is a
-    call of the tracer's global trace function (a tenth of Adam's run went to the mode's frames)."""
-    caller = sys._getframe(2)
-    if caller.f_code is _HANDLE_TORCH_FUNCTION:
-        entry = caller.f_back  # the Python function's first entry
-        if entry is not None and entry.f_back is not None:
-            caller = entry.f_back
-    code = _call_codes.get((caller.f_code.co_filename, caller.f_lineno)) or _call_code(caller)
-    slot = {"__f": func, "__a": args, "__k": kwargs, "__c": caller}
-    exec(code, caller.f_globals, slot)  # noqa: S102 - our own one-line call
-    return slot["__r"]
+HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
+# The call's code: a function of the call, its arguments and the caller it stands for (``__c``,
+# read by ``_back`` and app.engine.stacks), whose body is one line — given the caller's file and
+# line by ``call_at``. (A function, not a one-line module run by ``exec``: no dict of locals to
+# build and no exec to go through, at every torch call.)
+_CALL_CODE = compile("def _(__f, __a, __k, __c):\n    return __f(*__a, **__k)\n", "<call>",
+                     "exec").co_consts[0]
 
 
 def call_as_caller(caller: FrameType, func: Any, args: Any, kwargs: Any) -> Any:
-    """``func`` called from a one-line code object at ``caller``'s file and line (see the module's
-    docstring; ``call_from_mode`` is this for the engine's own mode)."""
-    code = _call_codes.get((caller.f_code.co_filename, caller.f_lineno)) or _call_code(caller)
-    slot = {"__f": func, "__a": args, "__k": kwargs, "__c": caller}
-    exec(code, caller.f_globals, slot)  # noqa: S102 - our own one-line call
-    return slot["__r"]
+    """``func`` called from a one-line function at ``caller``'s file and line (see the module's
+    docstring). The engine's mode (``app.engine.watch.Touches``) does the same inline — its caller
+    is the frame above it, or above a Python function's ``handle_torch_function`` and the
+    function's first entry —: while the snippet runs, every Python call, the engine's too, is a
+    call of the tracer's global trace function (a tenth of Adam's run went to the mode's frames)."""
+    call = CALLS.get((caller.f_code.co_filename, caller.f_lineno))
+    if call is None or call.__globals__ is not caller.f_globals:
+        call = call_at(caller)
+    return call(func, args, kwargs, caller)
 
 
-def _call_code(caller: FrameType) -> Any:
+def call_at(caller: FrameType) -> Any:
+    """The function that makes a call from ``caller``'s file and line, in its globals
+    (``call(func, args, kwargs, caller)``)."""
     key = (caller.f_code.co_filename, caller.f_lineno)
-    source = "\n" * (max(key[1], 1) - 1) + "__r = __f(*__a, **__k)"
-    code = _call_codes[key] = compile(source, key[0], "exec").replace(co_name=CALL_FRAME)
-    return code
+    # (the body's line is the one after the first: the function's first line is the caller's less one)
+    code = _CALL_CODE.replace(co_filename=key[0], co_firstlineno=max(key[1], 1) - 1, co_name=CALL_FRAME,
+                              co_qualname=CALL_FRAME)
+    call = CALLS[key] = types.FunctionType(code, caller.f_globals)
+    return call
 
 
 def _back(frame: FrameType) -> FrameType | None:

@@ -21,12 +21,13 @@ that may make them asks for a whole snapshot (``Touches.whole``).
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from app.engine.calls import call_from_mode
+from app.engine.calls import CALLS, HANDLE_TORCH_FUNCTION, call_at
 from app.engine.ids import tensor_pointer
 from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of, tensors_in, versions_of
 
@@ -34,6 +35,11 @@ from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of,
 # (``.metadata``: a node's metadata dict written, which nothing else sees; app.engine.hooks;
 # ``register_hooks``: a saved tensor's own pack hook, ``y.grad_fn._raw_saved_self.register_hooks``,
 # which packs at once: the node then holds what it returned)
+_Tensor = torch.Tensor
+_DISABLED = torch._C._disabled_torch_function_impl
+_function_modes = torch._C._len_torch_function_stack
+_getframe = sys._getframe
+
 WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b"
                             r"|\bregister_hooks\b")
 
@@ -55,38 +61,64 @@ class Touches(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         # (Flat, and no helper called that is not needed: each frame of the engine's is a call of the
         # tracer's global trace function too, paid at every torch call of the snippet.)
-        # ``types``: the snippet's tensor subclasses among the arguments that override
-        # __torch_function__ (empty for plain tensors and parameters): the engine's own reads of
-        # them (versions, data pointers) must not call it — it is the snippet's code.
+        # ``types``: the tensor types among the arguments, the snippet's subclasses that override
+        # __torch_function__ among them: the engine's own reads of those (versions, data pointers)
+        # must not call it — it is the snippet's code (``subclassed``).
         plan = self._plans.get(func)
         if plan is None:
             plan = self._plans[func] = plan_of(func)
-        kind = plan.kind
-        if kind == READS:
-            if not kwargs:
-                return call_from_mode(func, args, {})
-            self._note(plan.written(args, kwargs), WRITES, types)  # ``out=``
-            return call_from_mode(func, args, kwargs)
-        kwargs = kwargs or {}
-        if kind == EXPOSES:
-            self._note(args, EXPOSES, types)
-            self._note(tuple(kwargs.values()), WRITES, types)
-            return call_from_mode(func, args, kwargs)
-        # what it only reads is not marked (nor the storages under it)
-        self._note(plan.written(args, kwargs), WRITES, types)
-        if not plan.versions:
-            return call_from_mode(func, args, kwargs)
-        tensors = tensors_in(args)
-        if kwargs:
-            tensors += tensors_in(kwargs.values())
-        before = versions_of(tensors, types)
+        tensors = None  # those whose versions are compared across the call
+        if plan.kind != READS or kwargs:
+            kwargs = kwargs or {}
+            # torch lists plain tensors and parameters among ``types`` too (a call through a Python
+            # function's handle_torch_function, an attribute of a Parameter): neither runs Python
+            # code of the snippet's when read (a Parameter's __torch_function__ is torch's disabled
+            # one), and reading them plainly spares a DisableTorchFunction block each. A mode of the
+            # snippet's still on the stack below this one (this one pushed again during backward)
+            # would see the reads: then they are made with torch functions off too.
+            subclassed = _function_modes() > 0
+            if not subclassed:
+                for type_ in types:
+                    if type_ is not _Tensor and getattr(type_, "__torch_function__", None) is not _DISABLED:
+                        subclassed = True
+                        break
+            kind = plan.kind
+            if kind == READS:
+                self._note(plan.written(args, kwargs), WRITES, subclassed)  # ``out=``
+            elif kind == EXPOSES:
+                self._note(args, EXPOSES, subclassed)
+                self._note(tuple(kwargs.values()), WRITES, subclassed)
+            else:
+                # what it only reads is not marked (nor the storages under it)
+                written = args[:1] if plan.self_only and not kwargs else plan.written(args, kwargs)
+                self._note(written, WRITES, subclassed)
+                if plan.versions:
+                    tensors = tensors_in(args)
+                    if kwargs:
+                        tensors += tensors_in(kwargs.values())
+                    before = versions_of(tensors, subclassed)
+        elif kwargs is None:
+            kwargs = {}
+        # The call, made as the snippet made it (app.engine.calls; here, not in a helper there: a
+        # frame less at every torch call): from the frame above this one, or above a Python
+        # function's handle_torch_function and the function's first entry.
+        caller = _getframe(1)
+        if caller.f_code is HANDLE_TORCH_FUNCTION:
+            entry = caller.f_back  # the Python function's first entry
+            if entry is not None and entry.f_back is not None:
+                caller = entry.f_back
+        call = CALLS.get((caller.f_code.co_filename, caller.f_lineno))
+        if call is None or call.__globals__ is not caller.f_globals:
+            call = call_at(caller)
+        if tensors is None:
+            return call(func, args, kwargs, caller)
         try:
-            return call_from_mode(func, args, kwargs)
+            return call(func, args, kwargs, caller)
         finally:
             # what its insides wrote in place moved its version
-            written = moved(tensors, before, types)
+            written = moved(tensors, before, subclassed)
             if written:
-                self._note(written, WRITES, types)
+                self._note(written, WRITES, subclassed)
 
     def watch_again(self) -> bool:
         """Push this mode again if torch popped it (it does while one of its calls runs — and the

@@ -67,7 +67,7 @@ class WritePlan:
     are written, and each ``flagged`` entry ``(position, name, flag position, flag name)`` is when
     the flag argument is true. ``versions``: compare the tensor arguments' versions across the call."""
 
-    __slots__ = ("kind", "all_args", "positions", "names", "flagged", "versions")
+    __slots__ = ("kind", "all_args", "positions", "names", "flagged", "versions", "self_only")
 
     def __init__(self, kind: int = READS, all_args: bool = False, positions: frozenset[int] = frozenset(),
                  names: frozenset[str] = frozenset(),
@@ -78,6 +78,9 @@ class WritePlan:
         self.names = names
         self.flagged = flagged
         self.versions = versions
+        # ``written`` of a call without keyword arguments is its first argument (``x.add_(y)``, most
+        # writes): the mode takes it without the call of ``written``
+        self.self_only = not all_args and positions == frozenset({0}) and not flagged
 
     def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """The arguments (tensors, or lists of them) this call writes, by what its schema says. (A
@@ -106,6 +109,10 @@ class WritePlan:
 
 def plan_of(func: Any) -> WritePlan:
     name = getattr(func, "__name__", "")
+    if name == "__get__" and isinstance(func, types.MethodWrapperType):
+        # A tensor attribute read (``p.grad``, ``x.data``, ``x.T``): a C getter of torch's, which
+        # writes nothing (a quarter of Adam's torch calls: its parameters' .grad)
+        return WritePlan()
     if name in EXPOSING_NAMES:
         return WritePlan(EXPOSES, all_args=True)
     if name in IN_PLACE_DUNDERS or name in MUTATING_NAMES:
