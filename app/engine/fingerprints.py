@@ -21,7 +21,14 @@ from app.engine.members import (
     object_dict,
     optimizer_state,
 )
-from app.engine.pointers import POINTER, dict_entries, dict_version, dict_versions, list_pointers
+from app.engine.pointers import (
+    POINTER,
+    dict_entries,
+    dict_version,
+    dict_versions,
+    list_pointers,
+    tuples_held,
+)
 
 Identities = tuple[int, ...] | bytes  # ids, or a list's item addresses (app.engine.pointers)
 # A dict's: its keys' ids and its values' ids, or its entries (app.engine.pointers.dict_entries)
@@ -101,11 +108,13 @@ Held = tuple[Identities, bytes | tuple[int | None, ...]]
 def held_ids(value: Any, kind: str, fixed: bytes) -> Held:
     """What the members of ``value`` that ``fixed`` marks are now: the identities of what its plain
     tuples hold (``type(t) is tuple``: their own iteration, no snippet code) and the version tags
-    of its plain dicts (``pointers.dict_version``), in order, in C-speed passes."""
+    of its plain dicts (``pointers.dict_versions``), in order, in C-speed passes."""
     if kind == "dict":
         source: Iterable[Any] = dict.values(value)
     elif kind == "optimizer":
         source = [entry for _, entry in optimizer_state(value)]
+    elif type(value) is list:  # read as it is (a copy of 800 kept dicts' references: ~15 µs a step)
+        return _held(value, fixed)
     else:
         source = iterate(value, SEQUENCES)
     return _held(list(itertools.islice(source, MAX_CONTAINER_ITEMS)), fixed)
@@ -116,14 +125,22 @@ def held_of(found: list[tuple[str, Any]], fixed: bytes) -> Held:
     return _held([v for _, v in found], fixed)
 
 
+_NO_IDS: Identities = b"" if list_pointers is not None else ()
+
+
 def _held(members: list[Any], fixed: bytes) -> Held:
-    tuples = _identities(itertools.chain.from_iterable(itertools.compress(members, fixed.translate(_TUPLES))))
-    if DICT not in fixed or dict_version is None:
-        return tuples, b"" if dict_versions is not None else ()
-    dicts = list(itertools.compress(members, fixed.translate(_DICTS)))
+    """``members``: a plain list (passed as it is: only C code iterates it), as long as ``fixed``."""
+    tuples = _NO_IDS
+    if TUPLE in fixed:
+        marked = fixed.translate(_TUPLES)
+        gathered = tuples_held(members, marked) if tuples_held is not None else None
+        tuples = gathered if gathered is not None else \
+            _identities(itertools.chain.from_iterable(itertools.compress(members, marked)))
     if dict_versions is not None:
-        return tuples, dict_versions(dicts)
-    return tuples, tuple(map(dict_version, dicts))
+        return tuples, dict_versions(members, fixed.translate(_DICTS)) if DICT in fixed else b""
+    if DICT not in fixed or dict_version is None:
+        return tuples, ()
+    return tuples, tuple(map(dict_version, itertools.compress(members, fixed.translate(_DICTS))))
 
 
 def _identities(values: Iterable[Any]) -> Identities:

@@ -147,66 +147,132 @@ dict_version: Callable[[dict], int | None] | None = _version if _version_holds()
 
 
 # Many dicts' version tags at once (``dict_versions``): read through one read-only numpy view of the
-# address space, gathered by the dicts' addresses in one C loop. Per dict, ``_version`` is a ctypes
-# call (~1 µs): a list that kept 800 ``{'loss': out, 'step': i}`` paid ~0.8 ms at each step to check
-# them, a cost that grew with the list and not with what the step changed; gathered, ~12 µs.
+# address space, gathered by the dicts' addresses in C loops. Per dict, ``_version`` is a ctypes call
+# (~1 µs): a list that kept 800 ``{'loss': out, 'step': i}`` paid ~0.8 ms at each step to check them,
+# a cost that grew with the list and not with what the step changed; gathered, ~10 µs.
 _WORD = 8
-_ADDRESS_SPACE = 1 << 47  # user-space addresses on x86-64 (checked: every address read is below)
-_TYPE_WORD, _VERSION_WORD, _VALUES_WORD = 1, 3, 5  # ob_type, ma_version_tag, ma_values (words from the start)
+_ADDRESS_SPACE = 1 << 47  # user-space addresses on x86-64 (beyond: IndexError, then one by one)
+_DICT_TYPE = np.uint64(id(dict))
+_SAFE: dict = {}  # read in place of an item that is no dict
 
 
 def _memory() -> np.ndarray:
-    """The address space as read-only 64-bit words, word ``i`` at address ``_WORD * i``: made from
-    address ``_WORD`` (ctypes refuses a NULL pointer), so index ``i - 1`` of this view."""
+    """The address space as read-only 64-bit words: index ``i`` is the word at ``_WORD * (i + 1)``
+    (made from address ``_WORD``: ctypes refuses a NULL pointer). An object's type is then at index
+    ``address // _WORD``, a dict's version tag two words further."""
     start = ctypes.cast(ctypes.c_void_p(_WORD), ctypes.POINTER(ctypes.c_uint64))
     view = np.ctypeslib.as_array(start, shape=(_ADDRESS_SPACE // _WORD - 1,))
     view.flags.writeable = False
     return view
 
 
-def _gathered_versions(memory: np.ndarray, dicts: list) -> bytes:
-    """The version tags of ``dicts`` (the caller holds them: alive), 8 bytes each; 0 (no dict's
-    tag) for an item that is no plain dict with a combined table. Only an item's type word is read
-    before it is known to be a dict (every object has one): another item is read as ``_SAFE``."""
-    if not dicts:
+def _gathered_versions(memory: np.ndarray, items: list, selected: bytes) -> bytes:
+    """The version tags of the items of ``items`` that ``selected`` marks (one byte per item, 1 or
+    0), 8 bytes each; 0 (no dict's tag) for a marked item that is no plain dict. ``items`` is read
+    as a list's item array (a subclass's methods do not run); the caller holds it, so its items are
+    alive. Only an item's type word is read before it is known to be a dict (every object has one):
+    another item is read as ``_SAFE``."""
+    addresses = np.frombuffer(list_pointers(items, len(selected)), dtype=np.intp)
+    count = min(len(addresses), len(selected))
+    words = addresses[:count][np.frombuffer(selected, dtype=np.bool_, count=count)] >> 3
+    if not words.size:
         return b""
-    words = np.frombuffer(list_pointers(dicts, len(dicts)), dtype=np.uint64) // _WORD - 1
-    if int(words.max()) + _VALUES_WORD >= memory.shape[0]:
-        raise ValueError("an address beyond the view")
-    plain = memory[words + _TYPE_WORD] == id(dict)
-    if not plain.all():
-        words = np.where(plain, words, id(_SAFE) // _WORD - 1)
-    return np.where(plain & (memory[words + _VALUES_WORD] == 0), memory[words + _VERSION_WORD], 0).tobytes()
+    plain = memory.take(words) == _DICT_TYPE
+    if plain.all():
+        return memory.take(words + 2).tobytes()
+    return np.where(plain, memory.take(np.where(plain, words, id(_SAFE) >> 3) + 2), 0).tobytes()
 
 
-_SAFE: dict = {}
+def _gathered_held(memory: np.ndarray, items: list, selected: bytes) -> bytes | None:
+    """What the tuples of ``items`` that ``selected`` marks hold, by address, in order (as
+    ``list_pointers`` of their items chained), where every one is a plain tuple of one length (a
+    loop's ``(loss, acc)``): a tuple's items are inline after its size. None otherwise (callers
+    then chain them)."""
+    addresses = np.frombuffer(list_pointers(items, len(selected)), dtype=np.intp)
+    count = min(len(addresses), len(selected))
+    words = addresses[:count][np.frombuffer(selected, dtype=np.bool_, count=count)] >> 3
+    if not words.size:
+        return b""
+    if not (memory.take(words) == _TUPLE_TYPE).all():
+        return None
+    sizes = memory.take(words + 1)
+    size = int(sizes[0])
+    if size > _MAX_GATHERED or not (sizes == sizes[0]).all():
+        return None
+    return memory.take((words + 2)[:, None] + np.arange(size)).tobytes()
 
 
-def _versions_hold() -> Callable[[list], bytes] | None:
+_TUPLE_TYPE = np.uint64(id(tuple))
+_MAX_GATHERED = 16  # items per tuple read this way
+
+
+def _one_by_one(items: list, selected: bytes) -> bytes:
+    """``_gathered_versions``'s answer, one ``dict_version`` at a time."""
+    marked = [item for item, mark in zip(list.__iter__(items), selected, strict=False) if mark]
+    tags = [(dict_version(item) or 0) if type(item) is dict else 0 for item in marked]  # type: ignore[misc]
+    return struct.pack(f"{len(tags)}Q", *tags)
+
+
+def _versions_hold() -> Callable[[list, bytes], bytes] | None:
     """``_gathered_versions`` over the address space, where it reads what ``_version`` reads."""
     if dict_version is None or _WORD != POINTER or sys.byteorder != "little":
         return None
     try:
         memory = _memory()
-        probes: list = [{}, {"a": 1}, {1: object(), (2, 3): None}]
+        probes: list = [{}, {"a": 1}, (1, 2), {1: object(), (2, 3): None}, "text"]
         probes[1]["b"] = 2
-
-        class Split:
-            pass
-
-        instance = Split()
-        instance.x = 1
-        split = instance.__dict__
-        if _gathered_versions(memory, probes) != struct.pack("3Q", *map(dict_version, probes)):
+        tags = [dict_version(probes[i]) for i in (0, 1, 3)]
+        if _gathered_versions(memory, probes, bytes([1, 1, 0, 1, 0])) != struct.pack("3Q", *tags):
             return None
-        if dict_version(split) is None and _gathered_versions(memory, [split, probes[0]]) != \
-                struct.pack("2Q", 0, dict_version(probes[0])):
+        mixed = struct.pack("4Q", tags[1], 0, tags[2], 0)  # a tuple and a str marked: no tag
+        if _gathered_versions(memory, probes, bytes([0, 1, 1, 1, 1])) != mixed:
             return None
-        if _gathered_versions(memory, [(1, 2), probes[2]]) != struct.pack("2Q", 0, dict_version(probes[2])):
+        if _gathered_versions(memory, probes, bytes(5)) != b"":
             return None
-    except (ValueError, TypeError, OverflowError, MemoryError):
+    except (ValueError, TypeError, OverflowError, MemoryError, IndexError):
         return None
-    return lambda dicts: _gathered_versions(memory, dicts)
+
+    def versions(items: list, selected: bytes) -> bytes:
+        try:
+            return _gathered_versions(memory, items, selected)
+        except IndexError:  # an address beyond the view
+            return _one_by_one(items, selected)
+
+    return versions
 
 
-dict_versions: Callable[[list], bytes] | None = _versions_hold()
+dict_versions: Callable[[list, bytes], bytes] | None = _versions_hold()
+
+
+def _held_holds() -> Callable[[list, bytes], bytes | None] | None:
+    """``_gathered_held`` over the address space, where it reads what ``id()`` says."""
+    if dict_versions is None:
+        return None
+    memory = _memory()
+    one, two, three = object(), object(), object()
+    probes: list = [(one, two), "x", (three, one), (two,), (one, two, three), ()]
+
+    def ids(*objects: object) -> bytes:
+        return struct.pack(f"{len(objects)}P", *map(id, objects))
+
+    try:
+        if _gathered_held(memory, probes, bytes([1, 0, 1, 0, 0, 0])) != ids(one, two, three, one) or \
+                _gathered_held(memory, probes, bytes([0, 0, 0, 0, 1, 0])) != ids(one, two, three):
+            return None
+        if _gathered_held(memory, probes, bytes([1, 0, 0, 1, 0, 0])) is not None or \
+                _gathered_held(memory, probes, bytes([0, 1, 0, 0, 0, 0])) is not None or \
+                _gathered_held(memory, probes, bytes([0, 0, 0, 0, 0, 1])) != b"":
+            return None
+    except (ValueError, TypeError, IndexError):
+        return None
+
+    def held(items: list, selected: bytes) -> bytes | None:
+        try:
+            return _gathered_held(memory, items, selected)
+        except IndexError:  # an address beyond the view
+            return None
+
+    return held
+
+
+tuples_held: Callable[[list, bytes], bytes | None] | None = _held_holds()

@@ -16,7 +16,7 @@ import torch
 from torch_oracle import assert_steps_match_plain, run_plain, trace
 
 from app.bench.snippets import kept_graphs
-from app.engine import fingerprints, names
+from app.engine import fingerprints, names, pointers
 from app.engine.ids import ObjectIds
 from app.engine.pointers import dict_version, dict_versions
 from tests.engine.test_engine_held_tuples import _members_read
@@ -27,22 +27,35 @@ def test_the_gathered_version_tags_are_the_tags_one_by_one() -> None:
     assert dict_versions is not None and dict_version is not None  # CPython 3.11, as the product runs
     dicts: list[Any] = [{}, {"loss": torch.ones(1)}, {1: 2, (3, 4): None}, {"a": 1}]
     dicts[3]["b"] = 2  # a change moves the tag
-    assert dict_versions(dicts) == struct.pack("4Q", *map(dict_version, dicts))
-    assert dict_versions([]) == b""
-
-    class Plain:
-        pass
-
-    instance = Plain()
-    instance.x = 1
-    shared = instance.__dict__  # an instance's split table: no tag (its values live beside it)
-    others: list[Any] = [(1, 2), "text", torch.ones(1), shared, dicts[0]]
-    expected = [0, 0, 0, dict_version(shared) or 0, dict_version(dicts[0])]
-    assert dict_versions(others) == struct.pack("5Q", *expected)
-    before = dict_versions(dicts)
+    everything = bytes([1] * len(dicts))
+    assert dict_versions(dicts, everything) == struct.pack("4Q", *map(dict_version, dicts))
+    assert dict_versions(dicts, bytes([0, 1, 0, 1])) == struct.pack("2Q", *map(dict_version, dicts[1::2]))
+    assert dict_versions([], b"") == b"" == dict_versions(dicts, bytes(4))
+    # what is marked and is no dict has no tag (0); only a dict's is read
+    others: list[Any] = [(1, 2), "text", torch.ones(1), object(), dicts[0]]
+    assert dict_versions(others, bytes([1] * 5)) == struct.pack("5Q", 0, 0, 0, 0, dict_version(dicts[0]))
+    before = dict_versions(dicts, everything)
     dicts[1]["loss"] = torch.zeros(1)
-    after = dict_versions(dicts)
+    after = dict_versions(dicts, everything)
     assert before[8:16] != after[8:16] and before[:8] + before[16:] == after[:8] + after[16:]
+    assert pointers._one_by_one(others, bytes([1] * 5)) == dict_versions(others, bytes([1] * 5))
+
+
+def test_what_tuples_of_one_length_hold_is_gathered_as_their_ids() -> None:
+    assert pointers.tuples_held is not None  # CPython 3.11, as the product runs
+    pairs: list[Any] = [(torch.ones(1), i) for i in range(5)]
+    marked = bytes([1] * 5)
+    assert pointers.tuples_held(pairs, marked) == struct.pack("10P", *(id(x) for pair in pairs for x in pair))
+    assert pointers.tuples_held(pairs, bytes([0, 1, 0, 0, 1])) == struct.pack(
+        "4P", *(id(x) for pair in (pairs[1], pairs[4]) for x in pair))
+    # tuples of several lengths, or something else marked: not gathered (the caller chains them)
+    assert pointers.tuples_held([*pairs, (torch.ones(1),)], bytes([1] * 6)) is None
+    assert pointers.tuples_held([*pairs, [torch.ones(1), 1]], bytes([1] * 6)) is None
+    assert pointers.tuples_held(pairs, bytes(5)) == b"" == pointers.tuples_held([(), ()], bytes([1, 1]))
+    # the walk's check (fingerprints.held_ids) says the same whichever way it was read
+    fixed = bytes([fingerprints.TUPLE] * 5)
+    assert fingerprints.held_ids(pairs, "sequence", fixed) == fingerprints.held_of(
+        [(str(i), pair) for i, pair in enumerate(pairs)], fixed)
 
 
 @pytest.mark.parametrize("value", [(torch.ones(1), 2, "x"), collections.deque([torch.ones(1), 3]),
