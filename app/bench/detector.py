@@ -46,7 +46,7 @@ def run() -> list[Row]:
     rows: list[Row] = []
     kinds = Counter(v.case.kind for v in verdicts)
     wrong = Counter(v.case.kind for v in verdicts if not v.right)
-    for kind in ("leak", "cut", "alias", "error", "accumulate", "stale", "twin", "lookalike"):
+    for kind in ("leak", "cut", "alias", "error", "accumulate", "stale", "cleared", "twin", "lookalike"):
         rows.append(Row("detector", f"{kind} cases ({kinds[kind]})", "wrong", wrong[kind], "cases", 0))
     rows.append(Row("detector", f"all cases ({len(verdicts)})", "wrong", sum(wrong.values()), "cases", 0))
     for rule, score in per_rule(verdicts).items():

@@ -35,6 +35,7 @@ RULE_LABEL = {
     "backward-non-scalar": N_("Backward on a non-scalar"),
     "inference-tensor-in-autograd": N_("Inference tensor used by autograd"),
     "grads-accumulate-across-steps": N_("Gradients never zeroed"),
+    "grads-cleared-before-step": N_("Gradients zeroed before the step"),
     "optimizer-holds-replaced-params": N_("Optimizer on replaced parameters"),
     "unneeded-clone": N_("A copy nobody needs"),
     "server-budget": N_("Analysis skipped"),

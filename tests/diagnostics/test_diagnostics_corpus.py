@@ -20,7 +20,7 @@ from diagnostics_support import Run, run
 
 from app.diagnosis import apply
 from app.units import fmt_bytes
-from tests.diagnostics.corpus.cases import CASES, Case, Grows, Shares, Untrained
+from tests.diagnostics.corpus.cases import CASES, Case, Cleared, Grows, Shares, Untrained
 from tests.diagnostics.corpus.oracle import check, run_plain
 from tests.diagnostics.corpus.score import judge
 
@@ -51,7 +51,7 @@ def test_the_detector_says_what_the_label_says(case: Case) -> None:
         assert all(t in r.result.steps[found.step].tensors for t in found.tensors)
 
 
-def fixed_oracle(case: Case) -> Grows | Untrained | Shares | None:
+def fixed_oracle(case: Case) -> Grows | Untrained | Shares | Cleared | None:
     """What plain torch must see once the pitfall is fixed."""
     oracle = case.oracle
     if isinstance(oracle, Grows):
@@ -60,6 +60,8 @@ def fixed_oracle(case: Case) -> Grows | Untrained | Shares | None:
         return dataclasses.replace(oracle, trained=True)
     if isinstance(oracle, Shares):
         return dataclasses.replace(oracle, shares=False)
+    if isinstance(oracle, Cleared):
+        return dataclasses.replace(oracle, cleared=False)
     return None  # Raises: the fixed run must simply not fail
 
 
@@ -108,7 +110,8 @@ def test_a_leak_quotes_the_chart(case: Case) -> None:
 def test_the_corpus_covers_every_story_of_the_issue() -> None:
     stories = {case.name for case in CASES}
     kinds = {case.kind for case in CASES}
-    assert kinds == {"leak", "cut", "alias", "twin", "lookalike", "error", "accumulate", "stale"}
+    assert kinds == {"leak", "cut", "alias", "twin", "lookalike", "error", "accumulate", "stale",
+                     "cleared"}
     assert len(LEAKS) >= 20 and len([c for c in CASES if c.kind == "cut"]) >= 15
     for needed in ("total-loss-augassign", "meter-object", "validation-outputs-appended",
                    "forward-hook-lambda", "clone-carried-across-loop", "lstm-tuple-state",

@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from app.diagnostics.context import Context
-from app.diagnostics.rules import accumulate, clones, errors, grads, held, inference, inplace, replaced
+from app.diagnostics.rules import (
+    accumulate,
+    cleared,
+    clones,
+    errors,
+    grads,
+    held,
+    inference,
+    inplace,
+    replaced,
+)
 from app.schema import Diagnostic
 
 Rule = Callable[[Context], Iterable[Diagnostic]]
@@ -23,6 +33,7 @@ RULES: dict[Rule, tuple[str, ...]] = {
     ),
     clones.unneeded_clones: (clones.RULE,),
     accumulate.accumulated_grads: (accumulate.RULE,),
+    cleared.cleared_grads: (cleared.RULE,),
     replaced.replaced_params: (replaced.RULE,),
 }
 

@@ -46,13 +46,13 @@ class Stale:
     use: int  # the step that used the sum
 
 
-def _zeros(fact: TensorFact) -> bool:
-    """All its elements are zero, as far as the trace shows (unknown: assumed zero, to stay quiet)."""
+def zeros(fact: TensorFact) -> bool | None:
+    """All its elements are zero, as far as the trace shows (None: the trace does not show them)."""
     if fact.summary is not None and fact.summary.min is not None:
         return fact.summary.min == 0 and fact.summary.max == 0
     values = fact.values
     if values is None:
-        return True
+        return None
     stack = [values]
     while stack:
         value = stack.pop()
@@ -73,10 +73,31 @@ def _backward_steps(context: Context) -> list[bool]:
     return out
 
 
-def _events(context: Context, leaf: str, backward: list[bool]) -> list[tuple[int, int, str]]:
-    """(step, order within the step, what) for one parameter: fill, use, add, clear."""
+Event = tuple[int, int, str]  # (step, order within the step, what)
+
+
+def grad_events(context: Context, leaf: str) -> list[Event]:
+    """One parameter's .grad history, read once per analysis (``rules/cleared.py`` reads it too):
+
+    * ``fill`` / ``add``: a backward pass gives it a .grad, or adds into the one it has;
+    * ``use``: the parameter is written outside a backward pass while it has a .grad;
+    * ``clear``: the .grad goes to None, or a write outside backward leaves it all zeros (``clear?``:
+      a write whose values the trace does not show; ``zeros``: all zeros before the write too);
+    * ``set``: the snippet gives it a .grad of its own (not all zeros).
+    """
+    memo = context.memo.setdefault("grad_events", {})
+    found = memo.get(leaf)
+    if found is None:
+        backward = context.memo.get("backward_steps")
+        if backward is None:
+            backward = context.memo["backward_steps"] = _backward_steps(context)
+        found = memo[leaf] = _events(context, leaf, backward)
+    return found
+
+
+def _events(context: Context, leaf: str, backward: list[bool]) -> list[Event]:
     timeline = context.index.timeline
-    events: list[tuple[int, int, str]] = []
+    events: list[Event] = []
     before: TensorFact | None = None
     grads: list[str] = []
     for k, fact in timeline.changes_of("tensors", leaf):
@@ -87,10 +108,10 @@ def _events(context: Context, leaf: str, backward: list[bool]) -> list[tuple[int
             if fact.grad != before.grad:
                 if fact.grad is None:
                     events.append((k, 2, "clear"))
-                elif before.grad is None:
-                    events.append((k, 0, "fill" if backward[k] else "clear"))
+                elif backward[k]:
+                    events.append((k, 0, "fill" if before.grad is None else "add"))
                 else:
-                    events.append((k, 0, "add" if backward[k] else "clear"))
+                    events.append((k, 0, _written(context, k, fact.grad, "set")))
             if (fact.version or 0) > (before.version or 0) and not backward[k] and before.grad is not None:
                 events.append((k, 1, "use"))
         elif fact.grad is not None:
@@ -107,18 +128,29 @@ def _events(context: Context, leaf: str, backward: list[bool]) -> list[tuple[int
             if last is not None and (fact.version or 0) > (last.version or 0):
                 if backward[k]:
                     events.append((k, 0, "add"))
-                elif _zeros(fact):
-                    events.append((k, 2, "clear"))
+                elif (what := _written(context, k, grad, None, zeros(last))) is not None:
+                    events.append((k, 2, what))
             last = fact
     return sorted(events)
 
 
-def _stale(events: list[tuple[int, int, str]], leaf: str) -> Stale | None:
+def _written(context: Context, k: int, grad: str, otherwise: str | None,
+             was: bool | None = False) -> str | None:
+    """What a write outside backward left in a .grad: ``clear`` (all zeros), ``clear?`` (unknown),
+    ``zeros`` (zeros it already held: clipping a gradient that backward left all zeros)."""
+    fact = context.at(k).tensor(grad)
+    zero = zeros(fact) if fact is not None else None
+    if zero and was:
+        return "zeros"
+    return "clear" if zero else "clear?" if zero is None else otherwise
+
+
+def _stale(events: list[Event], leaf: str) -> Stale | None:
     used: int | None = None  # the step that used the gradient as it is now
     added: int | None = None  # a backward that added to a gradient already used
     first_use = 0
     for k, _order, what in events:
-        if what in ("fill", "clear"):
+        if what in ("fill", "clear", "clear?", "zeros", "set"):
             used = added = None
         elif what == "add" and used is not None and added is None:
             added, first_use = k, used
@@ -133,7 +165,6 @@ def accumulated_grads(context: Context) -> Iterator[Diagnostic]:
     trains = trained(context)
     if not trains.groups:
         return
-    backward = _backward_steps(context)
     found: dict[int, list[tuple[Stale, Group]]] = {}  # by the backward line that adds
     seen: set[str] = set()
     for group in trains.groups:
@@ -141,7 +172,7 @@ def accumulated_grads(context: Context) -> Iterator[Diagnostic]:
             if leaf in seen:
                 continue
             seen.add(leaf)
-            stale = _stale(_events(context, leaf, backward), leaf)
+            stale = _stale(grad_events(context, leaf), leaf)
             if stale is not None:
                 found.setdefault(context.line(stale.added), []).append((stale, group))
     for stales in sorted(found.values(), key=lambda s: min(x.use for x, _g in s)):

@@ -96,7 +96,19 @@ class Stale:
     stale: bool = True
 
 
-Oracle = Grows | Untrained | Shares | Raises | Runs | Accumulates | Stale
+@dataclass(frozen=True)
+class Cleared:
+    """At some visit of the line ``at`` (an optimizer's step()), right after a backward() ran, every
+    parameter's ``.grad`` is None or all zeros: the gradients were cleared before the step could use
+    them (and where all are None, the step leaves the parameters as they were). ``cleared=False``: at
+    no visit."""
+
+    params: tuple[str, ...]
+    at: str
+    cleared: bool = True
+
+
+Oracle = Grows | Untrained | Shares | Raises | Runs | Accumulates | Stale | Cleared
 
 
 @dataclass(frozen=True)
@@ -1791,5 +1803,9 @@ assert len(BY_NAME) == len(CASES), "case names are unique"
 from tests.diagnostics.corpus.training import TRAINING  # noqa: E402 - they use the helpers above
 
 CASES += TRAINING
+
+from tests.diagnostics.corpus.cleared import CLEARED  # noqa: E402 - they use the helpers above
+
+CASES += CLEARED
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"

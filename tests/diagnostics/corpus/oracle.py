@@ -24,7 +24,17 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from tests.diagnostics.corpus.cases import Accumulates, Case, Grows, Raises, Runs, Shares, Stale, Untrained
+from tests.diagnostics.corpus.cases import (
+    Accumulates,
+    Case,
+    Cleared,
+    Grows,
+    Raises,
+    Runs,
+    Shares,
+    Stale,
+    Untrained,
+)
 
 FILENAME = "<corpus>"
 
@@ -44,6 +54,13 @@ class Watch:
     # ``Stale``: every tensor a parameter expression named, with its values when first seen (kept:
     # ids stay unique)
     first: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    # ``Cleared``: a backward() ran since the last visit of the step line; the parameters' values at a
+    # visit that found every .grad None (compared at the next line: the step must leave them), and
+    # what the visits found
+    backward: bool = False
+    skipped: dict[str, torch.Tensor] = field(default_factory=dict)
+    cleared_visits: int = 0
+    moved: list[str] = field(default_factory=list)
 
 
 def reachable_tensors(frames: list[FrameType]) -> list[torch.Tensor]:
@@ -139,7 +156,7 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
     """Run the case's code in plain torch under the watch its oracle needs."""
     oracle = case.oracle
     watch = Watch()
-    if isinstance(oracle, Grows | Accumulates):
+    if isinstance(oracle, Grows | Accumulates | Cleared):
         watch.header = case.line_of(_line(oracle.at))
     if isinstance(oracle, Untrained):
         watch.params = oracle.params
@@ -148,7 +165,9 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
     namespace: dict[str, Any] = {"torch": torch, "nn": nn, "F": F, "math": math, "__name__": "__main__"}
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line" and isinstance(oracle, Accumulates):
+        if event == "line" and isinstance(oracle, Cleared):
+            _clearing(watch, oracle, frame)
+        elif event == "line" and isinstance(oracle, Accumulates):
             _accumulation(watch, oracle, frame)
         elif event == "line" and isinstance(oracle, Stale):
             for expression in oracle.params:
@@ -175,6 +194,14 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
 
     torch.manual_seed(0)
     error: BaseException | None = None
+    if isinstance(oracle, Cleared):  # each loss.backward() the snippet calls
+        original = torch.Tensor.backward
+
+        def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            watch.backward = True
+            return original(self, *args, **kwargs)
+
+        torch.Tensor.backward = backward  # type: ignore[method-assign]
     sys.settrace(calls)
     try:
         exec(compile(case.code, FILENAME, "exec"), namespace)  # noqa: S102 - the corpus's own code
@@ -182,6 +209,8 @@ def run_plain(case: Case) -> tuple[dict[str, Any], Watch, BaseException | None]:
         error = caught
     finally:
         sys.settrace(None)
+        if isinstance(oracle, Cleared):
+            torch.Tensor.backward = original  # type: ignore[method-assign]
     if isinstance(oracle, Untrained):  # the end of the run, after its last line
         for expression in watch.params:
             tensor = _evaluate(expression, namespace)
@@ -208,6 +237,28 @@ def _accumulation(watch: Watch, oracle: Accumulates, frame: FrameType) -> None:
             if watch.updated.get(expression) and grad is not None and bool(grad.ne(0).any()):
                 watch.carried = True
             watch.updated[expression] = False
+
+
+def _clearing(watch: Watch, oracle: Cleared, frame: FrameType) -> None:
+    """At the step line, after a backward(): is every .grad None or zero; where all are None, the
+    step must leave the parameters as they were (checked at the next line)."""
+    namespace = {**frame.f_globals, **frame.f_locals}
+    for expression, before in list(watch.skipped.items()):
+        tensor = _evaluate(expression, namespace)
+        if isinstance(tensor, torch.Tensor) and not torch.equal(before, tensor.detach()):
+            watch.moved.append(expression)
+    watch.skipped.clear()
+    if frame.f_lineno != watch.header or not watch.backward:
+        return
+    watch.backward = False
+    tensors = [_evaluate(e, namespace) for e in oracle.params]
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return
+    grads = [t.grad for t in tensors]
+    if all(g is None or not bool(g.ne(0).any()) for g in grads):
+        watch.cleared_visits += 1
+        if all(g is None for g in grads):
+            watch.skipped = {e: t.detach().clone() for e, t in zip(oracle.params, tensors, strict=True)}
 
 
 def _stale(oracle: Stale, namespace: dict[str, Any], watch: Watch) -> str | None:
@@ -245,6 +296,11 @@ def check(case: Case) -> str | None:
         return None
     if isinstance(oracle, Stale):
         return _stale(oracle, namespace, watch)
+    if isinstance(oracle, Cleared):
+        if watch.moved:
+            return f"a step with every .grad None moved {watch.moved}"
+        cleared = watch.cleared_visits > 0
+        return None if cleared == oracle.cleared else f"gradients cleared before the step: {cleared}"
     if isinstance(oracle, Accumulates):
         return None if watch.carried == oracle.accumulates else f"a used gradient added to: {watch.carried}"
     if isinstance(oracle, Grows):

@@ -1,0 +1,225 @@
+"""Gradients cleared between ``backward()`` and the step that needed them.
+
+``opt.zero_grad()`` (``model.zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``) placed after
+``loss.backward()`` and before ``opt.step()`` throws the batch's gradients away before they are used:
+with ``.grad`` None the optimizer skips every parameter; with zeros plain SGD does not move and Adam
+or momentum move only by their state. Read from the same per-parameter history as
+``rules/accumulate.py`` (``grad_events``), plus the steps where the parameter's optimizer's
+``step()`` ran (a step that skips a parameter writes nothing to it): a step, or a write that uses the
+gradient, whose last backward was followed by a clear, is the pitfall. A clear after the step, one at
+the top of the loop, a GAN's generator backward into the discriminator's cleared gradients, and
+accumulation every k batches all have a backward between the clear and the step, or no backward
+before the clear: they stay quiet.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from app.diagnostics.context import Context
+from app.diagnostics.patch import indentation, insert_before
+from app.diagnostics.rules.accumulate import MAX_NAMED, Event, grad_events
+from app.diagnostics.source import shorten
+from app.diagnostics.trace import label, listing
+from app.diagnostics.trained import Group, trained
+from app.i18n import gettext as _
+from app.schema import Diagnostic, Patch
+from app.snippet import span
+
+RULE = "grads-cleared-before-step"
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A step that found the gradients of a backward cleared before it."""
+
+    leaf: str
+    backward: int  # the step whose backward gave the gradient
+    clear: int  # the step that cleared it
+    step: int  # the optimizer's step (or the update) that then ran
+
+
+def _holder(context: Context, group: Group) -> str | None:
+    """The text the optimizer is bound to (``opt``, ``self.opt``) where it was made."""
+    facts = context.source.at(group.line)
+    node = facts.node if facts is not None else None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+            node.targets[0], ast.Name | ast.Attribute):
+        return ast.unparse(node.targets[0])
+    return None
+
+
+def _step_calls(context: Context) -> dict[str, list[int]]:
+    """The steps whose line calls ``<holder>.step()`` (no closure: one given one clears for itself),
+    by the holder's text."""
+    out: dict[str, list[int]] = {}
+    by_line: dict[int, list[str]] = {}
+    for k in range(len(context)):
+        facts = context.facts(k)
+        if facts is None or facts.node is None:
+            continue
+        holders = by_line.get(facts.line)
+        if holders is None:
+            block = isinstance(facts.node, ast.If | ast.For | ast.While | ast.With)  # its header only
+            nodes = [] if block else [facts.node]
+            holders = by_line[facts.line] = [
+                ast.unparse(n.func.value) for node in nodes for n in ast.walk(node)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+                and not n.args and not n.keywords]
+        for holder in holders:
+            out.setdefault(holder, []).append(k)
+    return out
+
+
+def _steps_of(context: Context) -> dict[str, list[Event]]:
+    """Per trained leaf: ``step`` events where an optimizer holding it stepped (the optimizer made
+    last before that step, of those bound to the same text)."""
+    calls = _step_calls(context)
+    made: dict[str, list[Group]] = {}
+    for group in trained(context).groups:
+        holder = None if group.by_hand else _holder(context, group)
+        if holder is not None:
+            made.setdefault(holder, []).append(group)
+    out: dict[str, list[Event]] = {}
+    for holder, groups in made.items():
+        for k in calls.get(holder, []):
+            earlier = [g for g in groups if g.step < k]
+            if not earlier:
+                continue
+            latest = max(g.step for g in earlier)
+            for group in earlier:
+                if group.step == latest:
+                    for leaf in group.leaves:
+                        out.setdefault(leaf, []).append((k, 1, "step"))
+    return out
+
+
+def _lost(events: list[Event], leaf: str) -> Lost | None:
+    fresh: int | None = None  # the backward that gave the gradient now there
+    cleared: tuple[int, int] | None = None  # (that backward, the clear after it)
+    for k, _order, what in events:
+        if what in ("fill", "add"):
+            fresh, cleared = k, None
+        elif what == "set":
+            fresh = cleared = None
+        elif what == "clear":
+            if fresh is not None:
+                cleared = (fresh, k)
+            fresh = None
+        elif what in ("step", "use"):
+            if cleared is not None:
+                return Lost(leaf, cleared[0], cleared[1], k)
+            fresh = cleared = None
+    return None
+
+
+def cleared_grads(context: Context) -> Iterator[Diagnostic]:
+    trains = trained(context)
+    if not trains.groups:
+        return
+    steps = _steps_of(context)
+    found: dict[tuple[int, int], list[Lost]] = {}  # by the backward() line and the step's
+    for leaf in dict.fromkeys(leaf for group in trains.groups for leaf in group.leaves):
+        lost = _lost(sorted([*grad_events(context, leaf), *steps.get(leaf, [])]), leaf)
+        if lost is not None:
+            found.setdefault((context.line(lost.backward), context.line(lost.step)), []).append(lost)
+    for losts in sorted(found.values(), key=lambda s: min(x.step for x in s)):
+        yield _finding(context, losts)
+
+
+def _moved(context: Context, lost: Lost) -> ast.stmt | None:
+    """The statement to move: the clear's own, or the outermost loop around it that starts after
+    the backward() line (``for p in model.parameters(): p.grad = None``)."""
+    facts = context.facts(lost.clear)
+    if facts is None or facts.node is None:
+        return None
+    stmt: ast.stmt = facts.node
+    backward_line = context.line(lost.backward)
+    loop = context.source.loop(facts.loop)
+    while loop is not None and loop.start > backward_line and loop.func == facts.func:
+        stmt = loop.node
+        loop = context.source.loop(loop.parent)
+    return stmt
+
+
+def _zeroes_in_place(stmt: ast.stmt) -> bool:
+    """``p.grad.zero_()``: fails on a .grad that is None — before the first backward() it is."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "zero_"
+               and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == "grad"
+               for n in ast.walk(stmt))
+
+
+def _patch(context: Context, first: Lost, stmts: list[ast.stmt]) -> list[Patch]:
+    """The clearing statements moved to just before the backward() line — or, for ``.grad.zero_()``
+    (no .grad yet at the first iteration), to just after the step — in the same function, at the
+    same indentation, nothing but themselves on their lines."""
+    backward = context.source.at(context.line(first.backward))  # its node steps have no facts
+    step = context.source.at(context.line(first.step))
+    clear = context.facts(first.clear)
+    if not stmts or backward is None or backward.node is None or step is None or step.node is None:
+        return []
+    if clear is None or not backward.func == step.func == clear.func:
+        return []
+    blocks = (ast.If, ast.For, ast.While, ast.With)
+    if isinstance(backward.node, blocks) or isinstance(step.node, blocks):
+        return []
+    lines = context.source.lines
+    after = any(_zeroes_in_place(s) for s in stmts)
+    target = span(step.node)[1] + 1 if after else span(backward.node)[0]
+    pad = indentation(lines, target if not after else step.line)
+    texts, patches = [], []
+    for stmt in stmts:
+        start, end = span(stmt)
+        if indentation(lines, start) != pad or not span(backward.node)[1] < start < span(step.node)[0]:
+            return []
+        if any(lines[n - 1].strip() == "" for n in range(start, end + 1)):
+            return []
+        texts += [row[len(pad):] for row in lines[start - 1:end]]
+        patches.append(Patch(start=start, end=end, text=""))
+    return [insert_before(target, len(pad), "\n".join(texts)), *patches]
+
+
+def _finding(context: Context, losts: list[Lost]) -> Diagnostic:
+    first = min(losts, key=lambda x: x.step)
+    view = context.at(first.step)
+    leaves = [x.leaf for x in losts if view.tensor(x.leaf) is not None]
+    names = listing(label(view, t) for t in leaves[:MAX_NAMED])
+    more = len(leaves) - MAX_NAMED
+    if more > 0:
+        names = _("{names} and {count} more").format(names=names, count=more)
+    moved = {s.lineno: s for x in losts if (s := _moved(context, x)) is not None}
+    stmts = [moved[n] for n in sorted(moved)]
+    stmt = stmts[0] if stmts else None
+    line = stmt.lineno if stmt is not None else context.line(first.clear)
+    backward_line, step_line = context.line(first.backward), context.line(first.step)
+    code = shorten("; ".join(" ".join(row.strip() for row in ast.unparse(s).splitlines()) for s in stmts)
+                   ) if stmts else context.line_text(line)
+    fields = {"line": line, "code": code, "names": names, "backward_line": backward_line,
+              "backward_code": context.line_text(backward_line), "step_line": step_line,
+              "step_code": context.line_text(step_line), "then": first.step + 1}
+    message = _(
+        "Line {line} (`{code}`) clears the gradients of {names} that line {backward_line} "
+        "(`{backward_code}`) has just computed, before line {step_line} (`{step_code}`) uses them: at step "
+        "{then} the update finds .grad None (the optimizer skips the parameter) or all zeros (plain SGD "
+        "does not move; Adam or momentum move only by what they remember). Every batch's gradients are "
+        "thrown away unused, so nothing learns from them."
+    ).format(**fields)
+    if stmts and any(_zeroes_in_place(s) for s in stmts):
+        fix = _(
+            "Clear the gradients after the update, not between backward() and the update: move `{code}` "
+            "to just after line {step_line} (`{step_code}`). (Not before backward(): at the first "
+            "iteration .grad is still None, and None has no zero_().)"
+        ).format(**fields)
+    else:
+        fix = _(
+            "Clear the gradients before backward(), not between backward() and the update: move `{code}` "
+            "to just before line {backward_line} (`{backward_code}`), or to the top of the loop."
+        ).format(**fields)
+    return Diagnostic(
+        rule=RULE, severity="warning",
+        title=_("Gradients of {names} are cleared before the step uses them").format(**fields),
+        message=message, fix=fix, step=first.step, line=line, tensors=leaves,
+        lines=sorted({backward_line, step_line} - {line}), patch=_patch(context, first, stmts),
+    )
