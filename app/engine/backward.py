@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from app.engine.reader import SAVED_PREFIX, packed_by_hooks, saved_names, short_message
+from app.engine.saved import SAVED_PREFIX, packed_by_hooks, saved_names
+from app.engine.tensor_facts import short_message
 from app.engine.tracer import SNIPPET_FILENAME
 
 

@@ -19,7 +19,8 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from app.engine.commit import id_order, node_edges, tensor_edges
-from app.engine.reader import SAVED_PREFIX, Deferred, Reader, fact_signature, packed_by_hooks
+from app.engine.reader import Reader
+from app.engine.saved import SAVED_PREFIX, Deferred, fact_signature, packed_by_hooks
 
 SETTLE_ROUNDS = 8
 
@@ -76,10 +77,7 @@ class Planning:
             if ident in members and ident not in dirty:
                 continue
             seeds.add(ident)
-            if ident.startswith("t"):
-                reader.add_tensor(ident, obj)
-            else:
-                reader.add_node(ident, obj, self.node_keys.get(ident))
+            reader.add(ident, obj, self.node_keys.get(ident))
         reader.drain()
         found: dict[str, Any] = {}  # what _locate found, shared: one graph's nodes find each other
         for nid in sorted(self._flips, key=id_order):
@@ -243,10 +241,7 @@ class Planning:
         obj = self._locate(ident, {}, reader)
         if obj is None:
             return False
-        if ident.startswith("t"):
-            reader.add_tensor(ident, obj)
-        else:
-            reader.add_node(ident, obj, self.node_keys.get(ident))
+        reader.add(ident, obj, self.node_keys.get(ident))
         reader.drain()
         return True
 

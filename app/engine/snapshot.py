@@ -213,10 +213,7 @@ class SnapshotTaker(Marks, Planning, Commit):
                 if tid in reader.tensors:  # past MAX_TENSORS a name would point at nothing
                     variables[name] = tid
             for ident, obj in self._extra:  # a backward step's node and gradients
-                if ident.startswith("t"):
-                    reader.add_tensor(ident, obj)
-                else:
-                    reader.add_node(ident, obj, self.node_keys.get(ident))
+                reader.add(ident, obj, self.node_keys.get(ident))
             reader.drain()
             reader.match()
         finally:

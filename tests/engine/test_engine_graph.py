@@ -282,7 +282,7 @@ def test_saved_attributes_without_a_raw_twin_never_hold_tensors() -> None:
     import torch
     import torch.nn.functional as F  # noqa: N812
 
-    from app.engine.reader import saved_names
+    from app.engine.saved import saved_names
 
     torch.manual_seed(0)
     x = torch.randn(4, 3, requires_grad=True)
