@@ -350,14 +350,18 @@ class Planning:
             return found
 
         candidates: list[str] = []
+        edges, tensors, nodes = self.edges, self.tensors, self.nodes
         for ident, new in plan.edges.items():
-            for target in self.edges.get(ident, ()):
+            if ident not in tensors and ident not in nodes:
+                candidates.append(ident)  # read for the first time: is it reached at all?
+            old = edges.get(ident, ())
+            if old == new:
+                continue  # read again with the same edges (most members): no count moves
+            for target in old:
                 counts[target] = count(target) - 1
                 candidates.append(target)
             for target in new:
                 counts[target] = count(target) + 1
-            if ident not in self.tensors and ident not in self.nodes:
-                candidates.append(ident)  # read for the first time: is it reached at all?
         for name in plan.names:
             old = self.names.get(name)
             if old is not None:

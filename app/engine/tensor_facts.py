@@ -132,7 +132,9 @@ class TensorFacts:
         }
         if not unavailable:
             try:
-                fact["is_inference"] = t.is_inference()
+                # (only a tensor without a version counter can be one: torch refuses ``_version`` of
+                # every inference tensor, so the others are spared asking)
+                fact["is_inference"] = version is None and t.is_inference()
                 numel = t.numel()
                 if not strided or self._within_storage(t, storage_id, shape, stride, offset, numel):
                     fact["values"] = self._values(t, storage_id, shape, offset, numel, dtype, conj or neg)

@@ -276,7 +276,7 @@ y = x[idx]
 
 
 def test_saved_attributes_without_a_raw_twin_never_hold_tensors() -> None:
-    """``reader.saved_names`` reads only the ``_saved_*`` attributes that have a ``_raw_saved_*`` twin:
+    """``saved.saved_names`` reads only the ``_saved_*`` attributes that have a ``_raw_saved_*`` twin:
     torch's own nodes, asked directly, hold tensors in no other, and none of the others raises once
     backward freed what the node saved."""
     import torch
