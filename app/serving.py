@@ -14,7 +14,11 @@ them all, so:
 * ``h11_max_incomplete_event_size`` bounds a request head's size, ``backlog`` the accept queue;
 * an answer must drain: a connection whose client reads nothing of what it was sent for
   ``send_seconds`` (the transport's buffer above its high-water mark all that time) is aborted,
-  which drops what it held (``app.web.pacing`` keeps that buffer small, and frees the answer).
+  which drops what it held (``app.web.pacing`` keeps that buffer small, and frees the answer);
+* an answer's head goes out in one write with its body's first piece (``HeadWithBody``): uvicorn
+  writes them apart, and a replica killed between the two left a head without its body, which no
+  proxy can retry (it has passed the head on); killed before that one write, the proxy sees an
+  empty answer and retries it on another replica (deploy/haproxy).
 
 Behind a reverse proxy, the proxy's own limits come first; docs/self-host.md says which to set.
 """
@@ -49,6 +53,40 @@ def raise_open_files_limit() -> int:
     return soft
 
 
+class HeadWithBody:
+    """A request's view of its connection's transport: the response head is held and written with
+    the next write (the body's first piece, or its end), so a small answer leaves in one ``send``.
+
+    uvicorn writes the head at ``http.response.start`` and the body at the next message, with the
+    middlewares (and, under load, the scheduler) in between: a process killed there (a crash, an OOM
+    kill) leaves the proxy a 200 head whose body never comes (haproxy logs ``SD--``, the client gets
+    a cut answer) — a request lost, as no retry can start over an answer already passed on. With the
+    head held, a kill before the write leaves the proxy an empty answer, which it retries."""
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
+        self._transport, self._cycle = transport, cycle
+        self._held = b""
+        self._head_seen = False
+
+    def write(self, data: bytes) -> None:
+        if not self._head_seen and self._cycle.response_started:
+            # uvicorn marks the response started before it writes its head: this write is the head
+            self._head_seen, self._held = True, bytes(data)
+            return
+        if self._held:
+            data, self._held = self._held + data, b""
+        self._transport.write(data)
+
+    def close(self) -> None:
+        if self._held:  # a head with no body (the app failed after starting its answer): as before
+            self._transport.write(self._held)
+            self._held = b""
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a cap on open connections and deadlines for idle and slow heads."""
 
@@ -70,6 +108,13 @@ class BoundedH11Protocol(H11Protocol):
                 return
             min(idle, key=lambda c: c._head_started).timeout_keep_alive_handler()
         self._arm_idle_timer()
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self.cycle is not None and self.cycle is not before:
+            # a new request's cycle, made just now; its task has not run yet
+            self.cycle.transport = HeadWithBody(self.transport, self.cycle)
 
     def _waiting_for_head(self) -> bool:
         return self.cycle is None or self.cycle.response_complete
