@@ -164,14 +164,17 @@ global
     stats socket {socket} mode 600 level admin
 defaults
     mode http
+    # one line a request in haproxy.log (its stdout): what a lost request's termination state says
+    log stdout format raw local0
     option httplog
     timeout connect 2s
     timeout client 60s
     timeout server 60s
-    # a replica that refuses the connection or dies mid-answer: the request goes to another
+    # as deploy/haproxy/haproxy.cfg: a replica that refuses the connection or dies before answering
     retries 2
     option redispatch 1
     retry-on conn-failure empty-response
+    option http-buffer-request
 frontend explorer
     bind 127.0.0.1:{port}
     option forwardfor
@@ -218,6 +221,12 @@ class HAProxy:
             while chunk := control.recv(65536):
                 data += chunk
         return data.decode()
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` of haproxy's log (a line a request: its termination state says how a
+        lost one ended, e.g. ``SD--`` for an answer cut after its head)."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
 
     def serve_with(self, names: list[str]) -> None:
         """Send requests to ``names`` only (the others in maintenance), once haproxy sees them up."""
