@@ -151,6 +151,15 @@ def _zeroes_in_place(stmt: ast.stmt) -> bool:
                for n in ast.walk(stmt))
 
 
+def _after_step(context: Context, first: Lost, stmts: list[ast.stmt]) -> bool:
+    """Move the clear after the step, not before the backward: ``.grad.zero_()`` (None at first), or a
+    clear in a block of the step's that the backward is not in (a step every k batches: clearing
+    before each backward would undo the accumulation)."""
+    lines = context.source.lines
+    backward = indentation(lines, context.line(first.backward))
+    return any(_zeroes_in_place(s) or indentation(lines, s.lineno) != backward for s in stmts)
+
+
 def _patch(context: Context, first: Lost, stmts: list[ast.stmt]) -> list[Patch]:
     """The clearing statements moved to just before the backward() line — or, for ``.grad.zero_()``
     (no .grad yet at the first iteration), to just after the step — in the same function, at the
@@ -166,7 +175,7 @@ def _patch(context: Context, first: Lost, stmts: list[ast.stmt]) -> list[Patch]:
     if isinstance(backward.node, blocks) or isinstance(step.node, blocks):
         return []
     lines = context.source.lines
-    after = any(_zeroes_in_place(s) for s in stmts)
+    after = _after_step(context, first, stmts)
     target = span(step.node)[1] + 1 if after else span(backward.node)[0]
     pad = indentation(lines, target if not after else step.line)
     texts, patches = [], []
@@ -206,7 +215,13 @@ def _finding(context: Context, losts: list[Lost]) -> Diagnostic:
         "does not move; Adam or momentum move only by what they remember). Every batch's gradients are "
         "thrown away unused, so nothing learns from them."
     ).format(**fields)
-    if stmts and any(_zeroes_in_place(s) for s in stmts):
+    if stmts and _after_step(context, first, stmts) and not any(_zeroes_in_place(s) for s in stmts):
+        fix = _(
+            "Clear the gradients after the update, not between backward() and the update: move `{code}` "
+            "to just after line {step_line} (`{step_code}`), in the same block, so that the gradients "
+            "summed since the last update are used before they are cleared."
+        ).format(**fields)
+    elif stmts and any(_zeroes_in_place(s) for s in stmts):
         fix = _(
             "Clear the gradients after the update, not between backward() and the update: move `{code}` "
             "to just after line {step_line} (`{step_code}`). (Not before backward(): at the first "

@@ -147,6 +147,36 @@ CLEARED: list[Case] = [
             g_opt.step()
     """, ("D.weight", "D.bias"), "d_opt.step()",
         story="D's gradients cleared before the generator's backward, which adds into them unused"),
+    lost("accumulate-every-two-cleared-before-step", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(6):
+            loss = model(torch.randn(8, 4)).pow(2).mean() / 2
+            loss.backward()
+            if (i + 1) % 2 == 0:
+                opt.zero_grad()
+                opt.step()
+    """, ("model.weight", "model.bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "opt.zero_grad()", "opt.step()"),
+        story="accumulation every k batches with the two calls swapped: the fix goes after the step"),
+    lost("zero-grad-before-step-in-trainer", """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def fit(self, n):
+                for _ in range(n):
+                    loss = self.model(torch.randn(4, 3)).pow(2).mean()
+                    loss.backward()
+                    self.opt.zero_grad()
+                    self.opt.step()
+
+        t = Trainer(nn.Linear(3, 1))
+        t.fit(3)
+    """, ("t.model.weight", "t.model.bias"), "self.opt.step()",
+        Finding(CLEARED_RULE, "warning", "self.opt.zero_grad()", "loss.backward()"),
+        story="the optimizer an attribute of a trainer object"),
     kept("accumulate-every-two-zeroed-after-step", "lookalike", """
         model = nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
