@@ -264,7 +264,8 @@ class Planning:
                     raise Retry
             pending, reader.deferred = reader.deferred, []
             for item in pending:
-                reader.resolve(item, self._twin(reader, item, plan))
+                if not reader.resolve_known(item):
+                    reader.resolve(item, self._twin(reader, item, plan))
             reader.drain()
         raise Retry
 
@@ -274,10 +275,13 @@ class Planning:
             return None
         twins = [(tid, fact) for tid, fact in self._on_storage_after(item.storage, plan)
                  if fact_signature(fact) == item.signature]
-        own = [tid for tid, fact in twins if fact["grad_fn"] == item.nid]
-        if len(own) > 1 or (not own and len(twins) > 1):
+        pool = [tid for tid, fact in twins if fact["grad_fn"] == item.nid] or [tid for tid, _ in twins]
+        before = reader.twin_before(item)
+        if before in pool:
+            return before  # kept while still among the best, as the whole snapshot keeps it
+        if len(pool) > 1:
             raise Retry  # the whole snapshot takes whichever it met first
-        return own[0] if own else twins[0][0] if twins else None
+        return pool[0] if pool else None
 
     def _on_storage_after(self, storage: str, plan: Plan) -> list[tuple[str, dict[str, Any]]]:
         """Tensors on ``storage`` that hard edges reach after the step (re-created copies excluded)."""

@@ -116,11 +116,37 @@ class Reader(TensorFacts, SavedSlots):
         while self.deferred:
             pending, self.deferred = self.deferred, []
             for item in pending:
+                if self.resolve_known(item):
+                    continue
                 twins = [(t, self.tensors[t]) for t in self.by_storage.get(item.storage or "", ())]
                 same = [t for t, fact in twins if fact_signature(fact) == item.signature]
                 own = [t for t in same if self.tensors[t]["grad_fn"] == item.nid]
-                self.resolve(item, (own or same or [None])[0])
+                pool = own or same
+                before = self.twin_before(item)
+                self.resolve(item, before if before in pool else (pool or [None])[0])
             self.drain()
+
+    def twin_before(self, item: Deferred) -> str | None:
+        """The twin this saved copy was matched to at the last step, kept while it is still one of the
+        best alike: torch hands out a fresh copy that is none of them, so any is true, and the first
+        met in reading order changed with each backward step's node and gradients, read first (a
+        jacobian's TanhBackward0 result shown as each TanhBackwardBackward0's copy in turn)."""
+        if self.run.saved_kinds.get(item.nid, {}).get(item.name) != "twin":
+            return None
+        return self.run.nodes.get(item.nid, {}).get("saved", {}).get(item.name)
+
+    def resolve_known(self, item: Deferred) -> bool:
+        """Fill a deferred saved entry with the object itself when it got an id later in the step:
+        a saved input is the very tensor torch holds, not a copy, and it was deferred only because
+        the node was read before what else reaches it (``hvp``'s detached input, met through its
+        AccumulateGrad after the SinBackward0 that saved it): whichever is read first, the node
+        shows the tensor it holds, never an alike twin on the same storage."""
+        tid = self.run.tensor_ids.known(item.tensor)
+        if tid is None:
+            return False
+        self.saved_kinds.setdefault(item.nid, {})[item.name] = "direct"
+        item.fact["saved"][item.name] = self.tensor_id(item.tensor)
+        return True
 
     def resolve(self, item: Deferred, twin: str | None) -> str:
         """Fill a deferred saved entry with ``twin``, or (None) the fresh object's own stable id."""
