@@ -67,6 +67,24 @@ h = torch.autograd.functional.hessian(lambda t: (t.sigmoid() * t).sum(), x, crea
 h.trace().backward()
 print(x.grad.shape)
 """,
+    "vhp sigmoid with create_graph, then backward": """\
+x = torch.randn(3, requires_grad=True)
+out, h = torch.autograd.functional.vhp(lambda t: (t.sigmoid() * t).sum(), x, torch.ones(3), create_graph=True)
+h.sum().backward()
+print(x.grad.shape)
+""",
+    "jacobian of a module with create_graph, then backward": """\
+lin = torch.nn.Linear(3, 2)
+x = torch.randn(3, requires_grad=True)
+j = torch.autograd.functional.jacobian(lambda t: torch.sigmoid(lin(t)), x, create_graph=True)
+j.pow(2).sum().backward()
+print(lin.weight.grad.shape)
+""",
+    "hessian vectorized": """\
+x = torch.randn(3, requires_grad=True)
+h = torch.autograd.functional.hessian(lambda t: (t.exp() * t.tanh()).sum(), x, vectorize=True)
+print(h.shape)
+""",
     "hvp in a loop, kept": """\
 x = torch.randn(3, requires_grad=True)
 kept = []
