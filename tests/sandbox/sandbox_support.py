@@ -143,6 +143,11 @@ def start_server(
 
 # -- the benign run that must work after every attack (torch in this process is the oracle) ---------
 
+
+def start_starved_server(workdir: Path, open_files: int) -> Server:
+    """A bare uvicorn server (no connection limits of ``app.serving``) that may hold only
+    ``open_files`` descriptors, so that idle connections really exhaust it."""
+    return start_server(workdir, {}, prefix=["prlimit", f"--nofile={open_files}:{open_files}", "--"])
 BENIGN = """\
 x = torch.arange(4.0, requires_grad=True)
 y = (x * x).sum()

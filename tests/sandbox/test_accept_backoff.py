@@ -7,12 +7,13 @@ busy machine fires the retries later, never more often, so the bound holds on an
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from sandbox_support import Server, start_server
+from sandbox_support import Server, start_starved_server
 
 OPEN_FILES = 96
 FAILURE = "socket.accept() out of system resource"
@@ -20,8 +21,7 @@ FAILURE = "socket.accept() out of system resource"
 
 @pytest.fixture(scope="module")
 def starved_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    limit = ["prlimit", f"--nofile={OPEN_FILES}:{OPEN_FILES}", "--"]
-    server = start_server(tmp_path_factory.mktemp("accept"), {}, prefix=limit)
+    server = start_starved_server(tmp_path_factory.mktemp("accept"), OPEN_FILES)
     yield server
     server.stop()
 
@@ -35,8 +35,6 @@ def _open_files(pid: int) -> int:
 
 
 def test_accepts_back_off_while_descriptors_are_out_and_clients_are_served(starved_server: Server) -> None:
-    import socket
-
     keeper = httpx.Client(base_url=f"http://127.0.0.1:{starved_server.port}", timeout=120)
     flood: list[socket.socket] = []
     try:

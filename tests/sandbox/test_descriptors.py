@@ -15,15 +15,21 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sandbox_support import BENIGN, Server, assert_benign, benign_expected, fork_server_pid, start_server
+from sandbox_support import (
+    BENIGN,
+    Server,
+    assert_benign,
+    benign_expected,
+    fork_server_pid,
+    start_starved_server,
+)
 
 OPEN_FILES = 96
 
 
 @pytest.fixture(scope="module")
 def starved_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    limit = ["prlimit", f"--nofile={OPEN_FILES}:{OPEN_FILES}", "--"]
-    server = start_server(tmp_path_factory.mktemp("starved"), {}, prefix=limit)
+    server = start_starved_server(tmp_path_factory.mktemp("starved"), OPEN_FILES)
     yield server
     server.stop()
 
