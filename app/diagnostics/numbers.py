@@ -30,7 +30,11 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass
-class Flow:
+class Routes:
+    """Where a value can go in the snippet's source: each node's parent, the snippet's functions and
+    the calls of each, the function each name lives in. (Not ``app.diagnostics.flow.Flow``, which
+    follows tensors through the trace's graph.)"""
+
     tree: ast.Module
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
     functions: dict[str, list[Function]] = field(default_factory=dict)
@@ -39,25 +43,25 @@ class Flow:
     answers: dict[tuple, bool] = field(default_factory=dict)  # ``takes_number``'s, by its question
 
     @classmethod
-    def of(cls, tree: ast.Module) -> Flow:
-        flow = cls(tree)
+    def of(cls, tree: ast.Module) -> Routes:
+        routes = cls(tree)
         stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
         while stack:
             node, scope = stack.pop()
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                flow.functions.setdefault(node.name, []).append(node)
+                routes.functions.setdefault(node.name, []).append(node)
             inner = node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else scope
             for child in ast.iter_child_nodes(node):
-                flow.parents[child] = node
+                routes.parents[child] = node
                 if isinstance(child, ast.Name):
-                    flow.scopes[child] = inner
+                    routes.scopes[child] = inner
                 stack.append((child, inner))
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
                 if name is not None:
-                    flow.calls.setdefault(name, []).append(node)
-        return flow
+                    routes.calls.setdefault(name, []).append(node)
+        return routes
 
     def scope(self, func: str | None) -> ast.AST:
         """The function a local name lives in (the module for None or an unknown one)."""
@@ -99,11 +103,11 @@ class _Taint:
     box_attrs: set[str] = field(default_factory=set)
     returns: set[ast.AST] = field(default_factory=set)  # functions whose result is the value
 
-    def add(self, flow: Flow, target: ast.expr, box: bool) -> bool:
+    def add(self, routes: Routes, target: ast.expr, box: bool) -> bool:
         """Record where the value went; True when that is new."""
         known: set
         if isinstance(target, ast.Name):
-            scope = flow.scopes.get(target, flow.tree)
+            scope = routes.scopes.get(target, routes.tree)
             known, key = (self.box_names if box else self.names), (scope, target.id)
         elif isinstance(target, ast.Attribute):
             known, key = (self.box_attrs if box else self.attrs), target.attr
@@ -115,28 +119,28 @@ class _Taint:
         return True
 
 
-def takes_number(flow: Flow, scope: ast.AST, names: Iterable[str] = (), attrs: Iterable[str] = (),
+def takes_number(routes: Routes, scope: ast.AST, names: Iterable[str] = (), attrs: Iterable[str] = (),
                  boxes: Iterable[ast.expr] = (), targets: Iterable[ast.expr] = ()) -> bool:
     """Every use of these local names (in ``scope``) and attributes (anywhere), of the items of these
     containers, of what these assignment targets hold, and of what they flow into, works as well with
     a Python number."""
     names, attrs, boxes, targets = list(names), list(attrs), list(boxes), list(targets)
     question = (id(scope), frozenset(names), frozenset(attrs), tuple(map(id, boxes)), tuple(map(id, targets)))
-    known = flow.answers.get(question)
+    known = routes.answers.get(question)
     if known is None:  # a loop's findings ask the same question of the same code
-        known = flow.answers[question] = _takes_number(flow, scope, names, attrs, boxes, targets)
+        known = routes.answers[question] = _takes_number(routes, scope, names, attrs, boxes, targets)
     return known
 
 
-def _takes_number(flow: Flow, scope: ast.AST, names: Iterable[str], attrs: Iterable[str],
+def _takes_number(routes: Routes, scope: ast.AST, names: Iterable[str], attrs: Iterable[str],
                   boxes: list[ast.expr], targets: list[ast.expr]) -> bool:
     taint = _Taint({(scope, n) for n in names}, set(attrs))
     for expr, box in [*((b, True) for b in boxes), *((t, False) for t in targets)]:
         stored = _stored(expr)
         if stored is None:
             return False
-        taint.add(flow, stored[0], box or stored[1])
-    nodes = [n for n in flow.parents if isinstance(n, ast.Name | ast.Attribute)
+        taint.add(routes, stored[0], box or stored[1])
+    nodes = [n for n in routes.parents if isinstance(n, ast.Name | ast.Attribute)
              and isinstance(n.ctx, ast.Load)]
     changed = True
     while changed:
@@ -144,20 +148,20 @@ def _takes_number(flow: Flow, scope: ast.AST, names: Iterable[str], attrs: Itera
         uses: list[tuple[ast.AST, bool]] = []
         for node in nodes:
             if isinstance(node, ast.Name):
-                key = (flow.scopes.get(node, flow.tree), node.id)
+                key = (routes.scopes.get(node, routes.tree), node.id)
                 value, box = key in taint.names, key in taint.box_names
             else:
-                up = flow.parents.get(node)
+                up = routes.parents.get(node)
                 if isinstance(up, ast.Call) and up.func is node:
                     continue  # ``x.sum()``: a method of something else that has the attribute's name
                 value, box = node.attr in taint.attrs, node.attr in taint.box_attrs
             if value or box:
                 uses.append((node, box and not value))
         for function in list(taint.returns):  # the function's result, where it is called
-            for call in flow.calls.get(function.name, []):  # type: ignore[attr-defined]
+            for call in routes.calls.get(function.name, []):  # type: ignore[attr-defined]
                 uses.append((call, False))
         for node, box in uses:
-            verdict = _use(flow, node, box)
+            verdict = _use(routes, node, box)
             if verdict is None:
                 return False
             for target, is_box in verdict:
@@ -166,23 +170,23 @@ def _takes_number(flow: Flow, scope: ast.AST, names: Iterable[str], attrs: Itera
                         taint.returns.add(target)
                         changed = True
                 else:
-                    changed |= taint.add(flow, target, is_box)
+                    changed |= taint.add(routes, target, is_box)
     return True
 
 
-def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | None:
+def _use(routes: Routes, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | None:
     """Where one use hands the value on (target, is it a container of it), or None: it needs a tensor."""
-    parent = flow.parents.get(node)
+    parent = routes.parents.get(node)
     if box:  # a container of the value: its items are the value; a few builtins take it whole
         while isinstance(parent, ast.BinOp):  # ``losses + [loss]``: a container again
-            node, parent = parent, flow.parents.get(parent)
+            node, parent = parent, routes.parents.get(parent)
         if isinstance(parent, ast.Subscript) and parent.value is node:
             if not isinstance(parent.ctx, ast.Load):
                 return []  # ``d[k] = v``: written into
-            above = flow.parents.get(parent)
+            above = routes.parents.get(parent)
             if isinstance(above, ast.Attribute) and above.attr in LIST_METHODS:
                 return []  # ``history["loss"].append(...)``: a container inside it
-            return _use(flow, parent, False)
+            return _use(routes, parent, False)
         if isinstance(parent, ast.Attribute) and parent.attr in LIST_METHODS:
             return []
         if isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
@@ -197,11 +201,11 @@ def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | N
             return [(t, True) for t, _box in map(_stored, targets) if t is not None]  # type: ignore[misc]
         return None
     while isinstance(parent, ARITHMETIC):
-        node, parent = parent, flow.parents.get(parent)
+        node, parent = parent, routes.parents.get(parent)
     if isinstance(parent, ast.Expr | ast.If | ast.While | ast.Assert):
         return []
     if isinstance(parent, ast.Return):
-        function = flow.function_of(parent)
+        function = routes.function_of(parent)
         return [(function, False)] if function is not None else None
     if isinstance(parent, ast.Assign) and parent.value is node:
         return [t for t in map(_stored, parent.targets) if t is not None]  # type: ignore[misc]
@@ -215,10 +219,10 @@ def _use(flow: Flow, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]] | N
         if isinstance(func, ast.Attribute) and func.attr in ADDS:
             receiver = _stored(func.value)
             return [(receiver[0], True)] if receiver is not None else None
-        found = flow.callee(parent, node)  # type: ignore[arg-type]
+        found = routes.callee(parent, node)  # type: ignore[arg-type]
         if found is not None:  # the snippet's own function: its parameter, inside it
             param = ast.Name(found[1], ast.Load())
-            flow.scopes[param] = found[0]
+            routes.scopes[param] = found[0]
             return [(param, False)]
         return None
     return None
@@ -248,15 +252,15 @@ def _stored(target: ast.expr) -> tuple[ast.expr, bool] | None:
     return (target, box) if isinstance(target, ast.Name | ast.Attribute) else None
 
 
-def number_fits(flow: Flow, func: str | None, value: ast.expr, statement: ast.AST | None) -> bool:
+def number_fits(routes: Routes, func: str | None, value: ast.expr, statement: ast.AST | None) -> bool:
     """Would a number do for ``value`` where ``statement`` uses it: handed to the snippet's own
     function (its parameter, inside it), appended to a container (its items) — else no."""
     if statement is None:
         return False
-    parent = flow.parents.get(value)
+    parent = routes.parents.get(value)
     if isinstance(parent, ast.Call) and value in parent.args:
         if isinstance(parent.func, ast.Attribute) and parent.func.attr in ADDS:
-            return takes_number(flow, flow.scope(func), boxes=[parent.func.value])
-        found = flow.callee(parent, value)
-        return found is not None and takes_number(flow, found[0], names=[found[1]])
+            return takes_number(routes, routes.scope(func), boxes=[parent.func.value])
+        found = routes.callee(parent, value)
+        return found is not None and takes_number(routes, found[0], names=[found[1]])
     return False

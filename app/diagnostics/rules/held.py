@@ -35,7 +35,7 @@ from app.diagnostics.holders import (
 from app.diagnostics.index import container_of
 from app.diagnostics.lifetimes import Lifetimes, lifetimes
 from app.diagnostics.loops import loop_runs
-from app.diagnostics.numbers import Flow, number_call, number_fits, takes_number
+from app.diagnostics.numbers import Routes, number_call, number_fits, takes_number
 from app.diagnostics.patch import insert_before, method, replace, replace_many, segment, shown, wrap
 from app.diagnostics.source import Add, LineFacts, expr_keys, resolve, root_name, shorten
 from app.diagnostics.trace import sentences
@@ -263,24 +263,24 @@ def _container(context: Context, cause: Cause) -> Diagnostic:
     )
 
 
-def _numbers(context: Context) -> Flow | None:
+def _numbers(context: Context) -> Routes | None:
     """Where values go in the source (``app.diagnostics.numbers``), made once per analysis."""
     if "numbers" not in context.memo:
         tree = context.source.tree
-        context.memo["numbers"] = Flow.of(tree) if tree is not None else None
+        context.memo["numbers"] = Routes.of(tree) if tree is not None else None
     return context.memo["numbers"]
 
 
 def _number_fits(context: Context, place: Place) -> bool:
     """``.item()`` can be the cut: what takes the value (the function it is handed to, the container
     it is added to) would work as well with a Python number."""
-    flow = _numbers(context)
-    if flow is None or place.facts is None:
+    routes = _numbers(context)
+    if routes is None or place.facts is None:
         return False
     if place.call_arg is not None:
-        return number_fits(flow, place.facts.func, place.call_arg, place.facts.node)
+        return number_fits(routes, place.facts.func, place.call_arg, place.facts.node)
     if place.add is not None:
-        return takes_number(flow, flow.scope(place.facts.func), boxes=[place.add.container])
+        return takes_number(routes, routes.scope(place.facts.func), boxes=[place.add.container])
     return True  # a plain name: the chain rule asks about the name itself
 
 
@@ -357,17 +357,17 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
 def _sum_fits(context: Context, facts: LineFacts | None, expr: ast.expr) -> bool:
     """A number can be added into the carried name: the name is used as a number everywhere (no
     ``total.item()``, no ``torch.stack``), and so is the value wherever the statement hands it."""
-    flow = _numbers(context)
-    if flow is None or facts is None:
+    routes = _numbers(context)
+    if routes is None or facts is None:
         return False
     stmt = facts.node
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
         stmt, ast.AugAssign) else []
-    if len(targets) != 1 or not takes_number(flow, flow.scope(facts.func), targets=targets):
+    if len(targets) != 1 or not takes_number(routes, routes.scope(facts.func), targets=targets):
         return False
-    parent = flow.parents.get(expr)
+    parent = routes.parents.get(expr)
     if isinstance(parent, ast.Call) and expr in parent.args and not number_call(parent):
-        return number_fits(flow, facts.func, expr, facts.node)
+        return number_fits(routes, facts.func, expr, facts.node)
     return True
 
 
@@ -379,8 +379,8 @@ def _handed(context: Context, cause: Cause, step: int, facts: LineFacts,
     ``.detach()``."""
     if facts.func is None or facts.func == cause.run.loop.func or facts.node is None:
         return None
-    flow = _numbers(context)
-    function = flow.functions.get(facts.func, []) if flow is not None else []
+    routes = _numbers(context)
+    function = routes.functions.get(facts.func, []) if routes is not None else []
     if len(function) != 1:
         return None
     arguments = function[0].args
@@ -394,7 +394,8 @@ def _handed(context: Context, cause: Cause, step: int, facts: LineFacts,
                 continue
             fact = context.at(step).tensor(tid)
             scalar = fact is not None and fact.shape == []
-            fits = flow is not None and number_fits(flow, place.facts.func, place.call_arg, place.facts.node)
+            fits = routes is not None and number_fits(routes, place.facts.func, place.call_arg,
+                                                      place.facts.node)
             return place, "item()" if scalar and fits else "detach()"
     return None
 
