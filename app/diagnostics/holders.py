@@ -1,4 +1,4 @@
-"""Who holds the graphs of earlier loop iterations, read from the trace (``rules/held.py`` words them).
+"""Who holds the graphs of earlier loop iterations, read from the trace (``rules/held/`` words them).
 
 For each run of a loop (``app.diagnostics.loops``), the graph nodes made in an iteration that are still
 alive when the run ends, one whole iteration later at least, are *held*: a name reaches them through

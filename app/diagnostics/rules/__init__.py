@@ -15,6 +15,7 @@ from app.diagnostics.rules import (
     held,
     inference,
     inplace,
+    nonleaf,
     replaced,
 )
 from app.schema import Diagnostic
@@ -26,7 +27,7 @@ RULES: dict[Rule, tuple[str, ...]] = {
     inplace.saved_modified: (inplace.SAVED_RULE,),
     inplace.alias_writes: (inplace.ALIAS_RULE,),
     grads.grad_stays_none: (grads.NONE_RULE,),
-    grads.nonleaf_grad_reads: (grads.NONLEAF_RULE,),
+    nonleaf.nonleaf_grad_reads: (nonleaf.NONLEAF_RULE,),
     errors.runtime_errors: (
         errors.LEAF_RULE, errors.TWICE_RULE, errors.NO_GRAPH_RULE, errors.NON_SCALAR_RULE, errors.SAVED_RULE,
         inference.RULE,

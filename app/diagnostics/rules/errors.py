@@ -13,7 +13,8 @@ from app.diagnostics.carried import Carried, carried_state, cut_patch
 from app.diagnostics.context import Context
 from app.diagnostics.flow import flow
 from app.diagnostics.patch import method, replace, segment, wrap
-from app.diagnostics.rules.grads import explain_cut, root_leaves
+from app.diagnostics.rules.cuts import explain_cut
+from app.diagnostics.rules.grads import root_leaves
 from app.diagnostics.rules.inference import inference_error, is_inference_error
 from app.diagnostics.source import LineFacts, calls_method, resolve, text
 from app.diagnostics.trace import FREED_MARK, MODIFIED_MARK, label, listing, node_label, reach, sentences
