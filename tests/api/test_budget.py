@@ -4,14 +4,12 @@ where a client that leaves ends the work, and work that never checks its budget 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
-import anyio
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
@@ -22,6 +20,7 @@ from app.budget import UNLIMITED, Budget, BudgetExceeded, current_budget, use_bu
 from app.web import work
 from app.web.limits import BodyTooLarge, BodyTooSlow
 from app.web.work import budgeted, work_budget
+from tests.loop_support import run_in_own_loop
 
 
 def test_a_budget_expires_and_says_why() -> None:
@@ -60,14 +59,8 @@ def test_the_current_budget_follows_the_block_and_its_threads() -> None:
         async def in_thread() -> Budget:
             return await run_in_threadpool(current_budget)
 
-        # A fresh thread for the event loop: a browser test earlier in the session leaves
-        # Playwright's loop running in this one. The loop's thread starts from this context.
-        seen: list[Budget] = []
-        context = contextvars.copy_context()
-        loop_thread = threading.Thread(target=lambda: seen.append(context.run(anyio.run, in_thread)))
-        loop_thread.start()
-        loop_thread.join()
-        assert seen == [outer]  # run_in_threadpool copies the context into its worker thread
+        # run_in_threadpool copies the context into its worker thread
+        assert run_in_own_loop(in_thread()) is outer
     assert current_budget() is UNLIMITED
 
 
@@ -198,9 +191,9 @@ def test_more_body_past_the_cap_is_not_a_client_that_left(limit: Exception) -> N
         raise limit
 
     request = Request({"type": "http", "method": "POST", "path": "/run", "headers": []}, receive)
-    assert asyncio.run(work._client_left(request)) is False
+    assert run_in_own_loop(work._client_left(request)) is False
 
     async def gone() -> dict:
         return {"type": "http.disconnect"}
 
-    assert asyncio.run(work._client_left(Request(request.scope, gone))) is True
+    assert run_in_own_loop(work._client_left(Request(request.scope, gone))) is True

@@ -22,6 +22,7 @@ from app.schema import DeltaStep, DeltaTrace, StorageFact, TensorFact
 from app.web import after, gates
 from app.web.after import AfterAnswer, after_answer
 from app.web.main import create_app
+from tests.loop_support import run_in_own_loop
 
 FACT = TensorFact(shape=[1], dtype="float32", stride=[1], storage_offset=0, storage="s1", requires_grad=False,
                   is_leaf=True, grad_fn=None, grad=None, base=None, version=0, values=[1.0])
@@ -107,7 +108,7 @@ def test_the_jobs_start_with_the_last_body_message_and_do_not_wait_for_the_clien
         return {"type": "http.disconnect"}
 
     scope: dict = {"type": "http"}
-    asyncio.run(AfterAnswer(app)(scope, receive, send))
+    run_in_own_loop(AfterAnswer(app)(scope, receive, send))
     assert events == ["last body", "first", "second", "sent"]
     after_answer(scope, lambda: events.append("outside"))  # no middleware around it: at once
     assert events[-1] == "outside"
@@ -130,7 +131,7 @@ def test_the_jobs_run_in_order_when_the_app_fails_and_a_job_fails() -> None:
             await AfterAnswer(app)({"type": "http"}, None, None)
         await asyncio.gather(*after._running)
 
-    asyncio.run(run())
+    run_in_own_loop(run())
     assert ran == [1, 2]
 
 

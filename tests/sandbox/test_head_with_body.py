@@ -7,8 +7,6 @@ request). Checked on the writes the server hands its transport: what one ``send`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from app.serving import BoundedH11Protocol
+from tests.loop_support import run_in_own_loop
 
 BODY = b'{"id": "abc", "code": "x = 1"}'
 
@@ -49,13 +48,6 @@ class Recorder(asyncio.Transport):
         return 0
 
 
-def run(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """``asyncio.run`` in a thread of its own: in the whole suite, a browser test's session
-    (Playwright's sync API) holds a running loop in the main thread, where asyncio.run refuses."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
 async def answer(app: Any, request: bytes) -> Recorder:
     """``request`` through the server's protocol to ``app``; the writes once the app has ended."""
     config = Config(app, lifespan="off", access_log=False)
@@ -87,7 +79,8 @@ GET = b"GET /api/links/abc HTTP/1.1\r\nhost: x\r\n\r\n"
 
 
 def test_a_small_answer_is_one_write() -> None:
-    sent = run(answer(app_sending(START, {"type": "http.response.body", "body": BODY}), GET)).writes
+    app = app_sending(START, {"type": "http.response.body", "body": BODY})
+    sent = run_in_own_loop(answer(app, GET)).writes
     assert len(sent) == 1, sent
     assert sent[0].startswith(b"HTTP/1.1 200 OK\r\n") and sent[0].endswith(b"\r\n\r\n" + BODY)
 
@@ -95,7 +88,7 @@ def test_a_small_answer_is_one_write() -> None:
 def test_a_body_in_pieces_carries_the_head_with_its_first() -> None:
     pieces = [BODY[:10], BODY[10:20], BODY[20:]]
     messages = [{"type": "http.response.body", "body": p, "more_body": i < 2} for i, p in enumerate(pieces)]
-    sent = run(answer(app_sending(START, *messages), GET)).writes
+    sent = run_in_own_loop(answer(app_sending(START, *messages), GET)).writes
     assert sent[0].startswith(b"HTTP/1.1 200 OK\r\n") and sent[0].endswith(b"\r\n\r\n" + pieces[0])
     assert sent[1:] == pieces[1:]
 
@@ -103,19 +96,19 @@ def test_a_body_in_pieces_carries_the_head_with_its_first() -> None:
 @pytest.mark.parametrize("request_line", [b"HEAD /api/links/abc HTTP/1.1", b"GET /api/links/abc HTTP/1.1"])
 def test_an_answer_without_body_bytes_still_sends_its_head(request_line: bytes) -> None:
     start = {**START, "status": 204, "headers": []} if request_line.startswith(b"GET") else START
-    sent = run(answer(app_sending(start, {"type": "http.response.body", "body": b""}),
-                              request_line + b"\r\nhost: x\r\n\r\n")).writes
+    sent = run_in_own_loop(answer(app_sending(start, {"type": "http.response.body", "body": b""}),
+                                  request_line + b"\r\nhost: x\r\n\r\n")).writes
     assert len(sent) == 1 and sent[0].startswith(b"HTTP/1.1 "), sent
     assert sent[0].endswith(b"\r\n\r\n")
 
 
 def test_an_app_failing_after_its_head_closes_with_the_head_sent_as_before() -> None:
-    transport = run(answer(app_sending(START, fail=True), GET))
+    transport = run_in_own_loop(answer(app_sending(START, fail=True), GET))
     assert transport.closed
     assert len(transport.writes) == 1 and transport.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
 
 
 def test_two_requests_on_one_connection_each_get_one_write() -> None:
     app = app_sending(START, {"type": "http.response.body", "body": BODY})
-    sent = run(answer(app, GET + GET)).writes
+    sent = run_in_own_loop(answer(app, GET + GET)).writes
     assert [w.startswith(b"HTTP/1.1 200 OK\r\n") and w.endswith(BODY) for w in sent] == [True, True], sent

@@ -9,9 +9,6 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 import pytest
 
@@ -19,16 +16,9 @@ from app.sandbox import frames, layers
 from app.sandbox.admission import Admission
 from app.sandbox.outcome import Limits, classify
 from app.sandbox.seccomp import EACCES, ENOSYS, EPERM, Filters, Libseccomp, allow_rules, deny_rules
+from tests.loop_support import run_in_own_loop
 
-T = TypeVar("T")
 LIMITS = Limits(wall_seconds=5, cpu_seconds=5, memory_mib=512, max_result_bytes=1 << 20)
-
-
-def run_in_own_loop(coroutine: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run in a fresh thread: the session's browser (Playwright's sync API) keeps an event loop
-    running in the main thread once a browser test has run."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _frame(payload: dict) -> bytes:
