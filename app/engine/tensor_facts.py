@@ -103,8 +103,16 @@ class TensorFacts:
             version: int | None = t._version
         except RuntimeError:  # inference tensors keep no version counter
             version = None
-        grad_fn = t.grad_fn
-        is_leaf = t.is_leaf
+        try:
+            grad_fn = t.grad_fn
+            is_leaf = t.is_leaf
+        except RuntimeError as error:
+            # a view from a multi-output view op (``unbind``, ``split``) whose base was then written
+            # in place: torch refuses its node and leaf-ness (it prints ``grad_fn=<Invalid>``)
+            grad_fn, is_leaf = None, False
+            invalid = short_message(error)
+        else:
+            invalid = None
         retains_grad = t.retains_grad
         grad = t.grad if is_leaf or retains_grad else _grad_of(t, is_leaf)
         base = t._base
@@ -144,6 +152,8 @@ class TensorFacts:
                     unavailable["values"] = "its view reaches past the end of its storage (resized smaller)"
             except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
                 unavailable["values"] = short_message(error)
+        if invalid is not None:
+            unavailable["grad_fn"] = invalid
         return fact
 
     def _within_storage(self, t: torch.Tensor, storage_id: str | None, shape: list[int], stride: list[int],

@@ -173,7 +173,13 @@ def assert_tensor(step: dict[str, Any], tid: str, t: torch.Tensor, *, deep: bool
     assert fact["storage_offset"] == t.storage_offset(), where
     assert fact["dtype"] == str(t.dtype).removeprefix("torch."), where
     assert fact["requires_grad"] == t.requires_grad, where
-    assert fact["is_leaf"] == t.is_leaf, where
+    invalid = invalid_node(t)
+    if invalid is not None:  # torch refuses its node: the fact says why, and shows none
+        assert fact["unavailable"].get("grad_fn") == invalid, where
+        assert fact["grad_fn"] is None and fact["is_leaf"] is False, where
+    else:
+        assert "grad_fn" not in fact["unavailable"], where
+        assert fact["is_leaf"] == t.is_leaf, where
     assert fact["is_view"] == t._is_view(), where
     assert fact["is_inference"] == t.is_inference(), where
     assert fact["version"] == (None if t.is_inference() else t._version), where
@@ -186,7 +192,7 @@ def assert_tensor(step: dict[str, Any], tid: str, t: torch.Tensor, *, deep: bool
     if not deep:
         return
     assert fact["retains_grad"] == t.retains_grad, where
-    if t.grad_fn is None:
+    if invalid is not None or t.grad_fn is None:
         assert fact["grad_fn"] is None, where
     else:
         assert step["nodes"][fact["grad_fn"]]["name"] == node_name(t.grad_fn), where
@@ -208,6 +214,16 @@ def _strides(t: torch.Tensor) -> list[int]:
         return list(t.stride())
     except RuntimeError:  # "Sparse CSR tensors do not have strides"
         return []
+
+
+def invalid_node(t: torch.Tensor) -> str | None:
+    """What torch says instead of ``t.grad_fn`` when it refuses it (an output of ``unbind`` or
+    ``split`` whose base was written in place since: it prints ``grad_fn=<Invalid>``), else None."""
+    try:
+        t.grad_fn  # noqa: B018 - the read is the question
+    except RuntimeError as error:
+        return first_sentence(str(error))
+    return None
 
 
 def first_sentence(message: str) -> str:
@@ -276,7 +292,7 @@ def assert_step_matches(
     for label, t in live.items():
         assert isinstance(t, torch.Tensor), label
         assert_tensor(step, variables[label], t)
-        if t.grad_fn is not None:
+        if invalid_node(t) is None and t.grad_fn is not None:
             assert_graph(step, step["tensors"][variables[label]]["grad_fn"], t.grad_fn)
     # Same storage id exactly when torch says the memory is shared (empty tensors share nothing).
     strided = [(label, t) for label, t in live.items() if t.layout == torch.strided]  # sparse: no storage

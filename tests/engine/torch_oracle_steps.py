@@ -32,6 +32,7 @@ from torch_oracle import (
     _unreadable,
     decode,
     first_sentence,
+    invalid_node,
     node_name,
     resolve,
     trace,
@@ -47,12 +48,15 @@ def _plain_facts(t: torch.Tensor, deep: bool = True) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         inference = t.is_inference()
         strided = t.layout == torch.strided
+        invalid = invalid_node(t)  # torch refuses its node and leaf-ness: the fact says so, no node
+        grad_fn = None if invalid is not None else t.grad_fn
         facts = {
             "shape": list(t.shape),
             "dtype": str(t.dtype).removeprefix("torch."),
             "requires_grad": t.requires_grad,
-            "is_leaf": t.is_leaf,
-            "grad_fn": None if t.grad_fn is None else node_name(t.grad_fn),
+            "is_leaf": False if invalid is not None else t.is_leaf,
+            "grad_fn": None if grad_fn is None else node_name(grad_fn),
+            "invalid": invalid,
             "version": None if inference else t._version,
             "values": t.detach().clone() if t.numel() <= MAX_VALUES and strided else None,
             "grad": t.grad is not None,
@@ -69,7 +73,7 @@ def _plain_facts(t: torch.Tensor, deep: bool = True) -> dict[str, Any]:
             "summary": _summary(t),
             "storage": _storage(t),
             "grad_facts": _plain_facts(grad, deep=False) if grad is not None else None,
-            "graph": _graph(t.grad_fn) if t.grad_fn is not None else None,
+            "graph": _graph(grad_fn) if grad_fn is not None else None,
         }
         return facts
 
@@ -315,6 +319,7 @@ def _assert_fact(step: dict[str, Any], tid: str | None, plain: dict[str, Any], w
     assert node == plain["grad_fn"], (where, "grad_fn", node, plain["grad_fn"])
     assert (fact["grad"] is not None) == plain["grad"], (where, "grad")
     assert fact["unavailable"].get("values") == plain["unreadable"], (where, fact["unavailable"])
+    assert fact["unavailable"].get("grad_fn") == plain["invalid"], (where, fact["unavailable"])
     if plain["values"] is not None and plain["unreadable"] is None:
         actual = torch.tensor(decode(fact["values"]), dtype=plain["values"].dtype)
         torch.testing.assert_close(actual, plain["values"], rtol=0, atol=0, equal_nan=True,
