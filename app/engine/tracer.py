@@ -12,6 +12,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from app.engine.frames import CALL_FRAME, hide_engine_frames
+
 SNIPPET_FILENAME = "<snippet>"
 
 
@@ -80,8 +82,6 @@ class DiscardedOutput:
         return False
 
 
-# The name of the engine's one-line call frames, made on the snippet's behalf (app.engine.calls).
-CALL_FRAME = "<torch-call>"
 # Frames the user thinks of as part of one line: comprehensions, generator expressions, lambdas.
 # (And the engine's own one-line calls: CALL_FRAME.)
 INLINE_FRAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>", CALL_FRAME})
@@ -110,6 +110,7 @@ HIDDEN_WRITERS = frozenset(id(code) for code in (
     _torch_code("torch.utils", "swap_tensors"),
     _torch_code("torch.nn.utils.parametrize", "_maybe_set"),
     _torch_code("torch._tensor", "Tensor.__setstate__"),
+    _torch_code("torch.autograd.graph", "increment_version"),  # a version bumped in C++, nothing written
 ) if code is not None)
 
 
@@ -231,12 +232,12 @@ class LineTracer:
 
     def _local_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         try:
-            return self._trace_event(frame, event)
+            return self._trace_event(frame, event, arg)
         except BaseException as exc:
             self.raised = exc
             raise
 
-    def _trace_event(self, frame: FrameType, event: str) -> Any:
+    def _trace_event(self, frame: FrameType, event: str, arg: Any) -> Any:
         if self.truncated:
             raise StepLimitReached
         top = self._stack[-1]
@@ -247,6 +248,7 @@ class LineTracer:
             top[1] = False
         elif event == "exception":
             top[1] = True
+            hide_engine_frames(arg[2])  # what the snippet may print of it: a plain run's frames
         elif event == "return":
             self._stack.pop()
             # A return during exception propagation means the line did not complete.
