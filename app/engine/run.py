@@ -20,11 +20,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812 - the name learners know
 from torch import nn
+from torch._C import _get_tracing_state, _set_tracing_state
 
 from app.engine import cuda_on_cpu
 from app.engine.backward import BackwardWatch, NodeRan, freed_message, pass_arguments
 from app.engine.calls import counted_as_plain, modes_unseen
 from app.engine.hooks import HookWatch, registers_hooks
+from app.engine.jit_names import jit_names_as_plain
 from app.engine.snapshot import SnapshotTaker
 from app.engine.stacks import stacks_as_plain
 from app.engine.swaps import swaps_allowed
@@ -222,6 +224,12 @@ def trace_delta(
         # Reading facts can run snippet code the plain run would not run then (a module's overridden
         # methods, a saved-tensor hook): whatever it prints is not the snippet's output.
         sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
+        # A line inside a function torch.jit.trace runs: the step's reads are not the snippet's ops,
+        # so the tracer must not record them (they would join the traced graph, warn, and give
+        # sizes as tensors), as it does not while the snippet runs unobserved.
+        jit_tracing = _get_tracing_state()
+        if jit_tracing is not None:
+            _set_tracing_state(None)
         try:
             with hook_watch.quiet():
                 steps.append(taker.take(line, printed, scopes, touches, in_pass=bool(watches)))
@@ -233,6 +241,8 @@ def trace_delta(
         except Exception as exc:
             raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
         finally:
+            if jit_tracing is not None:
+                _set_tracing_state(jit_tracing)
             touches.clear()
             sys.stdout, sys.stderr = streams
 
@@ -356,7 +366,8 @@ def trace_delta(
         # A fresh warnings state (entering it resets what "shown once" remembers), with the filters
         # of the interpreter, as in a fresh one.
         with warnings.catch_warnings(), counted_as_plain(), modes_unseen(), touches, hook_watch, \
-                _cuda(limits, taker), workers_in_process(), swaps_allowed(read_whole), stacks_as_plain():
+                _cuda(limits, taker), workers_in_process(), swaps_allowed(read_whole), stacks_as_plain(), \
+                jit_names_as_plain():
             # Shown as a plain run shows them, on stderr (the output), even where the host collects
             # them instead (pytest's capture, a caller's catch_warnings(record=True)).
             warnings.showwarning = _show_warning
