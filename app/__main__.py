@@ -1,4 +1,4 @@
-"""Command line: ``python -m app serve [--host H] [--port P]``, ``python -m app trace FILE`` and
+"""Command line: ``python -m app serve [--host H] [--port P | --fd N]``, ``python -m app trace FILE`` and
 ``python -m app render FILE -o OUT`` (.html, .svg or .txt)."""
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="start the web server")
     serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
+    serve.add_argument("--fd", type=int, default=None,
+                       help="listen on this inherited, bound and listening socket instead of --host/--port "
+                            "(socket activation; a test harness that holds its port from the start)")
     trace = commands.add_parser("trace", help="print a snippet's trace as JSON")
     trace.add_argument("file", help="a Python file, or - for standard input")
     trace.add_argument("--format", choices=("v1", "delta"), default="v1",
@@ -42,10 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from app.config import get_settings
-        from app.serving import uvicorn_options
+        from app.serving import serve_inherited, uvicorn_options
         from app.web.main import create_app
 
         settings = get_settings()
+        if args.fd is not None:
+            return serve_inherited(create_app(settings), args.fd, **uvicorn_options(settings))
         uvicorn.run(
             create_app(settings),
             host=args.host or settings.host,

@@ -188,3 +188,22 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # (uvicorn's default believes it from 127.0.0.1).
         "proxy_headers": False,
     }
+
+
+def serve_inherited(app: Any, fd: int, **options: Any) -> int:
+    """``uvicorn.run(app, **options)`` on an inherited, bound and listening socket (``python -m app
+    serve --fd N``: socket activation, or a test that holds its port from the moment it chose it),
+    adopted as it is: uvicorn's own ``fd=`` keeps a second descriptor for it and labels it AF_UNIX;
+    here it is one descriptor, not inherited by anything the server starts, with the family and
+    protocol number of a socket uvicorn binds itself (so asyncio treats its connections alike). The
+    exit status ``uvicorn.run`` would give."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    found = socket.socket(fileno=fd)
+    listener = socket.socket(found.family, found.type, 0, fileno=found.detach())
+    listener.set_inheritable(False)
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listener])
+    return 0 if server.started else STARTUP_FAILURE

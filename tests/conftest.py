@@ -11,13 +11,15 @@ import urllib.request
 
 import pytest
 
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, RUN_TIMEOUT_MS, free_port, missing
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, RUN_TIMEOUT_MS, missing
+from tests.listening import listening_socket, port_of
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> str:
     """``python -m app serve`` on a free port, as a user starts it; stopped with its whole group."""
-    port = free_port()
+    listener = listening_socket()
+    port = port_of(listener)
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     # Every browser test runs from 127.0.0.1 against this one server, and together they run more
     # snippets a minute than the default per-client rate (120) allows on a fast machine: a run
@@ -25,10 +27,10 @@ def server(tmp_path_factory) -> str:
     # made it failed on the machine's speed. The rate's own tests start servers of their own.
     env = {**os.environ, "EXPLORER_DATA_DIR": str(log_path.parent), "PYTHONPATH": str(ROOT),
            "EXPLORER_RATE_PER_MINUTE": "100000", "EXPLORER_RATE_BURST": "100000"}
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log, listener:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=ROOT, env=env,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "app", "serve", "--fd", str(listener.fileno())], cwd=ROOT, env=env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(listener.fileno(),),
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

@@ -20,6 +20,7 @@ from app.budget import UNLIMITED, Budget, BudgetExceeded, current_budget, use_bu
 from app.web import work
 from app.web.limits import BodyTooLarge, BodyTooSlow
 from app.web.work import budgeted, work_budget
+from tests.listening import listening_socket, port_of
 from tests.loop_support import run_in_own_loop
 
 
@@ -108,18 +109,16 @@ def _app(seconds: float) -> FastAPI:
 
 
 def _serve(seconds: float) -> Iterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(_app(seconds), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    listener = listening_socket()  # held from the start: no other process can take the port meanwhile
+    server = uvicorn.Server(uvicorn.Config(_app(seconds), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    yield port
+    yield port_of(listener)
     server.should_exit = True
     thread.join(10)
+    listener.close()
 
 
 SHORT = 0.5

@@ -7,7 +7,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import httpx
 import torch
 
 from app.schema import DeltaResponse
+from tests.listening import listening_socket, port_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "explorer-test-secret-" + secrets.token_hex(8)
@@ -38,10 +38,10 @@ TEST_ENV = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+# ``uvicorn app.web.main:create_app --factory --log-level warning`` on the inherited socket argv[1]
+# (uvicorn's own ``--fd`` would keep a second descriptor for it: the starved servers count them)
+BARE_UVICORN = ("import sys; from app.serving import serve_inherited; sys.exit(serve_inherited("
+                "'app.web.main:create_app', int(sys.argv[1]), factory=True, log_level='warning'))")
 
 
 @dataclass
@@ -98,34 +98,24 @@ def start_server(
     serve: bool = False,
 ) -> Server:
     """``serve``: start it as a user does (``python -m app serve``: the connection limits of
-    ``app.serving``), not as a bare ``uvicorn`` app."""
-    port = free_port()
+    ``app.serving``), not as a bare ``uvicorn`` app. Either listens on a socket this process bound
+    first and hands it over (``tests.listening``)."""
+    listener = listening_socket()
+    port, fd = port_of(listener), str(listener.fileno())
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "server.log"
     full_env = {**os.environ, **TEST_ENV, "EXPLORER_DATA_DIR": str(workdir / "data"), **env}
     if not gate:
         full_env["EXPLORER_POLICY_GATE"] = "0"
     if serve:
-        command = [*(prefix or []), sys.executable, "-m", "app", "serve", "--port", str(port)]
+        command = [*(prefix or []), sys.executable, "-m", "app", "serve", "--fd", fd]
     else:
-        command = [
-            *(prefix or []),
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.web.main:create_app",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ]
+        command = [*(prefix or []), sys.executable, "-c", BARE_UVICORN, fd]
     if user is not None:
         os.chown(workdir, user, user)
-    with log.open("wb") as stream:
-        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=stream, stderr=subprocess.STDOUT)
+    with log.open("wb") as stream, listener:
+        process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=stream, stderr=subprocess.STDOUT,
+                                   pass_fds=(listener.fileno(),))
     server = Server(process, port, log, gate)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:

@@ -12,7 +12,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -28,12 +27,6 @@ class PostgresUnavailable(RuntimeError):
     pass
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _bindir() -> Path | None:
     found = shutil.which("initdb")
     if found:
@@ -44,7 +37,9 @@ def _bindir() -> Path | None:
 
 @contextlib.contextmanager
 def private_cluster() -> Iterator[str]:
-    """initdb + pg_ctl in a temporary folder, listening on 127.0.0.1 only, trust auth."""
+    """initdb + pg_ctl in a temporary folder, trust auth, listening on a Unix socket in that folder
+    only: no TCP port, so none that another process could take between choosing it and the server's
+    start (a port found free beforehand is not held; pg_ctl then fails, and the tests skip)."""
     bindir = _bindir()
     if bindir is None:
         raise PostgresUnavailable("PostgreSQL server binaries (initdb) are not installed")
@@ -53,7 +48,6 @@ def private_cluster() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
     data = root / "data"
     ctl = [*as_user, str(bindir / "pg_ctl"), "-D", str(data)]
 
@@ -65,10 +59,10 @@ def private_cluster() -> Iterator[str]:
     try:
         run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
              "-E", "UTF8", "--no-locale", "--no-sync"])
-        options = f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off -c full_page_writes=off"
+        options = f"-k {root} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
         run([*ctl, "-l", str(root / "log"), "-o", options, "-w", "-t", "60", "start"])
         try:
-            yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+            yield f"postgresql://postgres@/postgres?host={root}"
         finally:
             subprocess.run([*ctl, "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,28 +17,25 @@ import httpx
 import pytest
 
 from app.web.permalink import decode_code
+from tests.listening import listening_socket, port_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = "import torch\na = torch.randn(3, requires_grad=True)\nb = a.clone()\nc = a.detach()\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextlib.contextmanager
 def server(env: dict[str, str]) -> Iterator[httpx.Client]:
     """``python -m app serve`` as a user starts it; yields a client for it; SIGTERM on exit."""
-    port = _free_port()
+    listener = listening_socket()  # handed to the server: the port is never free for another to take
+    port = port_of(listener)
     clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "EXPLORER_DATABASE_URL")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        # Links never run code: the plain runner spares each start the fork server's warm-up.
-        cwd=ROOT, env={**clean, "EXPLORER_SANDBOX": "subprocess", "EXPLORER_UNSAFE_DEV": "1", **env},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    with listener:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--fd", str(listener.fileno())],
+            # Links never run code: the plain runner spares each start the fork server's warm-up.
+            cwd=ROOT, env={**clean, "EXPLORER_SANDBOX": "subprocess", "EXPLORER_UNSAFE_DEV": "1", **env},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(listener.fileno(),),
+        )
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=15)
     try:
         deadline = time.monotonic() + 60
