@@ -14,6 +14,7 @@ from typing import Any
 
 from app.diagnostics.index import At, Index
 from app.diagnostics.memory import Accounting
+from app.diagnostics.numbers import Routes
 from app.diagnostics.source import LineFacts, SourceFacts, resolve, shorten
 from app.schema import DeltaTrace, MemoryChange, RunError
 
@@ -73,6 +74,15 @@ class Context:
     def first_seen(self, ident: str) -> int | None:
         """The step at which a tensor or node id first appears: where it was created (or first named)."""
         return self.index.timeline.first_seen.get(ident)
+
+    def routes(self) -> Routes | None:
+        """Where values go in the source (``app.diagnostics.numbers``: each node's parent, the
+        snippet's functions and their calls), made once per analysis; None for code that does not
+        parse."""
+        if "routes" not in self.memo:
+            tree = self.source.tree
+            self.memo["routes"] = Routes.of(tree) if tree is not None else None
+        return self.memo["routes"]
 
     def line_text(self, line: int | None) -> str:
         facts = self.source.at(line) if line is not None else None

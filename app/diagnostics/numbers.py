@@ -69,17 +69,32 @@ class Routes:
         return found[0] if len(found) == 1 else self.tree
 
     def callee(self, call: ast.Call, arg: ast.expr) -> tuple[Function, str] | None:
-        """The snippet's own function a call hands ``arg`` to, and the parameter that receives it."""
+        """The snippet's own function a call hands ``arg`` to, and the parameter that receives it
+        (by position, or by name: ``meter.update(val=loss)``)."""
         func = call.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         found = self.functions.get(name or "", [])
-        if len(found) != 1 or arg not in call.args:
+        if len(found) != 1:
             return None
         function = found[0]
+        keyword = next((k.arg for k in call.keywords if k.value is arg), None)
+        if keyword is not None:
+            named = [a.arg for a in function.args.args + function.args.kwonlyargs]
+            return (function, keyword) if keyword in named else None  # (into ``**kwargs``: not followed)
+        if arg not in call.args:
+            return None
         params = [a.arg for a in function.args.posonlyargs + function.args.args]
         is_method = isinstance(func, ast.Attribute) and params[:1] == ["self"]
         position = call.args.index(arg) + (1 if is_method else 0)
         return (function, params[position]) if position < len(params) else None
+
+    def call_taking(self, value: ast.AST) -> ast.Call | None:
+        """The call ``value`` is an argument of, by position or by name (``f(x)``, ``f(val=x)``)."""
+        parent = self.parents.get(value)
+        if isinstance(parent, ast.keyword):
+            parent = self.parents.get(parent) if parent.arg is not None else None
+            return parent if isinstance(parent, ast.Call) else None
+        return parent if isinstance(parent, ast.Call) and value in parent.args else None
 
     def function_of(self, node: ast.AST) -> Function | None:
         while node in self.parents:
@@ -192,7 +207,8 @@ def _use(routes: Routes, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]]
         if isinstance(parent, ast.For | ast.comprehension) and parent.iter is node:
             stored = _stored(parent.target)
             return [stored] if stored is not None else None
-        if isinstance(parent, ast.Call) and node in parent.args and number_call(parent):
+        call = routes.call_taking(node)
+        if call is not None and number_call(call):
             return []
         if isinstance(parent, ast.Expr):
             return []
@@ -212,14 +228,15 @@ def _use(routes: Routes, node: ast.AST, box: bool) -> list[tuple[ast.AST, bool]]
     if isinstance(parent, ast.AugAssign):
         target = _stored(parent.target)
         return [target] if parent.value is node and target is not None else []
-    if isinstance(parent, ast.Call) and node in parent.args:
-        func = parent.func
-        if number_call(parent):
+    call = routes.call_taking(node)
+    if call is not None:
+        func = call.func
+        if number_call(call):
             return []
-        if isinstance(func, ast.Attribute) and func.attr in ADDS:
+        if isinstance(func, ast.Attribute) and func.attr in ADDS and node in call.args:
             receiver = _stored(func.value)
             return [(receiver[0], True)] if receiver is not None else None
-        found = routes.callee(parent, node)  # type: ignore[arg-type]
+        found = routes.callee(call, node)  # type: ignore[arg-type]
         if found is not None:  # the snippet's own function: its parameter, inside it
             param = ast.Name(found[1], ast.Load())
             routes.scopes[param] = found[0]
@@ -257,10 +274,10 @@ def number_fits(routes: Routes, func: str | None, value: ast.expr, statement: as
     function (its parameter, inside it), appended to a container (its items) — else no."""
     if statement is None:
         return False
-    parent = routes.parents.get(value)
-    if isinstance(parent, ast.Call) and value in parent.args:
-        if isinstance(parent.func, ast.Attribute) and parent.func.attr in ADDS:
-            return takes_number(routes, routes.scope(func), boxes=[parent.func.value])
-        found = routes.callee(parent, value)
+    call = routes.call_taking(value)
+    if call is not None:
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ADDS and value in call.args:
+            return takes_number(routes, routes.scope(func), boxes=[call.func.value])
+        found = routes.callee(call, value)
         return found is not None and takes_number(routes, found[0], names=[found[1]])
     return False

@@ -211,14 +211,22 @@ def _is_grad_off(item: ast.expr) -> bool:
     call = item if isinstance(item, ast.Call) else None
     func = call.func if call is not None else item
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    args = call.args if call is not None else []
+    mode = argument(call, 0, "mode") if call is not None else None
     if name == "no_grad":
         return True
     if name == "inference_mode":
-        return not (args and _is_const(args[0], False))
+        return not (mode is not None and _is_const(mode, False))
     if name == "set_grad_enabled":
-        return bool(args) and _is_const(args[0], False)
+        return mode is not None and _is_const(mode, False)
     return False
+
+
+def argument(call: ast.Call, position: int, name: str) -> ast.expr | None:
+    """The argument a call passes for a parameter, by position or by name (``set_grad_enabled(False)``,
+    ``set_grad_enabled(mode=False)``)."""
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == name), None)
 
 
 def _is_const(node: ast.expr, value: object) -> bool:
@@ -341,12 +349,17 @@ def _visit(node: ast.AST, facts: LineFacts) -> None:
                 facts.cuts.append((CUT_METHODS[method], func.value))
             if method == "backward":
                 is_module_call = isinstance(func.value, ast.Attribute) and func.value.attr == "autograd"
-                roots = tuple(node.args[:1]) if is_module_call else (func.value,)
+                # ``torch.autograd.backward(loss)`` or ``(tensors=loss)``
+                root = argument(node, 0, "tensors") if is_module_call else func.value
+                roots = (root,) if root is not None else ()
                 facts.backwards.append(Backward("backward", roots, _has_inputs(node)))
             elif method == "grad" and isinstance(func.value, ast.Attribute) and func.value.attr == "autograd":
-                inputs = node.args[1:2] or [k.value for k in node.keywords if k.arg == "inputs"]
+                given = argument(node, 1, "inputs")
+                inputs = [given] if given is not None else []
                 spread = [e for i in inputs for e in (i.elts if isinstance(i, ast.List | ast.Tuple) else [i])]
-                facts.backwards.append(Backward("grad", tuple(node.args[:1]), inputs=tuple(spread)))
+                output = argument(node, 0, "outputs")
+                outputs = (output,) if output is not None else ()
+                facts.backwards.append(Backward("grad", outputs, inputs=tuple(spread)))
             index = ADD_METHODS.get(method)
             if index is not None and len(node.args) > index:
                 value = node.args[index]

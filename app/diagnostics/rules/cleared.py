@@ -129,19 +129,44 @@ def cleared_grads(context: Context) -> Iterator[Diagnostic]:
         yield _finding(context, losts)
 
 
-def _moved(context: Context, lost: Lost) -> ast.stmt | None:
-    """The statement to move: the clear's own, or the outermost loop around it that starts after
-    the backward() line (``for p in model.parameters(): p.grad = None``)."""
-    facts = context.facts(lost.clear)
-    if facts is None or facts.node is None:
-        return None
-    stmt: ast.stmt = facts.node
-    backward_line = context.line(lost.backward)
-    loop = context.source.loop(facts.loop)
-    while loop is not None and loop.start > backward_line and loop.func == facts.func:
-        stmt = loop.node
-        loop = context.source.loop(loop.parent)
-    return stmt
+BLOCKS = (ast.For, ast.While, ast.If, ast.With)
+
+
+def _moved(context: Context, losts: list[Lost]) -> list[ast.stmt]:
+    """The statements to move, in source order: each clear's own, or the outermost block around it
+    that starts after the backward() line and holds nothing but clears (``for p in
+    model.parameters(): p.grad = None``; ``with torch.no_grad(): opt.zero_grad()``). A block that holds
+    more (the update, a print) stays where it is: only its clear moves."""
+    routes = context.routes()
+    moved: set[ast.stmt] = set()
+    for lost in losts:
+        facts = context.facts(lost.clear)
+        if facts is not None and facts.node is not None:
+            moved.add(facts.node)
+    backward_line = context.line(losts[0].backward)  # (losts are grouped by their backward() line)
+    grew = routes is not None
+    while grew:  # a block whose every statement moves moves whole, up to the backward() line
+        grew = False
+        for stmt in list(moved):
+            parent = routes.parents.get(stmt)  # type: ignore[union-attr]
+            if isinstance(parent, BLOCKS) and parent.lineno > backward_line and parent not in moved \
+                    and all(s in moved for s in [*parent.body, *getattr(parent, "orelse", [])]):
+                moved.add(parent)
+                grew = True
+    tops = [s for s in moved if not any(a in moved for a in _blocks_around(context, s))]
+    return sorted(tops, key=lambda s: s.lineno)
+
+
+def _blocks_around(context: Context, stmt: ast.stmt) -> list[ast.AST]:
+    """The statements a statement is nested in, innermost first, up to its function or module."""
+    routes = context.routes()
+    found: list[ast.AST] = []
+    node = routes.parents.get(stmt) if routes is not None else None
+    while node is not None and not isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(node, ast.stmt):
+            found.append(node)
+        node = routes.parents.get(node)  # type: ignore[union-attr]
+    return found
 
 
 def _zeroes_in_place(stmt: ast.stmt) -> bool:
@@ -155,15 +180,24 @@ def _after_step(context: Context, first: Lost, stmts: list[ast.stmt]) -> bool:
     """Move the clear after the step, not before the backward: ``.grad.zero_()`` (None at first), or a
     clear in a block of the step's that the backward is not in (a step every k batches: clearing
     before each backward would undo the accumulation)."""
-    lines = context.source.lines
-    backward = indentation(lines, context.line(first.backward))
-    return any(_zeroes_in_place(s) or indentation(lines, s.lineno) != backward for s in stmts)
+    step = context.source.at(context.line(first.step))
+    step_node = step.node if step is not None else None
+    backward_line = context.line(first.backward)
+    for stmt in stmts:
+        if _zeroes_in_place(stmt):
+            return True
+        shared = [b for b in _blocks_around(context, stmt) if b.lineno > backward_line]  # type: ignore[attr-defined]
+        if step_node is not None and any(n is step_node for b in shared for n in ast.walk(b)):
+            return True
+    return False
 
 
 def _patch(context: Context, first: Lost, stmts: list[ast.stmt]) -> list[Patch]:
     """The clearing statements moved to just before the backward() line — or, for ``.grad.zero_()``
-    (no .grad yet at the first iteration), to just after the step — in the same function, at the
-    same indentation, nothing but themselves on their lines."""
+    (no .grad yet at the first iteration) and for a clear in the step's own block, to just after the
+    step — in the same function, at that line's indentation, nothing but themselves on their lines. A
+    clear leaves a ``with`` block on its way (``torch.no_grad()`` changes nothing for a clear), never
+    a loop or an ``if``: that would change how often it runs."""
     backward = context.source.at(context.line(first.backward))  # its node steps have no facts
     step = context.source.at(context.line(first.step))
     clear = context.facts(first.clear)
@@ -176,16 +210,23 @@ def _patch(context: Context, first: Lost, stmts: list[ast.stmt]) -> list[Patch]:
         return []
     lines = context.source.lines
     after = _after_step(context, first, stmts)
+    anchor = step.node if after else backward.node
     target = span(step.node)[1] + 1 if after else span(backward.node)[0]
-    pad = indentation(lines, target if not after else step.line)
+    pad = indentation(lines, anchor.lineno)
+    home = _blocks_around(context, anchor)  # where the moved lines go: the anchor's blocks
     texts, patches = [], []
     for stmt in stmts:
         start, end = span(stmt)
-        if indentation(lines, start) != pad or not span(backward.node)[1] < start < span(step.node)[0]:
+        if not span(backward.node)[1] < start < span(step.node)[0]:
+            return []
+        around = _blocks_around(context, stmt)
+        inner, outer = around[:len(around) - len(home)], around[len(around) - len(home):]
+        if outer != home or not all(isinstance(b, ast.With) for b in inner):
             return []
         if any(lines[n - 1].strip() == "" for n in range(start, end + 1)):
             return []
-        texts += [row[len(pad):] for row in lines[start - 1:end]]
+        own = len(indentation(lines, start))
+        texts += [row[own:] for row in lines[start - 1:end]]
         patches.append(Patch(start=start, end=end, text=""))
     return [insert_before(target, len(pad), "\n".join(texts)), *patches]
 
@@ -198,8 +239,7 @@ def _finding(context: Context, losts: list[Lost]) -> Diagnostic:
     more = len(leaves) - MAX_NAMED
     if more > 0:
         names = _("{names} and {count} more").format(names=names, count=more)
-    moved = {s.lineno: s for x in losts if (s := _moved(context, x)) is not None}
-    stmts = [moved[n] for n in sorted(moved)]
+    stmts = _moved(context, losts)
     stmt = stmts[0] if stmts else None
     line = stmt.lineno if stmt is not None else context.line(first.clear)
     backward_line, step_line = context.line(first.backward), context.line(first.step)

@@ -17,7 +17,7 @@ import ast
 from app.diagnostics.context import Context
 from app.diagnostics.index import At
 from app.diagnostics.patch import replace_many
-from app.diagnostics.source import LineFacts, tensors_named
+from app.diagnostics.source import LineFacts, argument, tensors_named
 from app.diagnostics.trace import label, listing
 from app.i18n import gettext as _
 from app.schema import Diagnostic, Patch, RunError
@@ -42,8 +42,8 @@ def _is_inference_mode(expr: ast.expr) -> bool:
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
     if name != "inference_mode":
         return False
-    args = call.args if call is not None else []
-    return not (args and isinstance(args[0], ast.Constant) and args[0].value is False)
+    mode = argument(call, 0, "mode") if call is not None else None  # ``inference_mode(mode=False)``
+    return not (isinstance(mode, ast.Constant) and mode.value is False)
 
 
 def _blocks(tree: ast.AST | None) -> list[tuple[ast.AST, ast.expr]]:

@@ -1807,5 +1807,9 @@ CASES += TRAINING
 from tests.diagnostics.corpus.cleared import CLEARED  # noqa: E402 - they use the helpers above
 
 CASES += CLEARED
+
+from tests.diagnostics.corpus.handed import HANDED  # noqa: E402 - they use the helpers above
+
+CASES += HANDED
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"

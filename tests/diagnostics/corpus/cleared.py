@@ -188,4 +188,103 @@ CLEARED: list[Case] = [
                 opt.zero_grad()
     """, ("model.weight", "model.bias"), "opt.step()",
         story="gradient accumulation on purpose: the zero_grad() follows the step"),
+    # cleared inside ``with torch.no_grad():`` (or another ``with``): the patch moves the block, or
+    # takes the clear out of it, never out of a loop
+    lost("grads-set-to-none-under-no-grad", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.grad = None
+            opt.step()
+    """, ("model.weight", "model.bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "with torch.no_grad():", "loss.backward()"),
+        story="p.grad = None under no_grad, between backward and step"),
+    lost("zero-grad-under-no-grad", """
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+        for step in range(3):
+            loss = F.mse_loss(net(torch.randn(8, 4)), torch.zeros(8, 1))
+            loss.backward()
+            with torch.no_grad():
+                opt.zero_grad()
+            opt.step()
+    """, ("net[0].weight", "net[2].bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "with torch.no_grad():", "loss.backward()"),
+        story="zero_grad() wrapped in no_grad, Adam"),
+    lost("zero-grad-under-set-grad-enabled-false", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            with torch.set_grad_enabled(mode=False):
+                model.weight.grad = None
+                model.bias.grad = None
+            opt.step()
+    """, ("model.weight", "model.bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "with torch.set_grad_enabled(mode=False):", "loss.backward()"),
+        story="two clears in a set_grad_enabled(False) block"),
+    lost("grads-zeroed-under-no-grad-beside-a-log", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        norms = []
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                norms.append(model.weight.grad.norm().item())
+                for p in model.parameters():
+                    p.grad.zero_()
+            opt.step()
+    """, ("model.weight", "model.bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "for p in model.parameters():", "opt.step()"),
+        story="the no_grad block also logs: only the clear leaves it, for after the step"),
+    lost("hand-update-zeroed-first-under-no-grad", """
+        w = torch.randn(4, 1, requires_grad=True)
+        for step in range(4):
+            loss = (torch.randn(8, 4) @ w).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w.grad.zero_()
+                w -= 0.1 * w.grad
+    """, ("w",), "w -= 0.1 * w.grad",
+        Finding(CLEARED_RULE, "warning", "w.grad.zero_()", "w -= 0.1 * w.grad"),
+        story="an update by hand that zeroes the gradient before it uses it"),
+    lost("hand-update-loop-zeroed-first-under-no-grad", """
+        params = [torch.randn(4, 1, requires_grad=True), torch.randn(1, requires_grad=True)]
+        for step in range(4):
+            loss = (torch.randn(8, 4) @ params[0] + params[1]).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in params:
+                    p.grad.zero_()
+                    p -= 0.1 * p.grad
+    """, ("params[0]",), "p -= 0.1 * p.grad",  # (the first visit updates params[0], by zeros)
+        Finding(CLEARED_RULE, "warning", "p.grad.zero_()", "p -= 0.1 * p.grad"),
+        story="the same in a loop over the parameters: the clear moves within the loop"),
+    kept("hand-update-loop-zeroed-after-under-no-grad", "twin", """
+        params = [torch.randn(4, 1, requires_grad=True), torch.randn(1, requires_grad=True)]
+        for step in range(4):
+            loss = (torch.randn(8, 4) @ params[0] + params[1]).pow(2).mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in params:
+                    p -= 0.1 * p.grad
+                    p.grad.zero_()
+    """, ("params[0]",), "p -= 0.1 * p.grad"),
+    kept("grads-set-to-none-under-no-grad-after-step", "twin", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.grad = None
+    """, ("model.weight", "model.bias"), "opt.step()"),
 ]

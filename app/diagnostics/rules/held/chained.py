@@ -13,7 +13,7 @@ from app.diagnostics.holders import Cause, bare, change_steps, growth_per_iterat
 from app.diagnostics.lifetimes import Lifetimes
 from app.diagnostics.numbers import number_call, number_fits, takes_number
 from app.diagnostics.patch import insert_before, method, replace, replace_many, segment, shown
-from app.diagnostics.rules.held.places import Place, caller, routes_of
+from app.diagnostics.rules.held.places import Place, caller
 from app.diagnostics.rules.held.words import chart, titled
 from app.diagnostics.source import LineFacts, expr_keys, resolve, shorten
 from app.diagnostics.trace import sentences
@@ -68,7 +68,7 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
                     del found[mark:]
                     found.append((node, call))
                     return
-            for arg in node.args:
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
                 visit(arg)
             return
         for child in ast.iter_child_nodes(node):
@@ -89,7 +89,7 @@ def _ingredients(context: Context, step: int, facts: LineFacts, name: str) -> li
 def _sum_fits(context: Context, facts: LineFacts | None, expr: ast.expr) -> bool:
     """A number can be added into the carried name: the name is used as a number everywhere (no
     ``total.item()``, no ``torch.stack``), and so is the value wherever the statement hands it."""
-    routes = routes_of(context)
+    routes = context.routes()
     if routes is None or facts is None:
         return False
     stmt = facts.node
@@ -97,8 +97,8 @@ def _sum_fits(context: Context, facts: LineFacts | None, expr: ast.expr) -> bool
         stmt, ast.AugAssign) else []
     if len(targets) != 1 or not takes_number(routes, routes.scope(facts.func), targets=targets):
         return False
-    parent = routes.parents.get(expr)
-    if isinstance(parent, ast.Call) and expr in parent.args and not number_call(parent):
+    call = routes.call_taking(expr)
+    if call is not None and not number_call(call):
         return number_fits(routes, facts.func, expr, facts.node)
     return True
 
@@ -111,7 +111,7 @@ def _handed(context: Context, cause: Cause, step: int, facts: LineFacts,
     ``.detach()``."""
     if facts.func is None or facts.func == cause.run.loop.func or facts.node is None:
         return None
-    routes = routes_of(context)
+    routes = context.routes()
     function = routes.functions.get(facts.func, []) if routes is not None else []
     if len(function) != 1:
         return None

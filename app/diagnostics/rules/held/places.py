@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from app.diagnostics.context import Context
 from app.diagnostics.holders import Cause
-from app.diagnostics.numbers import Routes, number_fits, takes_number
+from app.diagnostics.numbers import number_fits, takes_number
 from app.diagnostics.source import Add, LineFacts, resolve
 
 
@@ -34,26 +34,18 @@ def caller(context: Context, cause: Cause, step: int, tid: str | None, place: Pl
             continue
         before = context.before(k)
         for node in ast.walk(outer.node) if outer.node is not None else ():
-            if isinstance(node, ast.Call):
-                for arg in node.args:
+            if isinstance(node, ast.Call):  # by position or by name (``meter.update(val=loss)``)
+                for arg in [*node.args, *(k.value for k in node.keywords if k.arg is not None)]:
                     if resolve(before, arg, outer.func) == tid:
                         return Place(context.line(k), outer, arg, call_arg=arg)
         return None
     return None
 
 
-def routes_of(context: Context) -> Routes | None:
-    """Where values go in the source (``app.diagnostics.numbers``), made once per analysis."""
-    if "numbers" not in context.memo:
-        tree = context.source.tree
-        context.memo["numbers"] = Routes.of(tree) if tree is not None else None
-    return context.memo["numbers"]
-
-
 def number_fits_place(context: Context, place: Place) -> bool:
     """``.item()`` can be the cut: what takes the value (the function it is handed to, the container
     it is added to) would work as well with a Python number."""
-    routes = routes_of(context)
+    routes = context.routes()
     if routes is None or place.facts is None:
         return False
     if place.call_arg is not None:
