@@ -31,10 +31,12 @@ from app.policy_names import (
     BLOCKED_ATTRIBUTE_PREFIXES,
     BLOCKED_ATTRIBUTES,
     BLOCKED_BUILTINS,
+    CHECKED_CALLS,
     CLASS_NAME_ATTRIBUTES,
     IMPORT_REWRITES,
     MAX_DEPTH,
     MAX_NODES,
+    MODULE_MEMBERS,
     NAMED_ATTRIBUTE_BUILTINS,
     ONLY_NAMES,
     PRELUDE_MODULES,
@@ -262,7 +264,9 @@ class _Checker(ast.NodeVisitor):
             raise _Rejected(node, "builtin", "policy.named_call", {"name": name})
         if name == "__slots__" and self._class_depth and isinstance(getattr(node, "ctx", None), ast.Store):
             return
-        if name.startswith("_") and name not in ALLOWED_UNDERSCORE_NAMES:
+        # (`_label`, `_text`: the text classification tutorial's loop names; a dunder name is Python's
+        # own, `__builtins__`, `__class__`, and a double-underscore one is mangled into a class's)
+        if name.startswith("__") and name not in ALLOWED_UNDERSCORE_NAMES:
             raise _Rejected(node, "underscore", "policy.underscore_name",
                             {"name": name, "suggested": name.strip("_") or "value"})
 
@@ -330,10 +334,49 @@ class _Checker(ast.NodeVisitor):
             if not (attr in ALLOWED_UNDERSCORE_ATTRIBUTES or attr.startswith(ALLOWED_UNDERSCORE_PREFIXES)):
                 code = "policy.class_attribute" if attr == "__class__" else "policy.underscore_attribute"
                 raise _Rejected(node, "underscore", code, {"name": shown})
+        elif attr in BLOCKED_ATTRIBUTES and attr in MODULE_MEMBERS.get(self._module_named(value) or "", ()):
+            self._module_member_used(node, f"{self._module_named(value)}.{attr}", shown)
         elif attr in BLOCKED_ATTRIBUTES or attr.startswith(BLOCKED_ATTRIBUTE_PREFIXES):
             raise _Rejected(node, "attribute", *_refused(shown, attr))
         elif attr == "format":
             self._check_format(node, value)
+
+    def _module_named(self, node: ast.AST) -> str | None:
+        """The module an attribute path written in the snippet names (``torch``, ``F`` after ``import
+        torch.nn.functional as F``), without walking it; None when it names no module the snippet has."""
+        dotted = _dotted(node)
+        root, _, rest = (dotted or "").partition(".")
+        if root not in self._modules:
+            return None
+        return f"{self._modules[root]}.{rest}" if rest else self._modules[root]
+
+    def _module_member_used(self, node: ast.AST, member: str, shown: str) -> None:
+        """A blocked name that this module's member may still be (``MODULE_MEMBERS``): ``re.compile``
+        as it is; ``torch.save`` / ``torch.load`` only called right there, with their arguments checked."""
+        if member not in CHECKED_CALLS:
+            return
+        call = self._parents.get(id(node))
+        if not (isinstance(node, ast.Attribute) and isinstance(call, ast.Call) and call.func is node):
+            raise _Rejected(node, "attribute", "policy.serialization_called", {"what": shown})
+        self._serialization(call, member, shown)
+
+    def _serialization(self, call: ast.Call, member: str, shown: str) -> None:
+        """``torch.save(obj, f)`` / ``torch.load(f)``: ``f`` a file object (there are no files here), and
+        no unpickling of arbitrary classes (a pickle names them by strings: an attribute walk)."""
+        file_index = 1 if member == "torch.save" else 0
+        keywords = {k.arg: k.value for k in call.keywords}
+        # (the third positional argument of both is pickle_module)
+        if (None in keywords or "pickle_module" in keywords or len(call.args) > 2
+                or any(isinstance(a, ast.Starred) for a in call.args)):
+            raise _Rejected(call, "attribute", "policy.serialization_pickle", {"what": shown})
+        weights_only = keywords.get("weights_only")
+        if weights_only is not None and not (isinstance(weights_only, ast.Constant)
+                                             and weights_only.value is True):
+            raise _Rejected(call, "attribute", "policy.serialization_pickle", {"what": shown})
+        target = call.args[file_index] if len(call.args) > file_index else keywords.get("f")
+        if isinstance(target, ast.JoinedStr) or (isinstance(target, ast.Constant) and isinstance(
+                target.value, str | bytes)):
+            raise _Rejected(call, "attribute", "policy.serialization_file", {"what": shown})
 
     def _class_name(self, node: ast.AST) -> bool:
         """``m.__class__.__name__``: the class only read on the way to its name (a string)."""
@@ -375,10 +418,13 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             if alias.name == "*":
                 raise _Rejected(node, "import", "policy.star_import", {"module": module})
-            self._name(node, alias.name)
             full = f"{module}.{alias.name}"
+            if alias.name.startswith("_"):  # a module's private member, as `module._name` is refused
+                raise _Rejected(node, "underscore", "policy.underscore_attribute", {"name": full})
+            self._name(node, alias.name)
             self._only_names(node, module, alias.name)
-            if alias.name in BLOCKED_ATTRIBUTES:
+            if alias.name in BLOCKED_ATTRIBUTES and not (
+                    alias.name in MODULE_MEMBERS.get(module, ()) and full not in CHECKED_CALLS):
                 raise _Rejected(node, "attribute", *_refused(full, alias.name))
             if alias.asname:
                 self._name(node, alias.asname)

@@ -106,6 +106,15 @@ ALLOWED_IMPORTS = frozenset(
         "torch.nn.utils.stateless",
         "torch.masked",
         "torch.xpu",  # accelerator checks: torch.xpu.is_available() (ONLY_NAMES)
+        "torch.distributions.constraints",
+        "torch.version",  # print(torch.version.cuda): the environment check tutorials start with
+        # "Saving and loading models" to memory: torch.save(obj, buffer), buffer = io.BytesIO() (ONLY_NAMES)
+        "io",
+        # torch.jit.trace runs the code on an example (no source is compiled); ONLY_NAMES
+        "torch.jit",
+        # the profiler recipe: profile / record_function / key_averages().table() (ONLY_NAMES)
+        "torch.profiler",
+        "torch.autograd.profiler",
     }
 )
 # Modules of which a snippet may use only these names (gc.collect(): checking what is freed, as the
@@ -120,6 +129,17 @@ ONLY_NAMES = {
         "itemgetter", "itruediv", "ixor", "le", "length_hint", "lshift", "lt", "matmul", "mod", "mul", "ne",
         "neg", "not_", "or_", "pos", "pow", "rshift", "setitem", "sub", "truediv", "truth", "xor",
     }),
+    # a file in memory (`buffer = io.BytesIO()`: torch.save / torch.load, the saving tutorial's way
+    # without files); io.open and the file classes reach the file system
+    "io": frozenset({"BytesIO", "StringIO"}),
+    # torch.jit.trace runs the code once on an example and records the ops; torch.jit.script compiles
+    # the function's source file, which a snippet has not (a plain run fails the same way), and
+    # torch.jit.load / CompilationUnit read files or compile source text
+    "torch.jit": frozenset({"trace", "is_tracing", "is_scripting"}),
+    # what the profiler recipe uses; its trace handlers write files
+    "torch.profiler": frozenset({"profile", "record_function", "ProfilerActivity", "schedule",
+                                 "supported_activities"}),
+    "torch.autograd.profiler": frozenset({"profile", "record_function"}),
     # accelerator checks (`elif torch.xpu.is_available():`); there is no XPU here
     "torch.xpu": frozenset({"is_available", "device_count"}),
     # what the "Extending PyTorch" notes use of torch.overrides (not its imported modules)
@@ -132,7 +152,7 @@ ONLY_NAMES = {
 }
 # Imports that get their own way forward (``policy.import_instead.<root module>`` in app/run_errors.py):
 # what tutorials import that the playground has no use for.
-IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "glob", "io", "matplotlib", "torchvision", "torchaudio",
+IMPORT_REWRITES = frozenset({"os", "sys", "pathlib", "glob", "matplotlib", "torchvision", "torchaudio",
                              "torchtext", "tqdm", "zipfile", "tarfile", "shutil", "tempfile", "subprocess",
                              "argparse", "logging", "timeit", "enum", "pickle", "requests", "urllib", "PIL",
                              "pandas", "sklearn", "scipy", "IPython", "seaborn", "inspect", "threading",
@@ -202,7 +222,6 @@ BLOCKED_ATTRIBUTES = frozenset(
         "serialization",
         "compile",
         "compiler",
-        "jit",
         "ops",
         "classes",
         "library",
@@ -215,7 +234,6 @@ BLOCKED_ATTRIBUTES = frozenset(
         "cpp_extension",
         "collect_env",
         "mtia",
-        "profiler",
         "monitor",
         "set_num_threads",
         "set_num_interop_threads",
@@ -238,6 +256,14 @@ BLOCKED_ATTRIBUTES = frozenset(
 )
 BLOCKED_ATTRIBUTE_PREFIXES = ("f_", "tb_", "gi_", "cr_", "ag_", "co_")
 
+# Blocked attribute names that one module's member of that name may still be: a regular expression's
+# compile compiles no code; torch.save and torch.load write and read a file object (an io.BytesIO),
+# called directly and with their arguments checked (``policy._Checker._serialization``: no file
+# names, and no unpickling of arbitrary classes: torch.load's weights_only stays True, its default).
+MODULE_MEMBERS = {"re": frozenset({"compile"}), "torch": frozenset({"save", "load"})}
+# The members of MODULE_MEMBERS that must be called where they are named, so that the gate sees the call.
+CHECKED_CALLS = frozenset({"torch.save", "torch.load"})
+
 # Flags of torch's backends that tutorials set (``torch.backends.cudnn.benchmark = True``): the only
 # module attributes a snippet may change. On this CPU they change nothing a snippet shows.
 SETTABLE_FLAGS = frozenset(
@@ -256,7 +282,8 @@ SETTABLE_FLAGS = frozenset(
 # thing is called (``type(m).__name__``).
 ALLOWED_UNDERSCORE_ATTRIBUTES = frozenset(
     {"_version", "_base", "_is_view", "__init__", "__version__", "__name__", "__qualname__", "__doc__",
-     "__torch_function__"})  # (super().__torch_function__(func, types, args, kwargs): func(*args, **kwargs))
+     "__torch_function__",  # (super().__torch_function__(func, types, args, kwargs): func(*args, **kwargs))
+     "_nnz", "_values", "_indices"})  # (a sparse tensor's, as the torch.sparse docs read them)
 ALLOWED_UNDERSCORE_PREFIXES = ("_saved_",)
 ALLOWED_UNDERSCORE_NAMES = frozenset({"_", "__name__"})
 # ``m.__class__.__name__`` (DCGAN's weights_init): ``__class__`` only on the way to the class's name.

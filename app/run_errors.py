@@ -65,6 +65,9 @@ TEMPLATES: dict[str, str] = {
     "runtime.cuda_not_simulated_detail": N_("{detail}\n(This part of torch.cuda is not simulated when "
                                             "cuda runs on the CPU: leave it out here, or run the code on a "
                                             "machine with a GPU.)"),
+    "runtime.no_files": N_("{detail}\n(The playground has no files to write or read: save to memory "
+                           "instead, `buffer = io.BytesIO()`, `torch.save(obj, buffer)`, then "
+                           "`buffer.seek(0)` and `torch.load(buffer)`.)"),
     "runtime.no_threads": N_("{detail}\n(The playground's sandbox runs a snippet in one process, on one "
                              "thread: no new processes or threads; use num_workers=0.)"),
     "internal.restarted": N_("The sandbox restarted while the snippet ran. Please run it again."),
@@ -136,7 +139,7 @@ TEMPLATES: dict[str, str] = {
                                "import the names you need from one of the modules the playground has."),
     "policy.named_call": N_("`{name}` is only available called with an attribute name written in the "
                             "snippet: write `{name}(obj, \"name\", ...)`."),
-    "policy.underscore_name": N_("Names starting with `_` (here `{name}`) are not available in the "
+    "policy.underscore_name": N_("Names starting with `__` (here `{name}`) are not available in the "
                                  "playground: give it a name without one, such as `{suggested}`."),
     "policy.dunder_method": N_("Defining `{name}` is not available in the playground: Python calls it on its "
                                "own (to read attributes, to make or copy objects). Write a plain method "
@@ -181,6 +184,32 @@ TEMPLATES: dict[str, str] = {
                                             "torch.overrides, use TorchFunctionMode and the "
                                             "*_torch_function helpers, as the \"Extending PyTorch\" notes "
                                             "do."),
+    "policy.only_names.io": N_("`{what}` is not available in the playground: there are no files here. Of "
+                               "io, use BytesIO and StringIO, files in memory (`buffer = io.BytesIO()`, "
+                               "`torch.save(obj, buffer)`)."),
+    "policy.only_names.torch.jit": N_("`{what}` is not available in the playground: TorchScript compiles a "
+                                      "function from its source file, which a snippet has not (a plain "
+                                      "Python run of the snippet fails the same way). Call the function "
+                                      "directly, or record it with `torch.jit.trace(f, example_input)`."),
+    "policy.only_names.torch.profiler": N_("`{what}` is not available in the playground: there are no files "
+                                           "here. Of torch.profiler, use profile, record_function, "
+                                           "ProfilerActivity and schedule, and print "
+                                           "`prof.key_averages().table(...)`."),
+    "policy.only_names.torch.autograd.profiler": N_("`{what}` is not available in the playground: of "
+                                                    "torch.autograd.profiler, use profile and "
+                                                    "record_function (or torch.profiler)."),
+    "policy.serialization_called": N_("`{what}` is only available in the playground called where it is "
+                                      "written: call it there, `torch.save(obj, buffer)`, "
+                                      "`torch.load(buffer)`."),
+    "policy.serialization_pickle": N_("`{what}` with `weights_only=False`, a `pickle_module` or unpacked "
+                                      "arguments is not available in the playground: a pickle can name any "
+                                      "class or function to call. Leave them out: tensors, state_dicts and "
+                                      "plain containers of them load with torch's default, "
+                                      "`weights_only=True`."),
+    "policy.serialization_file": N_("`{what}` with a file name is not available in the playground: there "
+                                    "are no files here. Write to memory instead: `buffer = io.BytesIO()`, "
+                                    "`torch.save(obj, buffer)`, then `buffer.seek(0)` and "
+                                    "`torch.load(buffer)`."),
     "policy.only_names.torch.xpu": N_("`{what}` is not available in the playground: there is no XPU here. "
                                       "Check with `torch.xpu.is_available()` (False) and use the CPU."),
     # (policy_names.IMPORT_REWRITES: each root module's own way forward)
@@ -192,8 +221,6 @@ TEMPLATES: dict[str, str] = {
     # (the name-classification and seq2seq tutorials: ``from io import open``, ``import glob``)
     "policy.import_instead.glob": N_("Importing `{module}` is not available in the playground: there are "
                                      "no files here. Put the data the code needs in the snippet."),
-    "policy.import_instead.io": N_("Importing `{module}` is not available in the playground: there are "
-                                   "no files here. Put the data the code needs in the snippet."),
     "policy.import_instead.sys": N_("Importing `{module}` is not available in the playground: print() writes "
                                     "to the output already; leave the rest out."),
     "policy.import_instead.matplotlib": N_("Importing `{module}` is not available in the playground: nothing "
@@ -291,9 +318,12 @@ TEMPLATES: dict[str, str] = {
     "policy.match": N_("`match` statements are not available in the playground: use `if`/`elif` (with "
                        "`isinstance` for class patterns)."),
     # what to write instead, for the refusals learners meet most (policy.REWRITES)
-    "policy.instead.save": N_("`{what}` is not available in the playground: keep the tensor in a variable."),
-    "policy.instead.load": N_("`{what}` is not available in the playground: build the tensor or model in "
-                              "the snippet."),
+    "policy.instead.save": N_("`{what}` is not available in the playground: there are no files here. Keep "
+                              "the object in a variable, or save it to memory: `buffer = io.BytesIO()`, "
+                              "`torch.save(obj, buffer)`."),
+    "policy.instead.load": N_("`{what}` is not available in the playground: there are no files here. Build "
+                              "the object in the snippet, or load what `torch.save(obj, buffer)` wrote to "
+                              "`buffer = io.BytesIO()`: `buffer.seek(0)`, `torch.load(buffer)`."),
     "policy.instead.from_file": N_("`{what}` is not available in the playground: build the tensor in the "
                                    "snippet."),
     "policy.instead.hub": N_("`{what}` is not available in the playground: nothing is downloaded here: "
@@ -304,8 +334,12 @@ TEMPLATES: dict[str, str] = {
                               "snippet."),
     "policy.instead.eval": N_("`{what}` is not available in the playground: write the code itself."),
     "policy.instead.exec": N_("`{what}` is not available in the playground: write the code itself."),
-    "policy.instead.compile": N_("`{what}` is not available in the playground: call the function directly."),
-    "policy.instead.jit": N_("`{what}` is not available in the playground: call the function directly."),
+    "policy.instead.compile": N_("`{what}` is not available in the playground: it compiles the code into "
+                                 "kernels that run past the line-by-line trace (and needs a compiler the "
+                                 "sandbox has not). Leave it out and call the model or function itself "
+                                 "(`model = torch.compile(model)` → `model`): it computes the same."),
+    "policy.instead.jit": N_("`{what}` is not available in the playground: call the function directly, or "
+                             "record it with `torch.jit.trace(f, example_input)`."),
     "policy.instead.os": N_("`{what}` is not available in the playground: snippets have no access to the "
                             "operating system. Put the data the code needs in the snippet."),
     "policy.instead.sys": N_("`{what}` is not available in the playground: snippets have no access to the "

@@ -142,6 +142,9 @@ def _error(kind: str, error_type: str, message: str, line: int | None = None) ->
 # Where the sandbox differs from a plain run, the error says so (issue #11, 3).
 SHARED_MEMORY_MARKERS = ("shared memory", "shm_open", "/dev/shm", "share_memory", "torch_shm_manager")
 THREAD_MARKERS = ("can't start new thread", "can't start a new thread", "resource temporarily unavailable")
+# A file the snippet opens by name (torch.save(obj, "model.pth") through a path in a variable, which the
+# gate cannot see): Landlock refuses it, and torch says so in its own words.
+FILE_MARKERS = ("open file failed", "permission denied", "read-only file system")
 
 MEMORY_MARKERS = (
     "can't allocate memory",
@@ -169,6 +172,8 @@ def _explain(error: dict | None, config: layers.ChildConfig) -> dict | None:
                           error["line"])
     if kind == "runtime" and any(m in lowered for m in THREAD_MARKERS):
         return error_dict(kind, error_type, "runtime.no_threads", {"detail": message[:1000]}, error["line"])
+    if kind == "runtime" and (error_type == "PermissionError" or any(m in lowered for m in FILE_MARKERS)):
+        return error_dict(kind, error_type, "runtime.no_files", {"detail": message[:1000]}, error["line"])
     if kind in ("runtime", "memory") and (
         error_type in ("MemoryError", "OutOfMemoryError") or any(m in message.lower() for m in MEMORY_MARKERS)
     ):
