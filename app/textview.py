@@ -189,6 +189,10 @@ def render_text(result: DeltaTrace, blocks: Sequence[_Block], memory: Sequence[M
                 out.append(INDENT + memory_line(m, point))
                 last = now
         out += [INDENT + _finding(d) for d in at.get(index, ())]
+    printed = result.error.output if result.error is not None else ""
+    if printed:  # no step holds it (a run cut by the clock past the step limit printed on unrecorded)
+        out += ["", _("What the run printed after its last step")]
+        out += [INDENT + "| " + line for line in printed.splitlines()]
     error = error_view(result.error)
     if error is not None:
         out += ["", error.title, INDENT + error.text] + ([INDENT + error.where] if error.where else [])

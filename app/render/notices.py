@@ -15,6 +15,7 @@ error ended it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from app.i18n import N_, error_text, ngettext, number
@@ -92,6 +93,9 @@ class Notice:
     cause: str
     text: str
     line: int | None  # the line it was running when it stopped, when known
+    # what the run printed after its last step, which no step holds (a run cut by the clock past the
+    # step limit printed on unrecorded; a line stopped midway printed before it stopped)
+    output: str = ""
 
 
 def _steps(count: int) -> str:
@@ -109,7 +113,6 @@ def _seconds(value: float) -> str:
 def cut_notice(trace: DeltaTrace, limits: RunLimits) -> Notice | None:
     """The one limit that stopped this run, said with its figure; None when none did."""
     count, error = len(trace.steps), trace.error
-    shown = _(" The steps so far are shown.") if count else ""
     if error is None:
         if not trace.truncated:
             return None
@@ -127,6 +130,14 @@ def cut_notice(trace: DeltaTrace, limits: RunLimits) -> Notice | None:
                                  "the steps after step {recorded} were not recorded. Their output is shown "
                                  "with the error.").format(
             n=number(limits.max_steps), recorded=number(count)), line)
+    notice = _limit_notice(error, count, limits)
+    return dataclasses.replace(notice, output=error.output or "") if notice is not None else None
+
+
+def _limit_notice(error: RunError, count: int, limits: RunLimits) -> Notice | None:
+    """The limit ``error`` says the run met, in the reader's words."""
+    line = error.line
+    shown = _(" The steps so far are shown.") if count else ""
     after = _after(count)
     if error.kind == "timeout" and error.type == "Stopped":  # the reader's Stop (app.web.stops)
         return Notice("stopped", _("You stopped the run {after}.{shown}").format(after=after, shown=shown),

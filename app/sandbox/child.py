@@ -156,9 +156,17 @@ MEMORY_MARKERS = (
 
 
 def _explain(error: dict | None, config: layers.ChildConfig) -> dict | None:
-    """Give sandbox outcomes their own kind and a plain message."""
+    """Give sandbox outcomes their own kind and a plain message, keeping what the run printed after its
+    last step (``output``: a run cut by the clock past the step limit printed it unrecorded)."""
     if error is None:
         return None
+    explained = _explained(error, config)
+    if explained is not error and error.get("output"):
+        explained["output"] = error["output"]
+    return explained
+
+
+def _explained(error: dict, config: layers.ChildConfig) -> dict:
     kind, error_type, message = error["kind"], error["type"], error["message"]
     if error_type == WallTimeReached.__name__:
         return error_dict("timeout", "Timeout", "timeout.wall_shown", {"seconds": config.wall_seconds},
