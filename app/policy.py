@@ -483,7 +483,9 @@ class _Checker(ast.NodeVisitor):
                     raise _Rejected(node, "monkeypatch", "policy.change_module", {"what": target.id})
             if node.func.id in ("getattr", "hasattr"):  # type: ignore[attr-defined]
                 module = self._walk(node)
-                if module is not None and not self._inside_walk(node) and not self._aliasing(node):
+                # (hasattr answers a bool: `if hasattr(torch.backends, "mps")` stores no module)
+                if (module is not None and node.func.id == "getattr"  # type: ignore[attr-defined]
+                        and not self._inside_walk(node) and not self._aliasing(node)):
                     raise _Rejected(node, "module", "policy.module_stored", {"module": module})
         if self._calls_type(node) and (len(node.args) != 1 or node.keywords):
             raise _Rejected(node, "class", "policy.type_class")

@@ -115,6 +115,21 @@ ALLOWED_IMPORTS = frozenset(
         # the profiler recipe: profile / record_function / key_averages().table() (ONLY_NAMES)
         "torch.profiler",
         "torch.autograd.profiler",
+        # imported as their own modules too (they are walkable from numpy already)
+        "numpy.random",
+        "numpy.linalg",
+        "numpy.fft",
+        # environment checks of the performance recipes (`torch.backends.mkldnn.is_available()`)
+        "torch.backends.mkldnn",
+        "torch.backends.openmp",
+        # the standard library as training scripts use it (some only in part: ONLY_NAMES)
+        "contextlib",  # `ctx = nullcontext() if device == "cpu" else torch.autocast(...)`
+        "types",  # `args = SimpleNamespace(lr=0.1, epochs=3)`
+        "weakref",  # `r = weakref.ref(t); del t; r() is None`: is it freed?
+        "datetime",
+        "cmath",
+        "fractions",
+        "decimal",
     }
 )
 # Modules of which a snippet may use only these names (gc.collect(): checking what is freed, as the
@@ -140,6 +155,13 @@ ONLY_NAMES = {
     "torch.profiler": frozenset({"profile", "record_function", "ProfilerActivity", "schedule",
                                  "supported_activities"}),
     "torch.autograd.profiler": frozenset({"profile", "record_function"}),
+    # redirect_stdout / redirect_stderr would take the output from the explorer
+    "contextlib": frozenset({"contextmanager", "nullcontext", "suppress", "ExitStack", "closing",
+                             "AbstractContextManager"}),
+    # the rest of types makes functions and code objects from their parts
+    "types": frozenset({"SimpleNamespace"}),
+    "weakref": frozenset({"ref", "proxy", "finalize", "WeakKeyDictionary", "WeakValueDictionary",
+                          "WeakSet", "WeakMethod"}),
     # accelerator checks (`elif torch.xpu.is_available():`); there is no XPU here
     "torch.xpu": frozenset({"is_available", "device_count"}),
     # what the "Extending PyTorch" notes use of torch.overrides (not its imported modules)

@@ -210,6 +210,15 @@ TEMPLATES: dict[str, str] = {
                                     "are no files here. Write to memory instead: `buffer = io.BytesIO()`, "
                                     "`torch.save(obj, buffer)`, then `buffer.seek(0)` and "
                                     "`torch.load(buffer)`."),
+    "policy.only_names.contextlib": N_("`{what}` is not available in the playground: print() writes to "
+                                       "the output already. Of contextlib, use contextmanager, "
+                                       "nullcontext, suppress, ExitStack and closing."),
+    "policy.only_names.types": N_("`{what}` is not available in the playground: it makes functions or code "
+                                  "from their parts. Of types, use SimpleNamespace; write a def or a "
+                                  "class statement for the rest."),
+    "policy.only_names.weakref": N_("`{what}` is not available in the playground: of weakref, use ref, "
+                                    "proxy, finalize and the weak containers (WeakKeyDictionary, "
+                                    "WeakValueDictionary, WeakSet, WeakMethod)."),
     "policy.only_names.torch.xpu": N_("`{what}` is not available in the playground: there is no XPU here. "
                                       "Check with `torch.xpu.is_available()` (False) and use the CPU."),
     # (policy_names.IMPORT_REWRITES: each root module's own way forward)

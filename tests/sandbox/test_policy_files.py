@@ -29,6 +29,14 @@ ACCEPTED = {
     "sparse-internals": "s = torch.ones(2).to_sparse()\nprint(s._nnz(), s._values(), s._indices())\n",
     "versions": "import torch.distributions.constraints as constraints\nprint(torch.version.cuda, "
     "torch.__version__, constraints.positive)\n",
+    # the scripts' standard library, some of it in part
+    "script-stdlib": "from contextlib import nullcontext, suppress, ExitStack, contextmanager\n"
+    "from types import SimpleNamespace\nimport weakref, datetime, cmath, fractions, decimal\n"
+    "import numpy.random as npr\nfrom numpy import linalg as LA\nimport numpy.fft\n"
+    "r = weakref.ref(torch.ones(1))\nargs = SimpleNamespace(lr=0.1)\n",
+    # a version check answers a bool: no module is stored
+    "hasattr-checks": "if hasattr(torch.backends, 'mps') and torch.backends.mps.is_available():\n"
+    "    pass\nprint(hasattr(torch, 'accelerator'), torch.backends.mkldnn.is_available())\n",
 }
 
 REJECTED = [
@@ -71,6 +79,11 @@ REJECTED = [
     ("from torch.profiler import tensorboard_trace_handler", 1, "policy.only_names.torch.profiler",
      "key_averages().table"),
     ("torch.autograd.profiler.emit_itt()", 1, "policy.only_names.torch.autograd.profiler", "record_function"),
+    # what redirects the explorer's output, or makes code from its parts
+    ("from contextlib import redirect_stdout", 1, "policy.only_names.contextlib", "nullcontext"),
+    ("import types\nf = types.FunctionType(code, {})", 2, "policy.only_names.types", "SimpleNamespace"),
+    ("import weakref\nweakref.getweakrefs(x)", 2, "policy.only_names.weakref", "ref"),
+    ("print(getattr(torch, 'nn'))", 1, "policy.module_stored", "torch.nn"),
     # other underscore attributes stay closed
     ("s = torch.ones(2).to_sparse()\ns._coalesced_(True)", 2, "policy.underscore_attribute",
      "public attributes"),

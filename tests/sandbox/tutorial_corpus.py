@@ -15,9 +15,11 @@ import tutorial_corpus_examples  # noqa: F401
 import tutorial_corpus_gate  # noqa: F401
 import tutorial_corpus_loops  # noqa: F401
 import tutorial_corpus_math  # noqa: F401
+import tutorial_corpus_ops  # noqa: F401
 import tutorial_corpus_pipelines  # noqa: F401
 import tutorial_corpus_recipes  # noqa: F401
 import tutorial_corpus_saving  # noqa: F401
+import tutorial_corpus_scripts  # noqa: F401
 import tutorial_corpus_text  # noqa: F401
 import tutorial_corpus_tools  # noqa: F401
 from tutorial_registry import CORPUS
