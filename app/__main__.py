@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
     serve.add_argument("--fd", type=int, default=None,
-                       help="listen on this inherited, bound and listening socket instead of --host/--port "
+                       help="listen on this inherited, bound socket instead of --host/--port "
                             "(socket activation; a test harness that holds its port from the start)")
     trace = commands.add_parser("trace", help="print a snippet's trace as JSON")
     trace.add_argument("file", help="a Python file, or - for standard input")

@@ -190,18 +190,41 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+def loopback_socket(port: int = 0) -> socket.socket:
+    """A TCP socket bound to ``port`` of 127.0.0.1 (0: a free one), not listening yet, for a server
+    started with it (``python -m app serve --fd N``, ``pass_fds``; ``uvicorn.Server.run(sockets=...)``
+    in process), which listens on it when it is ready: connections are refused until then, as when a
+    server binds its port itself. Tests and benches start their servers so. A port found free by
+    binding and closing, then handed over as a number, stays free until the server binds it —
+    seconds, while it imports torch — and on a machine where other runs start servers and open
+    connections (each takes its own end from the same ephemeral range) another may take it meanwhile:
+    the server then fails to start, or the caller talks to someone else's. A bound socket keeps the
+    port: no other bind, and no connection, can have it. Made as asyncio makes a server's socket
+    from a host and a port: protocol IPPROTO_TCP (asyncio sets TCP_NODELAY only on the connections
+    of such a socket) and SO_REUSEADDR (its connections inherit it, so a server started again on the
+    port binds past those the last one left closing; a port bound as 0 is never a shared one)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def serve_inherited(app: Any, fd: int, **options: Any) -> int:
-    """``uvicorn.run(app, **options)`` on an inherited, bound and listening socket (``python -m app
-    serve --fd N``: socket activation, or a test that holds its port from the moment it chose it),
-    adopted as it is: uvicorn's own ``fd=`` keeps a second descriptor for it and labels it AF_UNIX;
-    here it is one descriptor, not inherited by anything the server starts, with the family and
-    protocol number of a socket uvicorn binds itself (so asyncio treats its connections alike). The
-    exit status ``uvicorn.run`` would give."""
+    """``uvicorn.run(app, **options)`` on an inherited, bound socket, listening or not (``python -m app
+    serve --fd N``: socket activation, or a caller that holds its port from the moment it chose it:
+    ``loopback_socket``), adopted as it is: uvicorn's own ``fd=`` keeps a second descriptor for it
+    and makes it a socket of family AF_UNIX and protocol 0, on whose connections asyncio sets no
+    TCP_NODELAY, unlike those of the socket uvicorn makes from ``--host``/``--port``; here it is one
+    descriptor, not inherited by anything the server starts, its family and protocol read from the
+    descriptor. The exit status ``uvicorn.run`` would give."""
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 
-    found = socket.socket(fileno=fd)
-    listener = socket.socket(found.family, found.type, 0, fileno=found.detach())
+    listener = socket.socket(fileno=fd)  # family, type and protocol: the kernel's
     listener.set_inheritable(False)
     server = uvicorn.Server(uvicorn.Config(app, **options))
     with contextlib.suppress(KeyboardInterrupt):

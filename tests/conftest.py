@@ -11,15 +11,15 @@ import urllib.request
 
 import pytest
 
+from app.serving import loopback_socket
 from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, RUN_TIMEOUT_MS, missing
-from tests.listening import listening_socket, port_of
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> str:
     """``python -m app serve`` on a free port, as a user starts it; stopped with its whole group."""
-    listener = listening_socket()
-    port = port_of(listener)
+    listener = loopback_socket()
+    port = listener.getsockname()[1]
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     # Every browser test runs from 127.0.0.1 against this one server, and together they run more
     # snippets a minute than the default per-client rate (120) allows on a fast machine: a run

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from app.serving import loopback_socket
+
 ROOT = Path(__file__).resolve().parents[2]
 PROXY_SOURCE = "127.0.0.5"
 START_SECONDS = 180.0  # a replica imports torch in its fork server: slow on a busy 2-core machine
@@ -42,12 +44,6 @@ def tool(name: str, package: str) -> str:
     raise Missing(f"{name} is not installed (apt-get install {package})")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def client(base_url: str, address: str = "127.0.0.1", timeout: float = 60) -> httpx.Client:
     """An HTTP client that connects from ``address`` (a loopback address: another client)."""
     return httpx.Client(base_url=base_url, timeout=timeout,
@@ -60,12 +56,35 @@ def server_timing(response: httpx.Response) -> dict[str, float]:
     return {name: float(ms) for name, ms in entries}
 
 
+class Held:
+    """A loopback port this process holds (a bound socket: no other bind and no connection can have
+    it, and connections to it are refused) whenever no server of ours listens on it, so that a server
+    stopped and started again finds it free (``app.serving.loopback_socket``)."""
+
+    def __init__(self) -> None:
+        self.socket: socket.socket | None = loopback_socket()
+        self.port = self.socket.getsockname()[1]
+
+    def hold(self) -> None:
+        """Hold it again, once the server on it has ended."""
+        if self.socket is None:
+            with contextlib.suppress(OSError):  # taken in the instant it was free: as a bare port would be
+                self.socket = loopback_socket(self.port)
+
+    def release(self) -> None:
+        if self.socket is not None:
+            self.socket.close()
+            self.socket = None
+
+
 class Redis:
-    """One ``redis-server``, nothing saved; ``stop`` (SIGKILL: an outage) and ``start`` again on its port."""
+    """One ``redis-server``, nothing saved; ``stop`` (SIGKILL: an outage) and ``start`` again on its port.
+    redis binds its port itself: the port is free only while it starts, held otherwise (``Held``)."""
 
     def __init__(self) -> None:
         self.binary = tool("redis-server", "redis-server")
-        self.port = free_port()
+        self.held = Held()
+        self.port = self.held.port
         self.folder = Path(tempfile.mkdtemp(prefix="explorer-redis-"))
         self.process: subprocess.Popen | None = None
 
@@ -74,6 +93,7 @@ class Redis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        self.held.release()
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(self.folder)],
@@ -94,18 +114,22 @@ class Redis:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=10)
         self.process = None
+        self.held.hold()
 
     def close(self) -> None:
         self.stop()
+        self.held.release()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Replica:
-    """``python -m app serve`` as an operator starts it, on a free loopback port."""
+    """``python -m app serve`` as an operator starts it, on a free loopback port: each process is
+    handed the socket (``--fd``), held by this one between them (``Held``)."""
 
     def __init__(self, name: str, env: dict[str, str], folder: Path) -> None:
         self.name, self.env, self.folder = name, env, folder
-        self.port = free_port()
+        self.held = Held()
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
         self.log_path = folder / f"{name}.log"
@@ -113,12 +137,17 @@ class Replica:
     def start(self) -> None:
         clean = {k: v for k, v in os.environ.items()
                  if not k.startswith("EXPLORER_") and k not in ("DATABASE_URL", "EXPLORER_DATABASE_URL")}
+        self.held.hold()  # (held since it was made, or since its last process ended)
+        held = self.held.socket
+        if held is None:
+            raise RuntimeError(f"replica {self.name}: port {self.port} was taken while it was down")
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+                [sys.executable, "-m", "app", "serve", "--fd", str(held.fileno())],
                 cwd=ROOT, env={**clean, "EXPLORER_DATA_DIR": str(self.folder / self.name), **self.env},
-                stdout=log, stderr=subprocess.STDOUT,
+                stdout=log, stderr=subprocess.STDOUT, pass_fds=(held.fileno(),),
             )
+        self.held.release()  # the process has it: when it ends, connections are refused as before
 
     def wait_healthy(self) -> None:
         deadline = time.monotonic() + START_SECONDS
@@ -146,6 +175,7 @@ class Replica:
             assert self.process is not None
             self.process.kill()
             self.process.wait(timeout=30)
+        self.held.hold()
 
     def stop(self) -> None:
         if self.alive:
@@ -156,6 +186,7 @@ class Replica:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.held.hold()
 
 
 HAPROXY = """\
@@ -176,7 +207,7 @@ defaults
     retry-on conn-failure empty-response
     option http-buffer-request
 frontend explorer
-    bind 127.0.0.1:{port}
+    bind fd@{fd}
     option forwardfor
     default_backend replicas
 backend replicas
@@ -193,23 +224,30 @@ class HAProxy:
 
     def __init__(self, replicas: list[Replica], folder: Path, check_ms: int = 500) -> None:
         self.binary = tool("haproxy", "haproxy")
-        self.port = free_port()
+        self.held = Held()  # its frontend: handed to haproxy (``bind fd@N``)
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}"
         self.socket = folder / "haproxy.sock"
         servers = "\n".join(f"    server {r.name} 127.0.0.1:{r.port}" for r in replicas)
         self.config = folder / "haproxy.cfg"
-        self.config.write_text(HAPROXY.format(socket=self.socket, port=self.port, check_ms=check_ms,
+        fd = self.held.socket.fileno()  # type: ignore[union-attr]
+        self.config.write_text(HAPROXY.format(socket=self.socket, fd=fd, check_ms=check_ms,
                                               source=PROXY_SOURCE, servers=servers))
         self.log_path = folder / "haproxy.log"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        check = subprocess.run([self.binary, "-c", "-f", str(self.config)], capture_output=True, text=True)
+        held = self.held.socket
+        assert held is not None, "haproxy starts once"
+        fds = (held.fileno(),)
+        check = subprocess.run([self.binary, "-c", "-f", str(self.config)], capture_output=True, text=True,
+                               pass_fds=fds)
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its configuration: {check.stdout}{check.stderr}")
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen([self.binary, "-db", "-f", str(self.config)],
+            self.process = subprocess.Popen([self.binary, "-db", "-f", str(self.config)], pass_fds=fds,
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.held.release()
 
     def command(self, line: str) -> str:
         """One command on haproxy's admin socket; its answer."""
@@ -257,6 +295,7 @@ class HAProxy:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
+        self.held.release()
 
 
 # Each replica as small as it goes: one run at a time, no standby fork server (~340 MiB each).
@@ -301,6 +340,7 @@ class Cluster:
         self.proxy.stop()
         for replica in self.replicas:
             replica.stop()
+            replica.held.release()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -31,6 +31,7 @@ from pydantic import TypeAdapter
 from app.bench import Row
 from app.bench.cluster_kit import server_timing
 from app.bench.snippets import CLONE_DETACH
+from app.serving import loopback_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -43,14 +44,6 @@ COLD = (
     "import sys, json; sys.path.insert(0, {root!r}); from app.engine import trace_snippet; "
     "print(len(json.dumps(trace_snippet(sys.stdin.read()))))"
 )
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 180) -> bool:
@@ -72,7 +65,8 @@ class BenchServer:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         """``env``: settings of the bench's own (``EXPLORER_*``) over the defaults."""
         self.workdir = Path(tempfile.mkdtemp(prefix="explorer-bench-"))
-        self.port = free_port()
+        held = loopback_socket()  # handed to the server (--fd): no other process can take the port
+        self.port = held.getsockname()[1]
         env = {
             **os.environ,
             "EXPLORER_DATA_DIR": str(self.workdir / "data"),
@@ -85,15 +79,17 @@ class BenchServer:
         }
         self.env = env
         self.log = (self.workdir / "server.log").open("wb")
-        self.process = subprocess.Popen(
-            # As a user starts it (its connection limits, its allocator: app.__main__), not a bare
-            # uvicorn that would measure another server.
-            [sys.executable, "-m", "app", "serve", "--port", str(self.port)],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        with held:
+            self.process = subprocess.Popen(
+                # As a user starts it (its connection limits, its allocator: app.__main__), not a bare
+                # uvicorn that would measure another server.
+                [sys.executable, "-m", "app", "serve", "--fd", str(held.fileno())],
+                cwd=ROOT,
+                env=env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(held.fileno(),),
+            )
         self.url = f"http://127.0.0.1:{self.port}"
         if not wait_until_healthy(self.url, self.process):
             self.stop()

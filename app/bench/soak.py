@@ -32,7 +32,8 @@ from pathlib import Path
 import httpx
 
 from app.bench import Row
-from app.bench.http import free_port, wait_until_healthy
+from app.bench.http import wait_until_healthy
+from app.serving import loopback_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = 3000
@@ -72,16 +73,18 @@ class Report:
 class SoakServer:
     def __init__(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="explorer-soak-"))
-        self.port = free_port()
+        held = loopback_socket()  # handed to the server (--fd): no other process can take the port
+        self.port = held.getsockname()[1]
         env = {**os.environ, "EXPLORER_DATA_DIR": str(self.workdir / "data"),
                "EXPLORER_RATE_PER_MINUTE": "1000000000", "EXPLORER_RATE_BURST": "1000000000",
                "EXPLORER_WALL_SECONDS": "2", "EXPLORER_CPU_SECONDS": "2", "EXPLORER_BODY_SECONDS": "2",
                "EXPLORER_SERVER_SECONDS": "1"}
         self.log = (self.workdir / "server.log").open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )
+        with held:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "app", "serve", "--fd", str(held.fileno())],
+                cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(held.fileno(),),
+            )
         self.url = f"http://127.0.0.1:{self.port}"
         if not wait_until_healthy(self.url, self.process):
             self.stop()

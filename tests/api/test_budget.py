@@ -17,10 +17,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
 from app.budget import UNLIMITED, Budget, BudgetExceeded, current_budget, use_budget
+from app.serving import loopback_socket
 from app.web import work
 from app.web.limits import BodyTooLarge, BodyTooSlow
 from app.web.work import budgeted, work_budget
-from tests.listening import listening_socket, port_of
 from tests.loop_support import run_in_own_loop
 
 
@@ -109,13 +109,13 @@ def _app(seconds: float) -> FastAPI:
 
 
 def _serve(seconds: float) -> Iterator[int]:
-    listener = listening_socket()  # held from the start: no other process can take the port meanwhile
+    listener = loopback_socket()  # held from the start: no other process can take the port meanwhile
     server = uvicorn.Server(uvicorn.Config(_app(seconds), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    yield port_of(listener)
+    yield listener.getsockname()[1]
     server.should_exit = True
     thread.join(10)
     listener.close()

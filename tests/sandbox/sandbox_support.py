@@ -18,7 +18,7 @@ import httpx
 import torch
 
 from app.schema import DeltaResponse
-from tests.listening import listening_socket, port_of
+from app.serving import loopback_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "explorer-test-secret-" + secrets.token_hex(8)
@@ -99,9 +99,9 @@ def start_server(
 ) -> Server:
     """``serve``: start it as a user does (``python -m app serve``: the connection limits of
     ``app.serving``), not as a bare ``uvicorn`` app. Either listens on a socket this process bound
-    first and hands it over (``tests.listening``)."""
-    listener = listening_socket()
-    port, fd = port_of(listener), str(listener.fileno())
+    first and hands it over (``app.serving.loopback_socket``)."""
+    listener = loopback_socket()
+    port, fd = listener.getsockname()[1], str(listener.fileno())
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "server.log"
     full_env = {**os.environ, **TEST_ENV, "EXPLORER_DATA_DIR": str(workdir / "data"), **env}

@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from app.serving import loopback_socket
 from app.web.permalink import decode_code
-from tests.listening import listening_socket, port_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = "import torch\na = torch.randn(3, requires_grad=True)\nb = a.clone()\nc = a.detach()\n"
@@ -26,8 +26,8 @@ CODE = "import torch\na = torch.randn(3, requires_grad=True)\nb = a.clone()\nc =
 @contextlib.contextmanager
 def server(env: dict[str, str]) -> Iterator[httpx.Client]:
     """``python -m app serve`` as a user starts it; yields a client for it; SIGTERM on exit."""
-    listener = listening_socket()  # handed to the server: the port is never free for another to take
-    port = port_of(listener)
+    listener = loopback_socket()  # handed to the server: the port is never free for another to take
+    port = listener.getsockname()[1]
     clean = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "EXPLORER_DATABASE_URL")}
     with listener:
         process = subprocess.Popen(
