@@ -18,6 +18,7 @@ import tutorial_corpus_math  # noqa: F401
 import tutorial_corpus_ops  # noqa: F401
 import tutorial_corpus_pipelines  # noqa: F401
 import tutorial_corpus_recipes  # noqa: F401
+import tutorial_corpus_reprs  # noqa: F401
 import tutorial_corpus_saving  # noqa: F401
 import tutorial_corpus_scripts  # noqa: F401
 import tutorial_corpus_text  # noqa: F401
