@@ -173,7 +173,8 @@ TEMPLATES: dict[str, str] = {
                         "torch.optim.lr_scheduler, torch.amp, torch.utils.data, ...), numpy, math, random, "
                         "itertools, collections, copy, dataclasses, functools, typing, string, re, time, "
                         "unicodedata, warnings, gc, json, operator, abc, numbers, heapq, bisect, statistics, "
-                        "pprint and textwrap."),
+                        "pprint, textwrap, io (BytesIO), contextlib, types (SimpleNamespace), weakref, "
+                        "datetime and cmath."),
     "policy.only_names.gc": N_("`{what}` is not available in the playground: of gc, use collect(), "
                                "get_count() and isenabled() (the explorer shows what each step keeps "
                                "alive)."),
