@@ -48,6 +48,8 @@ KEPT_IN = {
     "list of tuples": ("kept = []", "kept.append((out, i))"),  # history.append((loss, acc))
     "list of dicts": ("kept = []", "kept.append({'loss': out, 'step': i})"),
     "set": ("kept = set()", "kept.add(out)"),
+    "set of tuples": ("kept = set()", "kept.add((out, i))"),
+    "frozenset": ("kept = frozenset()", "kept = kept | {out}"),  # a new frozenset at each iteration
     "tuple": ("kept = ()", "kept = kept + (out,)"),  # a new tuple at each iteration
     "deque": ("from collections import deque\nkept = deque()", "kept.append(out)"),
 }

@@ -147,10 +147,15 @@ def _identities(values: Iterable[Any]) -> Identities:
     """The identities of ``values``: gathered in a list (references only), then its item addresses
     in one copy — ``id()`` costs ~35 ns an object (it is audited), which a list of 800 kept pairs
     paid at every step."""
+    return identities(values if type(values) is list else list(values))
+
+
+def identities(members: list[Any]) -> Identities:
+    """The identities of a plain list's items (a set's members as ``members.set_members`` gathers
+    them): their addresses in one copy."""
     if list_pointers is None:
-        return _ids(values)
-    gathered = list(values)
-    return list_pointers(gathered, len(gathered))
+        return _ids(members)
+    return list_pointers(members, len(members))
 
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")

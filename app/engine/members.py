@@ -93,6 +93,11 @@ def iterate_sequence(value: Any) -> Iterator[Any]:
     return iterate(value, SEQUENCES)
 
 
+def set_members(value: Any) -> list[Any]:
+    """A set's or frozenset's members, in its iteration order, read by the built-in type (capped)."""
+    return list(iterate(value, SETS))
+
+
 def object_dict(value: Any) -> dict[str, Any]:
     """``vars(value)`` without running an overridden ``__getattribute__``."""
     try:

@@ -5,8 +5,8 @@ A name is what the user would type to get the tensor back:
 
 * ``x``; ``f:x`` (a local of function ``f`` while it runs);
 * ``losses[0]``, ``dq[0]`` (lists, tuples, deques), ``p.field`` (named tuples), ``d['k']`` (dicts;
-  a key that is not a plain value is named by its type, ``d[<Key>]``), ``s{0}`` (set elements, in
-  the set's own order);
+  a key that is not a plain value is named by its type, ``d[<Key>]``), ``s{0}`` (a set's members,
+  labelled in the order they entered it, each keeping its label while it stays: ``app.engine.labels``);
 * ``model.0.weight`` (parameters and buffers, as ``named_parameters`` names them), ``model.scale``
   and ``model._hidden`` (other attributes of a module);
 * ``cfg.scale`` (attributes of instances of the snippet's classes, ``__slots__`` too), ``Config.scale``
@@ -48,9 +48,11 @@ from app.engine.fingerprints import (
     grew,
     held_ids,
     held_of,
+    identities,
     item_count,
 )
 from app.engine.ids import ObjectIds
+from app.engine.labels import SetLabels
 from app.engine.members import (
     MAX_CONTAINER_ITEMS,
     SNIPPET_MODULE,
@@ -58,6 +60,7 @@ from app.engine.members import (
     dict_members,
     kind_of,
     members,
+    set_members,
     type_dict,
 )
 from app.engine.pointers import dict_version
@@ -114,6 +117,7 @@ class _Entry:
     held: Held = (b"", ())
     key: tuple[int, str, Path] = (0, "", ())  # where it is in the cache (moves with a rebuilt tuple)
     sequence: bool = False  # of a list, tuple or deque (whose names are ``name[i]``)
+    labels: SetLabels | None = None  # of a set or frozenset: its members' labels (``name{label}``)
 
 
 def is_array_id(ident: str) -> bool:
@@ -155,7 +159,11 @@ class NameWalker:
         self.arrays_changed = False
         for address in (*self.tensor_ids.take_deaths(), *self.array_ids.take_deaths()):
             for entry in self._by_address.pop(address, ()):
-                if self._cache.get(entry.key) is entry:  # a tensor it named died: read it again
+                if self._cache.get(entry.key) is not entry:
+                    continue
+                if entry.labels is not None:  # a set's former member (a member cannot die)
+                    self._member_died(entry, address)
+                else:  # a tensor it named died: read it again
                     del self._cache[entry.key]
                     self._forget(entry)
         bound: dict[str, str] = {}
@@ -283,6 +291,8 @@ class NameWalker:
         if len(path) >= MAX_CONTAINER_DEPTH:
             self.capped["depth"] = MAX_CONTAINER_DEPTH
             return []
+        if kind == "set":
+            return self._read_set(name, value, path)
         print_ = fingerprint(value, kind)
         if kind in ("sequence", "set", "dict") and \
                 (dict_count(print_) if kind == "dict" else item_count(print_)) >= MAX_CONTAINER_ITEMS:
@@ -291,7 +301,7 @@ class NameWalker:
         inner = (*path, id(value))
         entry = self._cache.get(key)
         if entry is None and kind == "sequence":
-            entry = self._moved(key)
+            entry = self._moved(key, kind)
         if entry is not None and entry.fingerprint == print_:
             entry.used = self._step
             self._left -= 1
@@ -368,14 +378,78 @@ class NameWalker:
                 return None
         return bytes(mask)
 
-    def _moved(self, key: tuple[int, str, Path]) -> _Entry | None:
-        """The flat entry of the sequence last read under this name and path, moved to ``key`` (a
-        tuple rebuilt: ``t = t + (x,)`` is a new tuple at each iteration), for ``_read`` to check as
-        its own: grown, only its new members are read. A nested one is not moved (its members'
-        entries are filed under the old tuple's id)."""
+    def _read_set(self, name: str, value: Any, path: Path) -> list[Item]:
+        """A set's or frozenset's members, ``name{label}`` (``app.engine.labels``): each keeps its
+        name while it stays in the set, so an add names one member and a removal drops one. While
+        it holds no container, only its new members are read; with containers among them, every
+        member is read again (by label) when anything may have changed."""
+        found_members = set_members(value)
+        print_ = identities(found_members)
+        if len(found_members) >= MAX_CONTAINER_ITEMS:
+            self.capped["items"] = MAX_CONTAINER_ITEMS
+        key = (id(value), name, path)
+        inner = (*path, id(value))
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._moved(key, "set")
+        elif entry.labels is None:  # another kind of container had this address
+            self._forget(self._cache.pop(key))
+            entry = None
+        labels = entry.labels if entry is not None and entry.labels is not None else SetLabels()
+        changed = entry is None or entry.fingerprint != print_
+        gone, new = labels.change(found_members, print_) if changed else ([], [])
+        if entry is not None and not entry.nested:
+            entry.used = self._step
+            self._left -= 1
+            if not changed:
+                return entry.items
+            found = [(f"{name}{{{label}}}", member) for label, member in new]
+            tail, parts = self._items(found, inner)
+            if not parts:  # still flat: its new members' names are added, its gone members' dropped
+                entry.fingerprint = print_
+                items = entry.items
+                if gone:
+                    dropped = {f"{name}{{{label}}}" for label in gone}
+                    items = [item for item in items if item[0] not in dropped]
+                entry.items = items + tail
+                if not gone:
+                    self._grown = (items, entry.items)
+                self._register(entry, found)
+                return entry.items
+        found = [(f"{name}{{{label}}}", member) for label, member in labels.ordered(found_members, print_)]
+        items, parts = self._items(found, inner)
+        if entry is not None:
+            if not changed and all(a is b for a, b in zip(parts, entry.child_items, strict=True)):
+                entry.used = self._step
+                return entry.items
+            self._forget(entry)
+        entry = self._cache[key] = _Entry(print_, items, bool(parts), parts, [], self._step, key=key,
+                                          labels=labels)
+        self._last[key[1:]] = key
+        self._register(entry, found)
+        return items
+
+    def _member_died(self, entry: _Entry, address: int) -> None:
+        """A tensor or array that was a member of this entry's set died: a new object at its
+        address is a new member (``SetLabels.forget``), and a flat set's names lose its label."""
+        assert entry.labels is not None
+        label = entry.labels.forget(address)
+        entry.fingerprint = None  # read again at the next step
+        entry.tensor_addresses = [a for a in entry.tensor_addresses if a != address]
+        if label is not None and not entry.nested:
+            dropped = f"{entry.key[1]}{{{label}}}"
+            entry.items = [item for item in entry.items if item[0] != dropped]
+
+    def _moved(self, key: tuple[int, str, Path], kind: str) -> _Entry | None:
+        """The flat entry of the sequence (or set) last read under this name and path, moved to
+        ``key`` (a tuple rebuilt: ``t = t + (x,)`` is a new tuple at each iteration; ``s = s | {x}``
+        a new set), for ``_read`` to check as its own: grown, only its new members are read (a
+        set's members keep their labels). A nested one is not moved (its members' entries are filed
+        under the old container's id)."""
         old_key = self._last.get(key[1:])
         entry = self._cache.get(old_key) if old_key is not None else None
-        if entry is None or entry.nested or not entry.sequence or entry.key != old_key:
+        if entry is None or entry.nested or entry.key != old_key or \
+                not (entry.labels is not None if kind == "set" else entry.sequence):
             return None
         del self._cache[old_key]
         self._cache[key] = entry

@@ -290,11 +290,10 @@ y = grow(x, 3)
 
 
 # Kept graphs of ops that save their own output (a fresh object at every access, matched to its twin
-# or given an id of its own), with and without a backward pass, in each container and loop form.
-# (Not a set: its own order follows addresses, which differ between the two runs compared here;
-# tests/engine/test_engine_containers.py compares sets up to their order.)
+# or given an id of its own), with and without a backward pass, in each container and loop form (a
+# set's members are labelled by the order they entered it, alike in both runs: app.engine.labels).
 _KEPT = [(op, backward) for op in SAVES_OUTPUT for backward in (False, True)]
-_KEEPS = [keep for keep in KEPT_IN if keep != "set"]
+_KEEPS = list(KEPT_IN)
 for _index, (_op, _backward) in enumerate(_KEPT):
     _keep = _KEEPS[_index % len(_KEEPS)]
     _loop = ("for", "while")[_index // 2 % 2]

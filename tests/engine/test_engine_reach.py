@@ -19,6 +19,12 @@ REACHED = {
         "import collections\ndq = collections.deque([torch.ones(1), torch.zeros(2)])\ns = {torch.ones(3)}\n",
         {"dq[0]": "dq[0]", "dq[1]": "dq[1]", "s{0}": "next(iter(s))"},
     ),
+    "set members by the order they entered": (  # (not the set's iteration order: app.engine.labels)
+        "s = {torch.ones(3)}\ns.add(torch.zeros(2))\ns.add(torch.ones(1))\n"
+        "s.discard(next(t for t in s if t.shape == (2,)))\ns.add(torch.zeros(4))\n",
+        {"s{0}": "next(t for t in s if t.shape == (3,))", "s{2}": "next(t for t in s if t.shape == (1,))",
+         "s{3}": "next(t for t in s if t.shape == (4,))"},
+    ),
     "closure": (
         "def make():\n    t = torch.ones(2)\n    def inner():\n        return t * 2\n    return inner\n"
         "f = make()\n",
