@@ -31,6 +31,7 @@ from app.policy_names import (
     BLOCKED_ATTRIBUTE_PREFIXES,
     BLOCKED_ATTRIBUTES,
     BLOCKED_BUILTINS,
+    CHECKED_AT_RUN_TIME,
     CHECKED_CALLS,
     CLASS_NAME_ATTRIBUTES,
     IMPORT_REWRITES,
@@ -260,7 +261,8 @@ class _Checker(ast.NodeVisitor):
         argument's name never does)."""
         if builtin and name in BLOCKED_BUILTINS and name not in self._bound:
             raise _Rejected(node, "builtin", *_refused(name, name))
-        if builtin and name in NAMED_ATTRIBUTE_BUILTINS and id(node) not in self._named_calls:
+        if (builtin and name in NAMED_ATTRIBUTE_BUILTINS and name not in CHECKED_AT_RUN_TIME
+                and id(node) not in self._named_calls):
             raise _Rejected(node, "builtin", "policy.named_call", {"name": name})
         if name == "__slots__" and self._class_depth and isinstance(getattr(node, "ctx", None), ast.Store):
             return

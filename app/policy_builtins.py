@@ -1,17 +1,24 @@
 """The builtins a gated snippet sees: a third layer behind the policy gate (``app.policy``), for what
 the gate cannot see in the tree (a callee held in a variable). The names the gate refuses are absent;
 ``__import__`` hands out only the playground's modules; ``type`` answers ``type(x)`` and never makes a
-class from a namespace dict. Pure Python: no torch import.
+class from a namespace dict; ``setattr``/``delattr`` with a computed name check it as the gate checks
+a written one. Pure Python: no torch import.
 """
 
 from __future__ import annotations
 
 import builtins
 import sys
+import types
 from typing import Any
 
-from app.policy_names import ALLOWED_IMPORTS, BLOCKED_BUILTINS
-from app.run_errors import RefusedType, english
+from app.policy_names import (
+    ALLOWED_IMPORTS,
+    BLOCKED_ATTRIBUTE_PREFIXES,
+    BLOCKED_ATTRIBUTES,
+    BLOCKED_BUILTINS,
+)
+from app.run_errors import RefusedAttribute, RefusedType, english
 
 
 def _guarded_import(
@@ -56,8 +63,35 @@ _Type.__name__ = _Type.__qualname__ = "type"
 _Type.__module__ = "builtins"  # shown as <class 'type'>
 
 
+def _settable(obj: Any, name: Any, call: str) -> None:
+    """What the gate checks of ``obj.name = value`` written out, for a name computed at run time:
+    no name it refuses, and nothing of a module or of a class the snippet did not define."""
+    if not isinstance(name, str):
+        return  # the builtin says what is wrong with it
+    if (name.startswith("_") or name in BLOCKED_ATTRIBUTES or name.startswith(BLOCKED_ATTRIBUTE_PREFIXES)
+            or isinstance(obj, types.ModuleType)
+            or (isinstance(obj, builtins.type) and obj.__module__ != "__main__")):
+        raise RefusedAttribute("policy.attribute_runtime", {"call": f"{call}(..., {name!r})"})
+
+
+def _setattr(obj: Any, name: Any, value: Any, /) -> None:
+    _settable(obj, name, "setattr")
+    builtins.setattr(obj, name, value)
+
+
+def _delattr(obj: Any, name: Any, /) -> None:
+    _settable(obj, name, "delattr")
+    builtins.delattr(obj, name)
+
+
+_setattr.__name__ = _setattr.__qualname__ = "setattr"
+_delattr.__name__ = _delattr.__qualname__ = "delattr"
+
+
 def safe_builtins() -> dict[str, Any]:
     namespace = {k: v for k, v in vars(builtins).items() if k not in BLOCKED_BUILTINS}
     namespace["__import__"] = _guarded_import
     namespace["type"] = _Type
+    namespace["setattr"] = _setattr
+    namespace["delattr"] = _delattr
     return namespace

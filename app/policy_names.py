@@ -190,6 +190,10 @@ PRELUDE_MODULES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional
 # Builtins that take an attribute name: allowed with a name written in the snippet (checked like
 # ``obj.name``), never with a computed one.
 NAMED_ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+# Of those, the ones that hand out nothing: with a computed name (the forward-mode AD tutorial's
+# `delattr(model, name); setattr(model, name, dual)`, `setattr(self, f"fc{i}", layer)`) they are
+# checked when they run, by the builtins a gated snippet gets (app.policy_builtins).
+CHECKED_AT_RUN_TIME = frozenset({"setattr", "delattr"})
 
 # Builtins that reach outside the snippet, evaluate strings, or walk objects by computed name. A snippet
 # may still use their names for its own things (``input = torch.randn(3)``, ``def hook(module, input,

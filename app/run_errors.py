@@ -137,6 +137,10 @@ TEMPLATES: dict[str, str] = {
                                   "offers directly, or import one of the modules the playground has."),
     "policy.module_import": N_("`{what}` (the module `{target}`) is not available in the playground: "
                                "import the names you need from one of the modules the playground has."),
+    "policy.attribute_runtime": N_("`{call}` is not available in the playground: a name that starts with "
+                                   "`_`, or an attribute of a module or of torch's own classes, is not set "
+                                   "or deleted here. Use a name without the `_`, on your own objects "
+                                   "(`setattr(self, f\"fc{{i}}\", layer)`)."),
     "policy.named_call": N_("`{name}` is only available called with an attribute name written in the "
                             "snippet: write `{name}(obj, \"name\", ...)`."),
     "policy.underscore_name": N_("Names starting with `__` (here `{name}`) are not available in the "
@@ -449,6 +453,13 @@ class RefusedType(SaidError, TypeError):
     shown_type = "TypeError"
 
 
+class RefusedAttribute(SaidError, AttributeError):
+    """A ``setattr``/``delattr`` with a computed name that the gated builtins refuse at run time."""
+
+    kind = "rejected"
+    shown_type = "AttributeError"
+
+
 def said(error: BaseException, line: int | None, cuda_on_cpu: bool = False) -> dict | None:
     """A snippet's error in our words, where we have some: our own errors, and torch's bare word that
     there is no CUDA (with the way forward: the cuda-on-CPU option, or, when it is on, what it does not
@@ -487,4 +498,5 @@ def error_dict(kind: str, error_type: str, code: str, params: Mapping[str, Param
             "code": code, "params": params}
 
 
-__all__ = ["TEMPLATES", "Message", "Param", "RefusedType", "SaidError", "english", "error_dict", "said"]
+__all__ = ["TEMPLATES", "Message", "Param", "RefusedAttribute", "RefusedType", "SaidError", "english",
+           "error_dict", "said"]

@@ -113,3 +113,45 @@ def test_a_single_underscore_name_is_the_snippet_s_own() -> None:
     refused = policy.check("from typing import _eval_type")
     assert refused is not None and refused.code == "policy.underscore_attribute"
     assert "typing._eval_type" in refused.message
+
+
+def test_setattr_and_delattr_with_a_computed_name_pass_the_gate() -> None:
+    # the forward-mode AD tutorial's "Usage with Modules", and layers named in a loop
+    assert policy.check("for name, p in params.items():\n    delattr(model, name)\n"
+                        "    setattr(model, name, p)\nclass Net(nn.Module):\n    def __init__(self):\n"
+                        "        super().__init__()\n        for i in range(3):\n"
+                        "            setattr(self, f'fc{i}', nn.Linear(2, 2))\nset_it = setattr\n") is None
+    # what hands an object out stays closed with a computed name
+    refused = policy.check("name = 'fc0'\nlayer = getattr(net, name)")
+    assert refused is not None and refused.code == "policy.named_call"
+
+
+@pytest.mark.parametrize(("target", "name"), [
+    ("obj", "_hidden"), ("obj", "__class__"), ("obj", "f_globals"), ("obj", "os"),
+    ("module", "anything"), ("torch_class", "forward"),
+])
+def test_the_gated_setattr_and_delattr_check_the_name_when_they_run(target: str, name: str) -> None:
+    import types
+
+    from app import policy_builtins
+    from app.run_errors import RefusedAttribute
+
+    class Own:
+        pass
+
+    objects = {"obj": Own(), "module": types.ModuleType("m"), "torch_class": dict}
+    namespace = policy_builtins.safe_builtins()
+    with pytest.raises(RefusedAttribute, match="is not available in the playground"):
+        namespace["setattr"](objects[target], name, 1)
+    with pytest.raises(RefusedAttribute):
+        namespace["delattr"](objects[target], name)
+
+
+def test_the_gated_setattr_sets_what_the_snippet_names() -> None:
+    from app import policy_builtins
+
+    namespace = policy_builtins.safe_builtins()
+    exec(compile("class Own:\n    pass\no = Own()\nfor i in range(2):\n    setattr(o, f'fc{i}', i)\n"  # noqa: S102
+                 "delattr(o, 'fc0')\nsetattr(Own, 'scale', 2)\n", "<snippet>", "exec"),
+         ns := {"__builtins__": namespace, "__name__": "__main__"})
+    assert vars(ns["o"]) == {"fc1": 1} and ns["Own"].scale == 2
