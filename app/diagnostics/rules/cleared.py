@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.diagnostics.context import Context
+from app.diagnostics.numbers import Routes
 from app.diagnostics.patch import indentation, insert_before
 from app.diagnostics.rules.accumulate import MAX_NAMED, Event, grad_events
 from app.diagnostics.source import shorten
@@ -133,28 +134,74 @@ BLOCKS = (ast.For, ast.While, ast.If, ast.With)
 
 
 def _moved(context: Context, losts: list[Lost]) -> list[ast.stmt]:
-    """The statements to move, in source order: each clear's own, or the outermost block around it
-    that starts after the backward() line and holds nothing but clears (``for p in
-    model.parameters(): p.grad = None``; ``with torch.no_grad(): opt.zero_grad()``). A block that holds
-    more (the update, a print) stays where it is: only its clear moves."""
+    """The statements to move, in source order, in the function of the backward() line: each clear's
+    own, or the outermost block around it that holds nothing but clears (``for p in
+    model.parameters(): p.grad = None``; ``with torch.no_grad(): opt.zero_grad()``; there, one that
+    starts after the backward() line), or the call of a helper that does nothing but clear
+    (``clear(model)``). A block or a helper that holds more (the update, a print) stays where it is:
+    only its clear moves, when it is the backward's own."""
     routes = context.routes()
+    backward = context.source.at(context.line(losts[0].backward))  # (losts are grouped by that line)
+    if routes is None or backward is None:
+        return []
+    home, backward_line = backward.func, backward.line
     moved: set[ast.stmt] = set()
     for lost in losts:
         facts = context.facts(lost.clear)
         if facts is not None and facts.node is not None:
             moved.add(facts.node)
-    backward_line = context.line(losts[0].backward)  # (losts are grouped by their backward() line)
-    grew = routes is not None
-    while grew:  # a block whose every statement moves moves whole, up to the backward() line
+    grew = True
+    while grew:  # a block whose every statement moves moves whole
         grew = False
         for stmt in list(moved):
-            parent = routes.parents.get(stmt)  # type: ignore[union-attr]
-            if isinstance(parent, BLOCKS) and parent.lineno > backward_line and parent not in moved \
+            parent = routes.parents.get(stmt)
+            if isinstance(parent, BLOCKS) and parent not in moved \
+                    and (_function(routes, parent) != home or parent.lineno > backward_line) \
                     and all(s in moved for s in [*parent.body, *getattr(parent, "orelse", [])]):
                 moved.add(parent)
                 grew = True
-    tops = [s for s in moved if not any(a in moved for a in _blocks_around(context, s))]
+    helpers = context.memo.setdefault("cleared-helpers", {})
+    for lost in losts:  # a helper that only clears: its call where the backward is
+        facts = context.facts(lost.clear)
+        function = routes.function_of(facts.node) if facts is not None and facts.node is not None else None
+        if function is None or function.name == home or not all(
+                s in moved or _docstring(s) for s in function.body):
+            continue
+        call = _call_of(context, lost.clear, home, function)
+        if call is not None:
+            moved.add(call)
+            helpers[call] = function
+    tops = [s for s in moved if _function(routes, s) == home
+            and not any(a in moved for a in _blocks_around(context, s))]
     return sorted(tops, key=lambda s: s.lineno)
+
+
+def _function(routes: Routes, node: ast.AST) -> str | None:
+    """The name of the function a statement is in (None: the module), as ``LineFacts.func`` says it."""
+    function = routes.function_of(node)
+    return function.name if function is not None else None
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
+        stmt.value.value, str)
+
+
+def _call_of(context: Context, clear: int, home: str | None, function: ast.AST) -> ast.stmt | None:
+    """The statement of ``home`` that ran the helper whose step ``clear`` is: the first step back in
+    ``home`` after it, when that statement is a bare call of the helper (``clear(model)``)."""
+    for k in range(clear + 1, len(context)):
+        facts = context.facts(k)
+        if facts is None or facts.func != home:
+            continue
+        stmt = facts.node
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        name = getattr(function, "name", None)
+        if isinstance(call, ast.Call) and name is not None and (
+                getattr(call.func, "id", None) == name or getattr(call.func, "attr", None) == name):
+            return stmt
+        return None
+    return None
 
 
 def _blocks_around(context: Context, stmt: ast.stmt) -> list[ast.AST]:
@@ -169,11 +216,13 @@ def _blocks_around(context: Context, stmt: ast.stmt) -> list[ast.AST]:
     return found
 
 
-def _zeroes_in_place(stmt: ast.stmt) -> bool:
-    """``p.grad.zero_()``: fails on a .grad that is None — before the first backward() it is."""
+def _zeroes_in_place(context: Context, stmt: ast.stmt) -> bool:
+    """``p.grad.zero_()`` (itself, or in the helper a moved call runs): fails on a .grad that is None —
+    before the first backward() it is."""
+    helper = context.memo.get("cleared-helpers", {}).get(stmt)
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "zero_"
                and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == "grad"
-               for n in ast.walk(stmt))
+               for root in (stmt, helper) if root is not None for n in ast.walk(root))
 
 
 def _after_step(context: Context, first: Lost, stmts: list[ast.stmt]) -> bool:
@@ -184,7 +233,7 @@ def _after_step(context: Context, first: Lost, stmts: list[ast.stmt]) -> bool:
     step_node = step.node if step is not None else None
     backward_line = context.line(first.backward)
     for stmt in stmts:
-        if _zeroes_in_place(stmt):
+        if _zeroes_in_place(context, stmt):
             return True
         shared = [b for b in _blocks_around(context, stmt) if b.lineno > backward_line]  # type: ignore[attr-defined]
         if step_node is not None and any(n is step_node for b in shared for n in ast.walk(b)):
@@ -200,10 +249,9 @@ def _patch(context: Context, first: Lost, stmts: list[ast.stmt]) -> list[Patch]:
     a loop or an ``if``: that would change how often it runs."""
     backward = context.source.at(context.line(first.backward))  # its node steps have no facts
     step = context.source.at(context.line(first.step))
-    clear = context.facts(first.clear)
     if not stmts or backward is None or backward.node is None or step is None or step.node is None:
         return []
-    if clear is None or not backward.func == step.func == clear.func:
+    if backward.func != step.func:  # (the moved statements are the backward's function's: ``_moved``)
         return []
     blocks = (ast.If, ast.For, ast.While, ast.With)
     if isinstance(backward.node, blocks) or isinstance(step.node, blocks):
@@ -255,13 +303,13 @@ def _finding(context: Context, losts: list[Lost]) -> Diagnostic:
         "does not move; Adam or momentum move only by what they remember). Every batch's gradients are "
         "thrown away unused, so nothing learns from them."
     ).format(**fields)
-    if stmts and _after_step(context, first, stmts) and not any(_zeroes_in_place(s) for s in stmts):
+    if stmts and _after_step(context, first, stmts) and not any(_zeroes_in_place(context, s) for s in stmts):
         fix = _(
             "Clear the gradients after the update, not between backward() and the update: move `{code}` "
             "to just after line {step_line} (`{step_code}`), in the same block, so that the gradients "
             "summed since the last update are used before they are cleared."
         ).format(**fields)
-    elif stmts and any(_zeroes_in_place(s) for s in stmts):
+    elif stmts and any(_zeroes_in_place(context, s) for s in stmts):
         fix = _(
             "Clear the gradients after the update, not between backward() and the update: move `{code}` "
             "to just after line {step_line} (`{step_code}`). (Not before backward(): at the first "

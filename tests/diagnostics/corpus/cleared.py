@@ -287,4 +287,54 @@ CLEARED: list[Case] = [
                 for p in model.parameters():
                     p.grad = None
     """, ("model.weight", "model.bias"), "opt.step()"),
+    # cleared by a helper of the snippet's, called between backward and step: its call moves
+    lost("no-grad-helper-clears-between-backward-and-step", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        @torch.no_grad()
+        def clear(m):
+            for p in m.parameters():
+                p.grad = None
+
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            clear(model)
+            opt.step()
+    """, ("model.weight", "model.bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "clear(model)", "loss.backward()"),
+        story="a @torch.no_grad() helper that sets every .grad to None, called a line too early"),
+    lost("helper-zeroes-between-backward-and-step", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def zero_grads(m):
+            \"\"\"Zero the gradients in place.\"\"\"
+            for p in m.parameters():
+                p.grad.zero_()
+
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            zero_grads(model)
+            opt.step()
+    """, ("model.weight", "model.bias"), "opt.step()",
+        Finding(CLEARED_RULE, "warning", "zero_grads(model)", "opt.step()"),
+        story="a helper that zeroes in place: its call moves after the step (None at first)"),
+    kept("helper-zeroes-after-step", "twin", """
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def zero_grads(m):
+            \"\"\"Zero the gradients in place.\"\"\"
+            for p in m.parameters():
+                p.grad.zero_()
+
+        for step in range(4):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            zero_grads(model)
+    """, ("model.weight", "model.bias"), "opt.step()"),
 ]
