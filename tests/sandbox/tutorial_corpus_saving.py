@@ -282,3 +282,21 @@ print(t.T.shape)
 up = F.upsample(torch.ones(1, 1, 2, 2), scale_factor=2)
 print(up.shape)
 """)
+
+snippet("load-weights-only-refuses-classes", """\
+import io
+from types import SimpleNamespace
+buffer = io.BytesIO()
+torch.save({"config": SimpleNamespace(lr=0.1), "weights": torch.ones(2)}, buffer)
+buffer.seek(0)
+try:
+    torch.load(buffer)
+except Exception as e:
+    print(type(e).__name__, str(e).splitlines()[0][:60])
+buffer = io.BytesIO()
+torch.save({"config": {"lr": 0.1}, "weights": torch.ones(2), "epoch": 3, "names": ["a", "b"]}, buffer)
+buffer.seek(0)
+print(torch.load(buffer))
+buffer.seek(0)
+print(torch.load(buffer, map_location="cpu", weights_only=True)["weights"].device)
+""")
