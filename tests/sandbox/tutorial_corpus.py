@@ -14,6 +14,7 @@ import tutorial_corpus_data  # noqa: F401
 import tutorial_corpus_examples  # noqa: F401
 import tutorial_corpus_gate  # noqa: F401
 import tutorial_corpus_intermediate  # noqa: F401
+import tutorial_corpus_introyt  # noqa: F401
 import tutorial_corpus_loops  # noqa: F401
 import tutorial_corpus_math  # noqa: F401
 import tutorial_corpus_ops  # noqa: F401
