@@ -142,7 +142,8 @@ TEMPLATES: dict[str, str] = {
                                    "or deleted here. Use a name without the `_`, on your own objects "
                                    "(`setattr(self, f\"fc{{i}}\", layer)`)."),
     "policy.named_call": N_("`{name}` is only available called with an attribute name written in the "
-                            "snippet: write `{name}(obj, \"name\", ...)`."),
+                            "snippet: write `{name}(obj, \"name\", ...)`. Layers made in a loop go in an "
+                            "nn.ModuleList or nn.ModuleDict (`self.layers[i]`, `self.heads[name]`)."),
     "policy.underscore_name": N_("Names starting with `__` (here `{name}`) are not available in the "
                                  "playground: give it a name without one, such as `{suggested}`."),
     "policy.dunder_method": N_("Defining `{name}` is not available in the playground: Python calls it on its "
