@@ -130,3 +130,16 @@ vocab = {w: i for i, w in enumerate(sorted(set(tokens)))}
 print(tokens, torch.tensor([vocab[t] for t in tokens]))
 print(re.split(r"\\s+", "a  b\\tc"), bool(re.match(r"^[a-z]+$", "abc")), re.fullmatch(r"\\d+", "12a"))
 """)
+
+snippet("jit-trace-graph", """\
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+    def forward(self, x, h):
+        new_h = torch.tanh(self.linear(x) + h)
+        return F.softmax(new_h, dim=1), new_h.relu()
+traced = torch.jit.trace(Cell(), (torch.rand(3, 4), torch.rand(3, 4)))
+print(traced.graph)
+print(traced.inlined_graph)
+""")
