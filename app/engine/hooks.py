@@ -147,7 +147,11 @@ class _Quiet:
         self._profile = profile
 
     def __enter__(self) -> None:
-        self._was = sys.getprofile() if self._profile is not None else None
+        # Only our own: a profiler the snippet runs (torch.profiler's with_stack) put its C function
+        # in our place, and sys.getprofile() answers its context object, which set back as a Python
+        # profile function fails at the next call ("'TraceContext' object is not callable").
+        was = sys.getprofile() if self._profile is not None else None
+        self._was = was if was is not None and was == self._profile else None
         if self._was is not None:
             sys.setprofile(None)
 
