@@ -35,7 +35,10 @@ MODIFIED_MARK = "modified by an inplace operation"
 
 
 def container_of(key: str) -> str | None:
-    """``losses`` for ``losses[3]``, ``hist['loss']`` for ``hist['loss'][0]``; None for a plain name."""
+    """``losses`` for ``losses[3]``, ``hist['loss']`` for ``hist['loss'][0]``, ``kept`` for
+    ``kept{3}`` (a set's member, app.engine.labels); None for a plain name."""
+    if key.endswith("}") and "{" in key:
+        return key[: key.rindex("{")]
     if not key.endswith("]") or "[" not in key:
         return None
     return key[: key.rindex("[")]
@@ -44,7 +47,7 @@ def container_of(key: str) -> str | None:
 def head_of(key: str) -> tuple[str | None, str]:
     """(function, head name) of a variable key: ``f:x.w[0]`` → ("f", "x"), ``m.fc.weight`` → (None, "m")."""
     prefix, local = key.split(":", 1) if ":" in key else (None, key)
-    return prefix, local.split(".", 1)[0].split("[", 1)[0]
+    return prefix, local.split(".", 1)[0].split("[", 1)[0].split("{", 1)[0]
 
 
 def tensor_edges(fact: TensorFact | None) -> list[str]:

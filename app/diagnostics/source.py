@@ -303,12 +303,12 @@ def _facts(
                       func=func, loop=loop, grad_off=grad_off, node=stmt, withs=withs)
     if isinstance(stmt, ast.AugAssign):
         facts.writes.append(_write(stmt.target, type(stmt.op).__name__, stmt))
-        if isinstance(stmt.value, ast.List | ast.Tuple):
+        if isinstance(stmt.value, ast.List | ast.Tuple | ast.Set):  # (``s |= {x}``: a set's too)
             facts.adds.extend(Add(stmt.target, item, "+=") for item in stmt.value.elts)
     if isinstance(stmt, ast.Assign):
-        grown = stmt.value  # ``xs = xs + [x]``: ``xs += [x]`` spelled out
-        if isinstance(grown, ast.BinOp) and isinstance(grown.op, ast.Add) and \
-                isinstance(grown.right, ast.List | ast.Tuple) and len(stmt.targets) == 1 and \
+        grown = stmt.value  # ``xs = xs + [x]``: ``xs += [x]`` spelled out; ``s = s | {x}``, a set's
+        if isinstance(grown, ast.BinOp) and isinstance(grown.op, ast.Add | ast.BitOr) and \
+                isinstance(grown.right, ast.List | ast.Tuple | ast.Set) and len(stmt.targets) == 1 and \
                 ast.unparse(grown.left) == ast.unparse(stmt.targets[0]):
             facts.adds.extend(Add(stmt.targets[0], item, "+=") for item in grown.right.elts)
         for target in stmt.targets:
