@@ -13,10 +13,11 @@ Moving between the CPU and the simulated device copies, as a real transfer does 
 tensor with a ``ToCopyBackward0``), and mixing them in one op fails as torch fails. Tensors torch makes
 in C++ (gradients, saved outputs) take the device of what they belong to: a gradient its tensor's, a
 tensor on a simulated tensor's memory that one's, a tensor made during a backward pass of simulated
-tensors the simulated device. While it runs, the parts of ``torch.cuda`` (and ``torch.accelerator``)
-that GPU code asks about answer as one device would; autocast on ``cuda`` runs CPU autocast in
-``float16`` (CUDA's default); random numbers come from the CPU generator (``torch.cuda.manual_seed``
-seeds it). What it does not simulate fails with a message that says so (``app.run_errors``).
+tensors the simulated device, one an op kept in its graph (a GRU's saved copies) its graph's.
+While it runs, the parts of ``torch.cuda`` (and ``torch.accelerator``) that GPU code asks about
+answer as one device would; autocast on ``cuda`` runs CPU autocast in ``float16`` (CUDA's default);
+random numbers come from the CPU generator (``torch.cuda.manual_seed`` seeds it). What it does not
+simulate fails with a message that says so (``app.run_errors``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ MIXING_ALLOWED = frozenset({
 # Getters whose tensor shares what it is read from: on its device.
 SHARING_GETTERS = frozenset({"data", "grad", "_base", "real", "imag", "T", "mT", "H", "mH"})
 
+_GRAPH_WALK = 64  # nodes walked to find a device for a tensor made in C++ (``_graph_on_cuda``)
 SIMULATING: list[CudaOnCpu] = []  # the simulation of the run in progress, if any (read on hot paths)
 _INHERITED = object()
 
@@ -96,9 +98,36 @@ class CudaOnCpu(TorchFunctionMode):
         known = self._devices.get(t)
         if known is None:
             with torch._C.DisableTorchFunction():
-                known = self._backward_on_cuda or self._shares_simulated_memory(t)
+                known = self._backward_on_cuda or self._shares_simulated_memory(t) or self._graph_on_cuda(t)
             self.note(t, known)
         return known
+
+    def _graph_on_cuda(self, t: torch.Tensor) -> bool:
+        """A tensor an op made inside itself and kept in its graph (a GRU's saved copies) is on the
+        device of the nearest tensor of that graph whose device is known — whenever it is first
+        read: the memory it shares with a result may have been freed by then, and a snapshot that
+        reads it later must say what one that read it at once says."""
+        try:
+            start = t.grad_fn
+        except RuntimeError:  # a multi-output view whose base was written since: no node
+            return False
+        queue, seen = [start], set()
+        while queue and len(seen) < _GRAPH_WALK:
+            node = queue.pop(0)
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            variable = getattr(node, "variable", None)  # an AccumulateGrad: its leaf's device
+            if isinstance(variable, torch.Tensor):
+                return bool(self._devices.get(variable, False))
+            try:
+                known = self._nodes.get(node._sequence_nr())
+            except (AttributeError, RuntimeError):
+                known = None
+            if known is not None:
+                return known
+            queue.extend(fn for fn, _ in node.next_functions)
+        return False
 
     def _shares_simulated_memory(self, t: torch.Tensor) -> bool:
         pointer = tensor_pointer(t)
@@ -122,7 +151,10 @@ class CudaOnCpu(TorchFunctionMode):
             if result not in self._devices:
                 self.note(result, on_cuda)
             with torch._C.DisableTorchFunction():
-                node = result.grad_fn
+                try:
+                    node = result.grad_fn
+                except RuntimeError:  # a multi-output view whose base was written since: no node
+                    node = None
                 if node is not None:
                     self._nodes[node._sequence_nr()] = self._devices[result]
         elif isinstance(result, list | tuple) and depth < 2:
@@ -360,8 +392,11 @@ class CudaOnCpu(TorchFunctionMode):
         steps, past the step limit, left it unread)."""
         with torch._C.DisableTorchFunction():
             for t, on_cuda in list(self._devices.items()):
-                if not (t.requires_grad and (t.is_leaf or t.retains_grad)):
-                    continue  # (a non-leaf's .grad is never written, and reading it warns)
+                try:
+                    if not (t.requires_grad and (t.is_leaf or t.retains_grad)):
+                        continue  # (a non-leaf's .grad is never written, and reading it warns)
+                except RuntimeError:  # a multi-output view whose base was written since: no leaf
+                    continue
                 grad = t.grad
                 if grad is not None and grad not in self._devices:
                     self.note(grad, on_cuda)

@@ -72,6 +72,7 @@ def _plain_facts(t: torch.Tensor, deep: bool = True) -> dict[str, Any]:
             "retains_grad": t.retains_grad,
             "summary": _summary(t),
             "storage": _storage(t),
+            "storage_values": _storage_values(t),
             "grad_facts": _plain_facts(grad, deep=False) if grad is not None else None,
             "graph": _graph(grad_fn) if grad_fn is not None else None,
         }
@@ -95,6 +96,20 @@ def _storage(t: torch.Tensor) -> tuple[int, int] | None:
         storage = t.untyped_storage()
         return storage.data_ptr(), storage.nbytes()
     except (RuntimeError, NotImplementedError):  # a vmap's batched tensor, a functional wrapper
+        return None
+
+
+def _storage_values(t: torch.Tensor) -> torch.Tensor | None:
+    """Every element of a small storage ``t`` spans whole, read with ``t``'s dtype as the memory holds
+    them (a storage's elements no tensor covers may never have been written: garbage)."""
+    if t.layout != torch.strided or t.is_meta or t.is_conj() or t.is_neg() or t.is_quantized:
+        return None
+    try:
+        count = t.untyped_storage().nbytes() // t.element_size()
+        if count > MAX_VALUES or count != t.numel():
+            return None
+        return torch.as_strided(t.detach(), (count,), (1,), 0).clone()
+    except (RuntimeError, NotImplementedError, TypeError):
         return None
 
 
@@ -181,7 +196,9 @@ def steps_match_plain(source: str, skip: frozenset[str] = frozenset()) -> dict[s
                     assert fact[key] == plain[key], (where, key, fact[key], plain[key])
             _assert_summary(fact, plain, where)
             if plain["storage"] is not None and fact["storage"] is not None:
-                assert step["storages"][fact["storage"]]["nbytes"] == plain["storage"][1], (where, "nbytes")
+                storage = step["storages"][fact["storage"]]
+                assert storage["nbytes"] == plain["storage"][1], (where, "nbytes")
+                _assert_storage_values(storage, fact, plain, where)
             if plain["grad_facts"] is not None:
                 _assert_fact(step, fact["grad"], plain["grad_facts"], where + " .grad")
             if plain["graph"] is not None:
@@ -324,6 +341,18 @@ def _assert_fact(step: dict[str, Any], tid: str | None, plain: dict[str, Any], w
         actual = torch.tensor(decode(fact["values"]), dtype=plain["values"].dtype)
         torch.testing.assert_close(actual, plain["values"], rtol=0, atol=0, equal_nan=True,
                                    msg=lambda m, where=where: f"{where}: {m}")
+
+
+def _assert_storage_values(storage: dict[str, Any], fact: dict[str, Any], plain: dict[str, Any],
+                           where: str) -> None:
+    """The storage's elements as the memory holds them now (read with the tensor's dtype, when the
+    storage was described with it)."""
+    expected = plain["storage_values"]
+    if expected is None or storage["dtype"] != fact["dtype"] or storage["values"] is None:
+        return
+    actual = torch.tensor(decode(storage["values"]), dtype=expected.dtype)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True,
+                               msg=lambda m: f"{where} storage values: {m}")
 
 
 def _assert_summary(fact: dict[str, Any], plain: dict[str, Any], where: str) -> None:
