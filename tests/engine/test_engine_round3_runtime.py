@@ -53,18 +53,23 @@ y = real(torch.ones(1, 3))
 with torch.device("cpu"):
     z = torch.zeros(2, requires_grad=True)
 (z * 2).sum().backward()
+torch.set_default_device(None)
 """,
     "stderr, logging and sys.stdout.write from the snippet": """
 import sys, logging
 print("to err", file=sys.stderr)
 sys.stdout.write("raw\\n")
-logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stdout)
 log = logging.getLogger("train")
+handler = logging.StreamHandler(sys.stdout)
+handler.setFormatter(logging.Formatter("%(levelname)s %(name)s:%(lineno)d %(message)s"))
+log.addHandler(handler)
+log.setLevel(logging.INFO)
 x = torch.randn(2, requires_grad=True)
 for i in range(2):
     loss = (x * i).sum()
     log.info("step %d loss %.3f", i, loss.item())
 print("a", "b", sep="-", end="!\\n")
+log.removeHandler(handler)
 """,
     "printoptions set and restored": """
 imgs = torch.randn(2, 3)
