@@ -13,7 +13,8 @@ Moving between the CPU and the simulated device copies, as a real transfer does 
 tensor with a ``ToCopyBackward0``), and mixing them in one op fails as torch fails. Tensors torch makes
 in C++ (gradients, saved outputs) take the device of what they belong to: a gradient its tensor's, a
 tensor on a simulated tensor's memory that one's, a tensor made during a backward pass of simulated
-tensors the simulated device, one an op kept in its graph (a GRU's saved copies) its graph's.
+tensors the simulated device, one an op kept in its graph (a GRU's saved copies) its graph's, a
+torch.func wrapper (and the value it hands out unwrapped) the device of what it wraps.
 While it runs, the parts of ``torch.cuda`` (and ``torch.accelerator``) that GPU code asks about
 answer as one device would; autocast on ``cuda`` runs CPU autocast in ``float16`` (CUDA's default);
 random numbers come from the CPU generator (``torch.cuda.manual_seed`` seeds it). What it does not
@@ -57,6 +58,8 @@ MIXING_ALLOWED = frozenset({
 # Getters whose tensor shares what it is read from: on its device.
 SHARING_GETTERS = frozenset({"data", "grad", "_base", "real", "imag", "T", "mT", "H", "mH"})
 
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_unwrapped = torch._C._functorch.get_unwrapped
 _GRAPH_WALK = 64  # nodes walked to find a device for a tensor made in C++ (``_graph_on_cuda``)
 SIMULATING: list[CudaOnCpu] = []  # the simulation of the run in progress, if any (read on hot paths)
 _INHERITED = object()
@@ -98,9 +101,20 @@ class CudaOnCpu(TorchFunctionMode):
         known = self._devices.get(t)
         if known is None:
             with torch._C.DisableTorchFunction():
-                known = self._backward_on_cuda or self._shares_simulated_memory(t) or self._graph_on_cuda(t)
+                known = self._backward_on_cuda or self._shares_simulated_memory(t) or self._graph_on_cuda(t) \
+                    or self._wrapped_on_cuda(t)
             self.note(t, known)
         return known
+
+    def _wrapped_on_cuda(self, t: torch.Tensor) -> bool:
+        """A torch.func transform's wrapper (``grad``'s, ``vmap``'s batched tensor) is made in C++ and
+        has no memory of its own: it is on the device of the tensor it wraps."""
+        if not _is_wrapped(t):
+            return False
+        try:
+            return self.on_cuda(_unwrapped(t))
+        except RuntimeError:  # a dead wrapper (its transform has returned)
+            return False
 
     def _graph_on_cuda(self, t: torch.Tensor) -> bool:
         """A tensor an op made inside itself and kept in its graph (a GRU's saved copies) is on the
@@ -141,8 +155,12 @@ class CudaOnCpu(TorchFunctionMode):
         if on_cuda:
             with torch._C.DisableTorchFunction():
                 pointer = tensor_pointer(t) if t.is_cpu else 0
+                # a torch.func wrapper's value, which its transform hands out unwrapped at its end
+                inner = _unwrapped(t) if _is_wrapped(t) else None
             if pointer:
                 self._pointers[pointer] = weakref.ref(t)
+            if inner is not None and inner not in self._devices:
+                self.note(inner, True)
 
     def _note_new(self, result: Any, on_cuda: bool, depth: int = 0) -> None:
         """What a call returned: tensors not met before are on ``on_cuda``'s device (and the gradients

@@ -14,7 +14,7 @@ both) failed the run.
 from __future__ import annotations
 
 import pytest
-from torch_oracle import trace
+from torch_oracle import assert_values, resolve, run_plain, trace
 
 from tests.engine.test_engine_real_code import assert_true_to_torch
 
@@ -322,3 +322,38 @@ def test_tensors_an_op_makes_inside_itself_are_on_the_simulated_gpu(name: str) -
     assert incremental["steps"] == whole["steps"]
     shown = {fact["device"] for step in incremental["steps"] for fact in step["tensors"].values()}
     assert shown == {"cuda:0"}
+
+
+GPU_FUNC = """
+from torch.func import grad, vmap, jacrev, functional_call
+model = nn.Linear(3, 1).to(device)
+params = {k: v.detach() for k, v in model.named_parameters()}
+x = torch.randn(4, 3, device=device)
+y = torch.randn(4, 1, device=device)
+def loss_fn(p, xi, yi):
+    return F.mse_loss(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0))
+per_sample = vmap(grad(loss_fn), in_dims=(None, 0, 0))(params, x, y)
+gw = per_sample["weight"]
+j = jacrev(lambda t: t.sin() * 2)(x[0])
+print(gw.shape, gw.device.type, j.device.type)
+"""
+
+
+def test_torch_func_transforms_on_the_simulated_gpu() -> None:
+    """torch.func's wrappers (``grad``'s, ``vmap``'s batched tensors) are made in C++ with no memory of
+    their own: on cuda mapped to the CPU they were taken for CPU tensors, and the first op mixing one
+    with a parameter failed ("Expected all tensors to be on the same device"). They are on the
+    device of what they wrap; the numbers are the CPU run's."""
+    source = GPU_FUNC.lstrip("\n")
+    result = trace('device = "cuda"\n' + source, cuda_on_cpu=True)
+    assert result["ok"], result["error"]
+    plain = run_plain('device = "cpu"\n' + source)
+    last = result["steps"][-1]
+    assert plain.stdout == "torch.Size([4, 1, 3]) cpu cpu\n"
+    assert last["stdout"] == "torch.Size([4, 1, 3]) cuda cuda\n"
+    for label in ("gw", "j", "x"):
+        fact = last["tensors"][last["variables"][label]]
+        assert fact["device"] == "cuda:0", label
+        assert_values(fact["values"], resolve(plain.namespace, label))
+    whole = trace('device = "cuda"\n' + source, cuda_on_cpu=True, full_snapshots=True)
+    assert result["steps"] == whole["steps"]
