@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from app.diagnostics.context import Context
-from app.diagnostics.index import At, container_of
+from app.diagnostics.index import At, container_of, part_of
 from app.diagnostics.lifetimes import Lifetimes
 from app.diagnostics.loops import LoopRun
 from app.diagnostics.source import expr_keys
@@ -99,6 +99,7 @@ def causes(context: Context, life: Lifetimes, run: LoopRun) -> list[Cause]:
                     found[key].holders.append(tid)
             queue.extend(saver for saver, _name in view.savers(tid))
         queue.extend(parent for parent in parents.get(nid, ()) if node(parent))
+    found = lifted(context, run, found)
     for cause in found.values():
         cause.nodes = reached(view, cause.holders, set(held))
     causes = [cause for cause in found.values() if cause.nodes]
@@ -127,12 +128,68 @@ def reads_itself(context: Context, step: int, old: str) -> bool:
 
 
 def grows(context: Context, cause: Cause) -> bool:
-    items = item_keys(context, cause.key)
-    if not items:
-        return False
+    return key_grows(context, cause.run, cause.key)
+
+
+def key_grows(context: Context, run: LoopRun, key: str) -> bool:
+    """The container ``key`` holds more tensors at the run's end than after its first iteration."""
+    before, after = key_counts(context, run, key)
+    return after > before
+
+
+def key_counts(context: Context, run: LoopRun, key: str) -> tuple[int, int]:
+    """How many tensors the container ``key`` holds after the run's first iteration and at its end."""
+    if not item_keys(context, key):
+        return 0, 0
     # counted from the second iteration on: a tuple state is None before the first
-    since = cause.run.starts[1] if len(cause.run.starts) > 1 else cause.run.starts[0]
-    return len(context.at(cause.run.last).keys(cause.key)) > len(context.at(since).keys(cause.key))
+    since = run.starts[1] if len(run.starts) > 1 else run.starts[0]
+    return len(context.at(since).keys(key)), len(context.at(run.last).keys(key))
+
+
+def parts_above(key: str) -> list[str]:
+    """What ``key`` is a part of, innermost first: ``kept[3]``, ``kept`` for ``kept[3].loss``."""
+    out: list[str] = []
+    part = part_of(key)
+    while part is not None:
+        out.append(part)
+        part = part_of(part)
+    return out
+
+
+def lifted(context: Context, run: LoopRun, found: dict[str, Cause]) -> dict[str, Cause]:
+    """The causes, each filed under the container that gains an item every iteration when the name
+    found is only a part of one of its items: ``kept`` for the tuple ``kept[3]`` of
+    ``kept.append((loss, i))``, ``kept`` for ``kept[3].loss`` (a list, dict or set of tuples, lists,
+    dicts or namedtuples). Read as a cause of its own, each item was a false finding per iteration (a
+    tuple does not grow, or grows from nothing as it is made). The container is the innermost part
+    above that gains items in the run and held some before it; else the innermost that grows.
+    (``hist['loss']`` of ``hist['loss'].append(loss)`` itself gains items: it stays.)"""
+    memo: dict[str, tuple[int, int]] = {}
+
+    def counts(key: str) -> tuple[int, int]:
+        if key not in memo:
+            memo[key] = key_counts(context, run, key)
+        return memo[key]
+
+    def adds_to(key: str) -> bool:  # gains items in the run, and held some before (not one of its items)
+        before, after = counts(key)
+        return 0 < before < after
+
+    out: dict[str, Cause] = {}
+    holding: dict[str, set[str]] = {}
+    for key, cause in found.items():
+        into = key
+        if not adds_to(key):
+            outer = [part for part in parts_above(key) if counts(part)[1] > counts(part)[0]]  # they grow
+            into = next((part for part in outer if adds_to(part)), outer[0] if outer else key)
+        known = out.get(into)
+        if known is None:
+            out[into], holding[into] = Cause(into, run, list(cause.holders)), set(cause.holders)
+        else:
+            new = [t for t in cause.holders if t not in holding[into]]
+            known.holders.extend(new)
+            holding[into].update(new)
+    return out
 
 
 def values_of(context: Context, cause: Cause) -> list[tuple[str, list[tuple[int, str, str | None]]]]:
@@ -244,7 +301,7 @@ def cause_key(view: At, tid: str) -> str:
 # ---- what each cause did, step by step ---------------------------------------------------------------
 
 def item_keys(context: Context, container: str) -> list[str]:
-    return context.index.items.get(container, [])
+    return context.index.item_keys(container)
 
 
 def add_steps(context: Context, cause: Cause) -> list[int]:

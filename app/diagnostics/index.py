@@ -44,6 +44,18 @@ def container_of(key: str) -> str | None:
     return key[: key.rindex("[")]
 
 
+def part_of(key: str) -> str | None:
+    """The value a key is a part of: its container (``container_of``), or, for a field of a
+    container's item (``kept[3].loss``: a namedtuple or an object kept in a list), that item
+    (``kept[3]``). A plain object's attribute (``model.h``) is part of nothing: an object is not a
+    container that gains items."""
+    container = container_of(key)
+    if container is not None:
+        return container
+    owner = key[: key.rindex(".")] if "." in key else ""
+    return owner if owner.endswith(("]", "}")) else None
+
+
 def head_of(key: str) -> tuple[str | None, str]:
     """(function, head name) of a variable key: ``f:x.w[0]`` → ("f", "x"), ``m.fc.weight`` → (None, "m")."""
     prefix, local = key.split(":", 1) if ":" in key else (None, key)
@@ -100,6 +112,10 @@ class Index:
         # Every variable key ever bound, by container ("losses" -> "losses[3]") and by (function or
         # None, head name): a name's binding at a step is the timeline's to say.
         self.items: dict[str, list[str]] = {}
+        # ... and under every value it is a part of further up (``kept`` -> ``kept[3][0]``,
+        # ``kept[3].loss``: a list of tuples or of namedtuples), for a container whose items are not
+        # tensors themselves (``Index.item_keys``).
+        self.nested: dict[str, list[str]] = {}
         self.headed: dict[tuple[str | None, str], list[str]] = {}
         self.users = Relation(self._reads, sized=True)  # storage -> tensor
         self.savers = Relation(self._reads)  # tensor -> (node, saved name)
@@ -129,6 +145,12 @@ class Index:
         self.replayed = HeldReplay()  # the index's own replay (``feed``)
         if not fed:
             self._build()
+
+    def item_keys(self, container: str) -> list[str]:
+        """Every key ever bound as an item of ``container`` (``losses[3]``); for a container whose
+        items are tuples, dicts or namedtuples rather than tensors, the tensors they hold
+        (``kept[3][0]``, ``kept[3].loss``)."""
+        return self.items.get(container) or self.nested.get(container, [])
 
     def at(self, step: int) -> At:
         return At(self, step)
@@ -250,6 +272,11 @@ class Index:
         container = container_of(name)
         if container is not None:
             self.items.setdefault(container, []).append(name)
+        outer = part_of(name)
+        outer = part_of(outer) if outer is not None and outer == container else outer
+        while outer is not None:
+            self.nested.setdefault(outer, []).append(name)
+            outer = part_of(outer)
         self.headed.setdefault(head_of(name), []).append(name)
 
     def _tensor(
@@ -378,7 +405,7 @@ class At:
 
     def keys(self, container: str) -> list[str]:
         """The item keys of a container (``losses[0]``, ``losses[1]``…) bound at this step."""
-        return [key for key in self.index.items.get(container, ()) if self.variable(key) is not None]
+        return [key for key in self.index.item_keys(container) if self.variable(key) is not None]
 
     def keys_headed(self, function: str | None, head: str) -> list[str]:
         """The keys bound at this step under a head name (``m`` for ``m.fc.weight``, ``m[0]``)."""

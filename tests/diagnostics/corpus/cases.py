@@ -1813,3 +1813,9 @@ from tests.diagnostics.corpus.handed import HANDED  # noqa: E402 - they use the 
 CASES += HANDED
 BY_NAME = {case.name: case for case in CASES}
 assert len(BY_NAME) == len(CASES), "case names are unique"
+
+from tests.diagnostics.corpus.bundled import BUNDLED  # noqa: E402 - they use the helpers above
+
+CASES += BUNDLED
+BY_NAME = {case.name: case for case in CASES}
+assert len(BY_NAME) == len(CASES), "case names are unique"

@@ -55,7 +55,45 @@ def _place(context: Context, cause: Cause, step: int) -> Place:
         else:
             place = Place(context.line(step), facts)
     handed = caller(context, cause, step, tid, place)
+    if handed is None and place.value is not None and tid is not None:
+        place.value = _held_part(place.value, {bare(n) for n in view.names(tid)})
     return handed or place
+
+
+def _parts(value: ast.expr) -> dict[str, ast.expr]:
+    """The parts of a value built where it is added, by how the engine names them in the container's
+    item: ``[0]`` of ``(out, i)``, ``['loss']`` of ``{'loss': out}``, ``.loss`` of
+    ``Rec(loss=out)``; a call's positional arguments by position (``Rec(out, i)``: only matched by
+    name, a field's name is not known here)."""
+    if isinstance(value, ast.Tuple | ast.List | ast.Set):
+        return {f"[{i}]": e for i, e in enumerate(value.elts) if not isinstance(e, ast.Starred)}
+    if isinstance(value, ast.Dict):
+        return {f"[{k.value!r}]": v for k, v in zip(value.keys, value.values, strict=True)
+                if isinstance(k, ast.Constant)}
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):  # a namedtuple, ``dict(...)``
+        parts = {f"({i})": a for i, a in enumerate(value.args) if not isinstance(a, ast.Starred)}
+        parts.update({f".{k.arg}": k.value for k in value.keywords if k.arg is not None})
+        parts.update({f"[{k.arg!r}]": k.value for k in value.keywords if k.arg is not None})
+        return parts
+    return {}
+
+
+def _held_part(value: ast.expr, names: set[str]) -> ast.expr:
+    """The part of an added value that holds the graph (``out`` of ``kept.append((out, i))``): the
+    part that names the kept tensor, or the one at the place its name in the container says
+    (``kept[3][0]``, ``kept[3]['loss']``, ``kept[3].loss``); the whole value when none does."""
+    parts = _parts(value)
+    if not parts:
+        return value
+    named = [p for p in parts.values() if names.intersection(expr_keys(p))]
+    if len(named) == 1:
+        return _held_part(named[0], names)
+    for name in names:
+        at = name.rindex("[") if name.endswith("]") else name.rfind(".")  # its last accessor
+        tail = name[at:] if at >= 0 else ""
+        if tail in parts:
+            return _held_part(parts[tail], names)
+    return value
 
 
 def _value_of(stmt: ast.stmt) -> ast.expr | None:
