@@ -11,6 +11,7 @@ hold no tensor beyond the hook call, so results, grads and errors are a plain ru
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -121,10 +122,57 @@ def _graph(roots: Any) -> list[Any]:
 def _snippet_frame() -> FrameType | None:
     import sys
 
-    frame = sys._getframe(2)
+    return snippet_frame_above(sys._getframe(2))
+
+
+def snippet_frame_above(frame: FrameType | None) -> FrameType | None:
+    """The innermost snippet frame at or above ``frame`` (the one whose line called into torch)."""
     while frame is not None and frame.f_code.co_filename != SNIPPET_FILENAME:
         frame = frame.f_back
     return frame
+
+
+def plain_backward_lines(source: str) -> frozenset[int]:
+    """Lines whose only code is one ``<x>.backward(...)`` call whose callee and arguments are names,
+    their attributes and constants (``loss.backward()``, ``torch.autograd.backward(loss,
+    retain_graph=True)``): running such a line up to the call binds no name and calls nothing that
+    could change a container, so the names the last step walked still hold when its pass's first
+    node runs (``app.engine.run.names_still``). Snippet code the line may run (a property, a
+    ``backward`` of the snippet's own) is a frame event, which walks all the same."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    candidates = {node.lineno: node for node in ast.walk(tree) if isinstance(node, ast.Expr)
+                  and node.lineno == node.end_lineno and _plain_backward(node.value)}
+    if not candidates:
+        return frozenset()
+    inside = {id(part) for node in candidates.values() for part in ast.walk(node)}
+    for node in ast.walk(tree):
+        first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if first is None or last is None or id(node) in inside:
+            continue
+        # Only what holds the call (a loop, a function, a try) may span its line, from a line before
+        # it; its header's parts are nodes of their own, checked here too (``for i in range(\n3): ...``).
+        for line in [line for line in candidates if first <= line <= last]:
+            if line == first or not hasattr(node, "body"):
+                del candidates[line]
+    return frozenset(candidates)
+
+
+def _plain_backward(value: ast.expr) -> bool:
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+        value.func.attr == "backward" and _reference(value.func) and \
+        all(_reference(arg) or isinstance(arg, ast.Constant) for arg in value.args) and \
+        all(word.arg is not None and (_reference(word.value) or isinstance(word.value, ast.Constant))
+            for word in value.keywords)
+
+
+def _reference(value: ast.expr) -> bool:
+    """A name, or an attribute of one (``torch.autograd``): loads only."""
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Name)
 
 
 def tensor_saves(node: Any, cache: dict[type, tuple[str, ...]]) -> list[str]:

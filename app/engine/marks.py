@@ -192,9 +192,15 @@ class Marks:
         dirty = self._dirty
         ran = {nid for key in keys if (nid := self.node_ids.known_key(key)) is not None}
         dirty |= ran
+        nodes, tensors = self.nodes, self.tensors
         for nid in ran:
-            dirty.update(p for p in self.parents.get(nid, ()) if p in self.tensors
-                         and self.tensors[p]["grad_fn"] == nid)
+            node = nodes.get(nid)
+            if node is not None and node["variable"] is not None:
+                # An AccumulateGrad is no tensor's grad_fn, and its parents are every kept graph's
+                # nodes that reach its leaf (a hundred in a kept Adam loop): none to look through.
+                continue
+            dirty.update(p for p in self.parents.get(nid, ())
+                         if p in tensors and tensors[p]["grad_fn"] == nid)
         for address in leaves:
             tid = self.tensor_ids.known_address(address)
             if tid is not None:

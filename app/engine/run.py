@@ -23,7 +23,14 @@ from torch import nn
 from torch._C import _get_tracing_state, _set_tracing_state
 
 from app.engine import cuda_on_cpu
-from app.engine.backward import BackwardWatch, NodeRan, freed_message, pass_arguments
+from app.engine.backward import (
+    BackwardWatch,
+    NodeRan,
+    freed_message,
+    pass_arguments,
+    plain_backward_lines,
+    snippet_frame_above,
+)
 from app.engine.calls import counted_as_plain, modes_unseen
 from app.engine.hooks import HookWatch, registers_hooks
 from app.engine.jit_names import jit_names_as_plain
@@ -193,6 +200,7 @@ def trace_delta(
     touches = Touches()
     # the lines after which a step is read whole (searched once, not at each of their steps)
     whole_lines = {number for number, text in enumerate(source.split("\n"), 1) if WHOLE_SNAPSHOT.search(text)}
+    plain_lines = plain_backward_lines(source)  # ``loss.backward()``: binds no name before its pass
     steps: list[dict[str, Any]] = []
     LIVE["steps"] = steps
     unrecorded = _Unrecorded(limits)
@@ -250,8 +258,8 @@ def trace_delta(
         # Between two nodes of one backward pass only torch's C++ and the snippet's hooks run. Where
         # no hook can be registered (app.engine.hooks) and no snippet frame was entered or left since
         # the last walk, no name can have changed: the walk is skipped (a fifth of a node step's
-        # reading on Adam). The first node of a pass always walks: the line may have rebound names
-        # before calling backward.
+        # reading on Adam). The first node of a pass walks unless the line that called backward is
+        # one that binds no name before the call (``loss.backward()``: backward.plain_backward_lines).
         return (scope["walked_at"] == tracer.frame_events and not hook_watch.active
                 and not taker.walker.capped)
 
@@ -302,7 +310,9 @@ def trace_delta(
                 watches.pop()
             return
         if event == "call":
-            scope["walked_at"] = None  # the pass's first node walks (see names_still)
+            caller = snippet_frame_above(frame)
+            if caller is None or caller.f_lineno not in plain_lines:
+                scope["walked_at"] = None  # the pass's first node walks (see names_still)
             watch = BackwardWatch(on_node)
             watches.append((watch, touches.watch_again()))  # the snippet's hooks run in there
             taker.storage_ids.pass_depth = len(watches)

@@ -184,7 +184,8 @@ class LineTracer:
                 frame.f_trace_lines = False  # its return is all that is asked of it
                 return self._result_trace
             return None
-        self.frame_events += 1
+        if code.co_name != CALL_FRAME:  # (the engine's own call frame runs and binds nothing of the
+            self.frame_events += 1      # snippet's: what it calls back is a frame of its own)
         back = frame.f_back
         if back is not None and back.f_code.co_name == CALL_FRAME and back.f_trace is None \
                 and self._on_hidden_write is not None:
