@@ -122,6 +122,11 @@ class SnapshotTaker(Marks, Planning, Commit):
         self._capped: dict[str, int] = {}  # caps the whole read of this step reached
         self._capped_last = False
         self.in_backward = False  # reading inside a backward pass: no storage objects (ids.tensor_pointer)
+        # Within a backward pass, between node steps where no snippet code ran: tensor id -> (its fact,
+        # its storage's fact as read with it, the storage size its values were checked against), for
+        # gradients read again at the same version (tensor_facts.TensorFacts._as_passed). None
+        # outside node steps.
+        self.pass_facts: dict[str, tuple[dict[str, Any], Any, int]] | None = None
         self._in_transform = False  # the last step was read inside a torch.func transform
 
     # ---- one step --------------------------------------------------------------------------------
@@ -139,6 +144,10 @@ class SnapshotTaker(Marks, Planning, Commit):
         with torch._C.DisableTorchFunction():
             bound, gone = self.walker.still() if names_still and not self.full else self.walker.walk(scopes)
             self.in_backward = in_pass = ran is not None or in_pass
+            if ran is None:
+                self.pass_facts = None
+            elif not names_still or self.pass_facts is None:
+                self.pass_facts = {}
             if ran is not None:
                 self._node_ran(ran, touches)
             self._mark(touches, after_pass=not in_pass)
@@ -193,6 +202,8 @@ class SnapshotTaker(Marks, Planning, Commit):
         except Retry:
             for journal, mark in zip(journals, marks, strict=True):
                 journal.rollback(mark)
+            if self.pass_facts is not None:
+                self.pass_facts = {}  # (facts of this attempt may name ids it handed out, now undone)
             return None
         finally:
             for journal in journals:

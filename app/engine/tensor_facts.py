@@ -72,6 +72,81 @@ class TensorFacts:
     ids in meeting order)."""
 
     def _tensor_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
+        passed = self.run.pass_facts
+        if passed is not None and not self.run._whole_read:
+            known = passed.get(tid)
+            if known is not None:
+                fact = self._as_passed(tid, t, known)
+                if fact is not None:
+                    return fact
+            fact = self._read_fact(tid, t)
+            self._note_passed(tid, t, fact, passed)
+            return fact
+        return self._read_fact(tid, t)
+
+    # ---- a gradient read again within one backward pass --------------------------------------------
+    # A node step reads its gradients, and the next step drops those no node holds any more (they
+    # were its roots only): a gradient a node sent is read again when the node it went to runs (a
+    # TBackward0's, an AddmmBackward0's). Between two node steps of one pass where no snippet code
+    # ran (``SnapshotTaker.pass_facts``: emptied at every other step), only torch's C++ ran, which
+    # writes a gradient it made only in place (its version moves): at the same version the tensor,
+    # its storage's bytes and their fact read as they read then (a tenth of Adam's node steps).
+
+    def _note_passed(self, tid: str, t: torch.Tensor, fact: dict[str, Any], passed: dict[str, Any]) -> None:
+        sid = fact["storage"]
+        if fact["version"] is None or sid is None or fact["grad_fn"] is not None or fact["grad"] is not None \
+                or fact["requires_grad"] or fact["unavailable"] or tid in self.keyed_owners \
+                or tid in self.run.keyed_owner:
+            return  # (a leaf's .grad is set with no version bump; a saved copy torch makes afresh is read)
+        checked = self.storages.get(sid) or self.run.storages.get(sid)
+        if checked is not None:
+            passed[tid] = (fact, self.storages.get(sid), checked["nbytes"])
+
+    def _as_passed(self, tid: str, t: torch.Tensor,
+                   known: tuple[dict[str, Any], Any, int]) -> dict[str, Any] | None:
+        """``tid``'s fact as read earlier in the pass, if it still holds (None: read it). A storage
+        known by its bytes only has the size of the first tensor a step meets it through
+        (``_bare_nbytes``), which the fact's values were checked against: it must be the same now."""
+        fact, storage, checked = known
+        if t._version != fact["version"] or tid in self.run.keyed_owner:
+            return None
+        run = self.run
+        base = fact["base"]
+        base_object = t._base if base is not None else None
+        if base is not None and run.tensor_ids.known(base_object) != base:
+            return None
+        sid = fact["storage"]
+        pointer = tensor_pointer(t)
+        if not pointer or run.storage_ids.of_pointer(pointer, t) != sid:
+            return None
+        dtype_text = fact["dtype"]
+        fresh = sid not in self.storages and run.storage_fresh(sid, dtype_text, tid)
+        if fresh:
+            if storage is None or storage["nbytes"] != self._bare_nbytes(sid, t):
+                return None  # (not read with it then, or read at another size)
+            nbytes = storage["nbytes"]
+        else:
+            described = self.storages.get(sid) or run.storages.get(sid)
+            nbytes = described["nbytes"] if described is not None else None
+        if nbytes != checked:
+            return None
+        on_storage = self.by_storage.get(sid)
+        if on_storage is None:
+            self.by_storage[sid] = [tid]
+        else:
+            on_storage.append(tid)
+        if fresh:
+            self.storages[sid] = storage
+            if storage["values"] is not None and not (fact["is_conj"] or fact["is_neg"]):
+                self._storage_reads[sid] = (t.dtype, storage["values"])
+        described = self.storages.get(sid) or run.storages.get(sid)
+        if described is not None and described["dtype"] != dtype_text:
+            run.mixed_dtypes.add(sid)
+        if base is not None:
+            self.add_tensor(base, base_object)
+        return dict(fact)
+
+    def _read_fact(self, tid: str, t: torch.Tensor) -> dict[str, Any]:
         # (Each property read once here and handed to what needs it: every torch call is a C++ round
         # trip, and every helper a Python call; this runs for every tensor every step reads.)
         unavailable: dict[str, str] = {}
