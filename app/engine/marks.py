@@ -199,8 +199,10 @@ class Marks:
                 # An AccumulateGrad is no tensor's grad_fn, and its parents are every kept graph's
                 # nodes that reach its leaf (a hundred in a kept Adam loop): none to look through.
                 continue
+            # (only one that retains its grad changes as its node runs: its .grad; torch retains the
+            # grad of a non-leaf ``inputs=`` one as the pass starts, which reads it: run.on_backward)
             dirty.update(p for p in self.parents.get(nid, ())
-                         if p in tensors and tensors[p]["grad_fn"] == nid)
+                         if p in tensors and tensors[p]["grad_fn"] == nid and tensors[p]["retains_grad"])
         for address in leaves:
             tid = self.tensor_ids.known_address(address)
             if tid is not None:

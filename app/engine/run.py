@@ -208,7 +208,7 @@ def trace_delta(
     if namespace is not None:
         namespace.update({name: value for name, value in start.items() if name not in namespace})
     scope: dict[str, Any] = {"namespace": start if namespace is None else namespace, "printed": 0,
-                             "walked_at": None}
+                             "walked_at": None, "passed": False}
 
     def on_step(line: int, frame: FrameType) -> None:
         if unrecorded.past(len(steps)):
@@ -240,7 +240,11 @@ def trace_delta(
             _set_tracing_state(None)
         try:
             with hook_watch.quiet():
-                steps.append(taker.take(line, printed, scopes, touches, in_pass=bool(watches)))
+                # (after ``loss.backward()`` whose pass ran no snippet code: no name changed either)
+                still = line in plain_lines and scope["passed"] and names_still()
+                scope["passed"] = False
+                steps.append(taker.take(line, printed, scopes, touches, in_pass=bool(watches),
+                                        names_still=still))
                 if after_step is not None:
                     after_step(steps)
             scope["walked_at"] = tracer.frame_events
@@ -325,6 +329,7 @@ def trace_delta(
             return
         # A retained input's .grad is set as its gradient is captured, after the last node's step
         # (by torch.autograd.grad too, out of place): the line's step reads the inputs again.
+        scope["passed"] = True  # (a backward pass returned: see take_step)
         called = pass_arguments(frame)
         touches.tensors.update(map(id, called.inputs))
         stepped = False
