@@ -78,6 +78,9 @@ def tensor_facts(state: State, holding: Holding, tid: str, born: int | None,
 # The rows in the panel's order, in five runs: those that read only the tensor's own fact
 # (``layout_rows``, ``flag_rows``, ``tail_rows``) are the same for as long as the fact is, and the
 # facts builder keeps them; the others read its names, holders, storage and links, and are read again.
+REFUSED = "—"  # a fact torch refuses to give: the "torch refuses" row says why
+
+
 def head_rows(holding: Holding, tid: str, fact: TensorFact, held: str | None,
               title: str) -> list[tuple[str, str]]:
     """title (``names.label``: what the views call it), names, id and "held by"."""
@@ -118,14 +121,18 @@ def flag_rows(fact: TensorFact) -> list[tuple[str, str]]:
     return [
         ("is_contiguous", str(is_contiguous(layout))),
         ("requires_grad", str(fact.requires_grad)),
-        ("is_leaf", str(fact.is_leaf)),
+        # torch refuses is_leaf together with grad_fn (a view from unbind/split whose base was
+        # written in place): the panel says neither True nor False
+        ("is_leaf", REFUSED if "grad_fn" in fact.unavailable else str(fact.is_leaf)),
     ]
 
 
 def link_rows(state: State, holding: Holding, fact: TensorFact) -> list[tuple[str, str]]:
     """grad_fn, grad and _base: what they point at may change while the fact does not."""
     node = state.nodes.get(fact.grad_fn) if fact.grad_fn else None
-    rows = [("grad_fn", short_node_name(node.name) if node else "None"),
+    # what torch prints for a node it refuses to give (``grad_fn=<Invalid>`` in a tensor's repr)
+    shown = "<Invalid>" if "grad_fn" in fact.unavailable else short_node_name(node.name) if node else "None"
+    rows = [("grad_fn", shown),
             ("grad", _who(fact.grad, state, holding))]
     if fact.is_view or fact.base:
         rows.append(("_base", _who(fact.base, state, holding)))
@@ -147,6 +154,10 @@ def tail_rows(fact: TensorFact, born: int | None, born_version: int | None,
         rows.append((_("created"), _("line {line}").format(line=born)))
     if values is not None:
         rows.append((_("values"), values))
+    if fact.unavailable:  # torch's own reason for each fact it would not give
+        rows.append((_("torch refuses"), "; ".join(
+            f"{name}{', is_leaf' if name == 'grad_fn' else ''}: {reason}"
+            for name, reason in sorted(fact.unavailable.items()))))
     return rows
 
 
@@ -269,7 +280,8 @@ class FactsBuilder:
             if (last.shape, last.stride, last.storage_offset) == (fact.shape, fact.stride,
                                                                   fact.storage_offset):
                 layout = own[1] if last.dtype == fact.dtype else None
-                same_flags = (last.requires_grad, last.is_leaf) == (fact.requires_grad, fact.is_leaf)
+                same_flags = ((last.requires_grad, last.is_leaf, "grad_fn" in last.unavailable)
+                              == (fact.requires_grad, fact.is_leaf, "grad_fn" in fact.unavailable))
                 flags = own[2] if same_flags else None
         layout = layout if layout is not None else entry(layout_rows(fact))
         gpu_block = self.gpu.block_size(fact.storage) if self.gpu is not None and fact.storage else None
