@@ -91,3 +91,31 @@ def test_what_a_key_is_a_part_of() -> None:
     assert part_of("model.h") is None  # an object's attribute: the object does not gain items
     assert part_of("f:self.h") is None
     assert part_of("kept") is None
+
+
+@pytest.mark.parametrize(("keep", "fixed"), [
+    ("history.append((loss, pred))", "history.append((loss.item(), pred.detach()))"),  # both hold a graph
+    ("history.append((loss, pred.detach()))", "history.append((loss.item(), pred.detach()))"),
+    ("history.append({'loss': loss, 'acc': (pred > 0).float().mean()})",
+     "history.append({'loss': loss.item(), 'acc': (pred > 0).float().mean()})"),
+    ("history.append((i, [loss, pred]))", "history.append((i, [loss.item(), pred.detach()]))"),
+    ("history.append((i, [loss]))", "history.append((i, [loss.item()]))"),
+])
+def test_the_patch_cuts_each_part_of_an_item_that_holds_a_graph_and_only_those(keep: str, fixed: str) -> None:
+    code = f"""
+w = torch.randn(8, requires_grad=True)
+history = []
+for i in range(5):
+    pred = (w * i).tanh()
+    loss = pred.sum()
+    {keep}
+"""
+    header = "for i in range(5):"
+    assert check(leak("kept", code, header)) is None
+    r = run(code)
+    assert r.rules == ["graph-kept-by-container"], r.rules
+    d = r.only("graph-kept-by-container")
+    assert [p.text.strip() for p in d.patch] == [fixed]
+    patched = apply(r.code, d.patch)
+    assert check(quiet("fixed", "twin", patched, Grows(header, False))) is None
+    assert run(patched).rules == []

@@ -66,8 +66,38 @@ def _cases() -> list[Case]:
     return out
 
 
+PAIR = """
+    w = torch.randn(32, requires_grad=True)
+    history = []
+    for step in range(4):
+        pred = (w * step).sigmoid()
+        loss = pred.pow(2).mean()
+        KEEP
+"""
+
+
+def _pair(keep: str) -> str:
+    return PAIR.replace("KEEP", keep)
+
+
 BUNDLED: list[Case] = [
     *_cases(),
+    leak("pair-of-graphs", _pair("history.append((loss, pred))"), LOOP,
+         Finding(CONTAINER, "warning", "history.append((loss, pred))",
+                 "history.append((loss.item(), pred.detach()))"),
+         twin="pair-of-graphs-cut", story="the loss and the prediction it came from, both with a graph"),
+    quiet("pair-of-graphs-cut", "twin", _pair("history.append((loss.item(), pred.detach()))"),
+          Grows(LOOP, False)),
+    leak("pair-one-detached", _pair("history.append((loss, pred.detach()))"), LOOP,
+         Finding(CONTAINER, "warning", "history.append((loss, pred.detach()))",
+                 "history.append((loss.item(), pred.detach()))"),
+         twin="pair-of-graphs-cut", story="the prediction detached, the loss not: the loss is the cut"),
+    leak("loss-in-a-list-in-a-tuple", _pair("history.append((step, [loss]))"), LOOP,
+         Finding(CONTAINER, "warning", "history.append((step, [loss]))",
+                 "history.append((step, [loss.item()]))"),
+         twin="loss-in-a-list-in-a-tuple-item", story="the loss two levels down in each item"),
+    quiet("loss-in-a-list-in-a-tuple-item", "twin", _pair("history.append((step, [loss.item()]))"),
+          Grows(LOOP, False)),
     quiet("list-of-tuples-detached", "lookalike",
           _with(FORWARD, "tanh", "history = []", "history.append((loss.detach(), step))"), Grows(LOOP, False),
           story="the same tuples holding detached losses: nothing kept"),

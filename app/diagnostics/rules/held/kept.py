@@ -5,12 +5,13 @@ graph."""
 from __future__ import annotations
 
 import ast
+import re
 
 from app.diagnostics.context import Context
 from app.diagnostics.holders import Cause, add_steps, bare, growth_per_iteration, item_keys
-from app.diagnostics.index import container_of
+from app.diagnostics.index import At, container_of, part_of
 from app.diagnostics.lifetimes import lifetimes
-from app.diagnostics.patch import method, replace, segment, shown, wrap
+from app.diagnostics.patch import method, replace_many, segment, shown, wrap
 from app.diagnostics.rules.held.places import Place, caller, number_fits_place
 from app.diagnostics.rules.held.words import chart, titled
 from app.diagnostics.source import Add, expr_keys, root_name, shorten
@@ -19,6 +20,7 @@ from app.i18n import gettext as _
 from app.schema import Diagnostic, Patch
 
 CONTAINER_RULE = "graph-kept-by-container"
+ACCESSOR = re.compile(r"\[[^\]]*\]|\{[^}]*\}|\.\w+")  # ``[3]``, ``['loss']``, ``{2}``, ``.loss`` of a key
 
 
 def _matches(add: Add, names: set[str]) -> bool:
@@ -31,12 +33,15 @@ def _matches(add: Add, names: set[str]) -> bool:
     return not keys and root is not None and any(n.split("[")[0].split(".")[0] == root for n in names)
 
 
-def _place(context: Context, cause: Cause, step: int) -> Place:
+def _place(context: Context, cause: Cause, step: int) -> tuple[Place, list[tuple[ast.expr, str]]]:
     """The statement that added the item at ``step``: that step's own line when it adds to the
     container, else the source's add into it (a hook runs inside another line); a function that is
-    handed the value by the loop (``meter.update(loss)``) is reported at the call."""
+    handed the value by the loop (``meter.update(loss)``) is reported at the call. The value is the
+    part of the added one that holds the graph (``loss`` of ``(loss, i)``); when more than one part
+    does (``(loss, pred)``), the whole value, with those parts and their tensors."""
     view = context.at(step)
-    tid = next((view.variable(k) for k in reversed(item_keys(context, cause.key)) if view.variable(k)), None)
+    key = _graph_key(view, item_keys(context, cause.key))
+    tid = view.variable(key) if key is not None else None
     names = {container_of(bare(n)) or bare(n) for n in view.names(tid)} if tid is not None else set()
     names.add(bare(cause.key))
     facts = context.facts(step)
@@ -55,9 +60,43 @@ def _place(context: Context, cause: Cause, step: int) -> Place:
         else:
             place = Place(context.line(step), facts)
     handed = caller(context, cause, step, tid, place)
-    if handed is None and place.value is not None and tid is not None:
-        place.value = _held_part(place.value, {bare(n) for n in view.names(tid)})
-    return handed or place
+    if handed is not None:
+        return handed, []
+    parts: list[tuple[ast.expr, str]] = []  # the parts of the added value that hold a graph
+    if place.value is not None and key is not None:
+        item = part_of(key)
+        siblings = [key] if item is None or item == cause.key else \
+            [k for k in view.keys(item) if _has_graph(view, view.variable(k))] or [key]
+        for k in siblings:
+            t = view.variable(k)
+            part = _held_part(place.value, {bare(n) for n in view.names(t)}, _path(k, cause.key)) \
+                if t is not None else place.value
+            if t is not None and all(part is not p for p, _t in parts):
+                parts.append((part, t))
+        if len(parts) == 1:
+            place.value = parts[0][0]  # the one part to cut
+        if len(parts) == 1 or any(p is place.value for p, _t in parts):
+            parts = []  # (one part, or one not found: the value is cut as a whole)
+    return place, parts
+
+
+def _has_graph(view: At, tid: str | None) -> bool:
+    fact = view.tensor(tid) if tid is not None else None
+    return fact is not None and fact.grad_fn is not None
+
+
+def _graph_key(view: At, keys: list[str]) -> str | None:
+    """The latest item key bound at the step whose tensor has a graph (``loss`` of ``(loss,
+    pred.detach())``), else the latest bound."""
+    bound = None
+    for key in reversed(keys):
+        tid = view.variable(key)
+        if tid is None:
+            continue
+        if _has_graph(view, tid):
+            return key
+        bound = bound or key
+    return bound
 
 
 def _parts(value: ast.expr) -> dict[str, ast.expr]:
@@ -78,22 +117,27 @@ def _parts(value: ast.expr) -> dict[str, ast.expr]:
     return {}
 
 
-def _held_part(value: ast.expr, names: set[str]) -> ast.expr:
+def _held_part(value: ast.expr, names: set[str], path: list[str]) -> ast.expr:
     """The part of an added value that holds the graph (``out`` of ``kept.append((out, i))``): the
-    part that names the kept tensor, or the one at the place its name in the container says
-    (``kept[3][0]``, ``kept[3]['loss']``, ``kept[3].loss``); the whole value when none does."""
+    part that names the kept tensor, or the one at the place its name in the container says (``path``:
+    ``[1]``, ``[0]`` for ``kept[3][1][0]``; ``['loss']``, ``.loss``); the whole value when none does."""
     parts = _parts(value)
     if not parts:
         return value
     named = [p for p in parts.values() if names.intersection(expr_keys(p))]
     if len(named) == 1:
-        return _held_part(named[0], names)
-    for name in names:
-        at = name.rindex("[") if name.endswith("]") else name.rfind(".")  # its last accessor
-        tail = name[at:] if at >= 0 else ""
-        if tail in parts:
-            return _held_part(parts[tail], names)
-    return value
+        return named[0]
+    if path and path[0] in parts:
+        return _held_part(parts[path[0]], names, path[1:])
+    deeper = [found for p in parts.values() if (found := _held_part(p, names, [])) is not p]
+    return deeper[0] if len(deeper) == 1 else value
+
+
+def _path(key: str, container: str) -> list[str]:
+    """The accessors of ``key`` inside the item it is part of: ``[1]``, ``[0]`` for ``kept[3][1][0]``
+    in ``kept``."""
+    steps = ACCESSOR.findall(key[len(container):]) if key.startswith(container) else []
+    return steps[1:]
 
 
 def _value_of(stmt: ast.stmt) -> ast.expr | None:
@@ -121,7 +165,7 @@ def kept_by_container(context: Context, cause: Cause) -> Diagnostic:
     steps = add_steps(context, cause)
     last = steps[-1] if steps else cause.run.last
     view = context.at(last)
-    place = _place(context, cause, last)
+    place, parts = _place(context, cause, last)
     holders = [t for t in cause.holders if view.tensor(t) is not None]
     scalar = all(view.tensor(t).shape == [] for t in holders)  # type: ignore[union-attr]
     life = lifetimes(context)
@@ -139,12 +183,15 @@ def kept_by_container(context: Context, cause: Cause) -> Diagnostic:
     if made_here and stmt is not None:
         patch = [wrap(lines, stmt, "with torch.no_grad():")]
     elif place.value is not None and stmt is not None:
-        call = "item()" if scalar and number_fits_place(context, place) else "detach()"
+        fits = number_fits_place(context, place)
+        call = "item()" if scalar and fits else "detach()"
         if isinstance(place.value, ast.List | ast.Tuple) and len(place.value.elts) == 1:
             target = place.value.elts[0]
         else:
             target = place.value
-        patch = [replace(lines, stmt, target, method(lines, target, call))]
+        edits = [(part, method(lines, part, "item()" if fits and _scalar(view, t) else "detach()"))
+                 for part, t in parts] or [(target, method(lines, target, call))]
+        patch = [replace_many(lines, stmt, edits)]
         new = shown(patch[0].text)
     growth = growth_per_iteration(context, steps)
     fields = {"line": place.line, "code": context.line_text(place.line), "name": name, "value": value_text,
@@ -187,6 +234,11 @@ def kept_by_container(context: Context, cause: Cause) -> Diagnostic:
         lines=sorted({context.line(last)} - {place.line}),
         bytes=max(round(growth[0]), 0) if growth is not None else None, patch=patch,
     )
+
+
+def _scalar(view: At, tid: str) -> bool:
+    fact = view.tensor(tid)
+    return fact is not None and fact.shape == []
 
 
 def _alive(context: Context, step: int, tids: list[str]) -> list[str]:
