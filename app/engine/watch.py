@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import sys
+from types import FrameType
 from typing import Any
 
 import torch
@@ -39,9 +40,23 @@ _Tensor = torch.Tensor
 _DISABLED = torch._C._disabled_torch_function_impl
 _function_modes = torch._C._len_torch_function_stack
 _getframe = sys._getframe
+_gettrace = sys.gettrace
+_settrace = sys.settrace
+_NO_KWARGS: dict[str, Any] = {}  # (never changed: a call's ``**kwargs`` is a new dict)
+# ``types`` with nothing but torch's own tensor and parameter types (see ``__torch_function__``)
+_PLAIN_TYPES = frozenset({(_Tensor,), (torch.nn.Parameter,), (_Tensor, torch.nn.Parameter),
+                          (torch.nn.Parameter, _Tensor)})
 
 WHOLE_SNAPSHOT = re.compile(r"\bset_\s*\(|swap_tensors|_swap_tensor_impl|__setstate__|\.metadata\b"
                             r"|\bregister_hooks\b")
+
+
+def _overridden(types: Any) -> bool:
+    """Whether a type among them (beside torch's own Tensor) has a __torch_function__ of its own."""
+    for type_ in types:
+        if type_ is not _Tensor and getattr(type_, "__torch_function__", None) is not _DISABLED:
+            return True
+    return False
 
 
 class Touches(TorchFunctionMode):
@@ -50,6 +65,9 @@ class Touches(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._plans: dict[Any, WritePlan] = {}
+        # the one-line call function of each call site, by its code's id and instruction (_site)
+        self._sites: dict[tuple[int, int], Any] = {}
+        self._codes: list[Any] = []
         self.tensors: set[int] = set()  # addresses of tensor objects
         self.storages: set[int] = set()  # where storages' bytes start (app.engine.ids.tensor_pointer)
         self.exposed: set[int] = set()  # storages whose memory was handed out
@@ -59,66 +77,101 @@ class Touches(TorchFunctionMode):
         self.whole = False
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        # (Flat, and no helper called that is not needed: each frame of the engine's is a call of the
-        # tracer's global trace function too, paid at every torch call of the snippet.)
-        # ``types``: the tensor types among the arguments, the snippet's subclasses that override
-        # __torch_function__ among them: the engine's own reads of those (versions, data pointers)
-        # must not call it — it is the snippet's code (``subclassed``).
-        plan = self._plans.get(func)
-        if plan is None:
-            plan = self._plans[func] = plan_of(func)
-        tensors = None  # those whose versions are compared across the call
-        if plan.kind != READS or kwargs:
-            kwargs = kwargs or {}
-            # torch lists plain tensors and parameters among ``types`` too (a call through a Python
-            # function's handle_torch_function, an attribute of a Parameter): neither runs Python
-            # code of the snippet's when read (a Parameter's __torch_function__ is torch's disabled
-            # one), and reading them plainly spares a DisableTorchFunction block each. A mode of the
-            # snippet's still on the stack below this one (this one pushed again during backward)
-            # would see the reads: then they are made with torch functions off too.
-            subclassed = _function_modes() > 0
-            if not subclassed:
-                for type_ in types:
-                    if type_ is not _Tensor and getattr(type_, "__torch_function__", None) is not _DISABLED:
-                        subclassed = True
-                        break
+        # The tracer's trace function is off while the engine's own bookkeeping runs, and on again
+        # for the call itself (the snippet's code it calls back — hooks, a subclass's
+        # __torch_function__ — and torch's backward entry are seen as before): while a trace
+        # function is set, Python 3.11 runs every bytecode of every frame on its slow path
+        # (unspecialised, its line looked up) and calls the trace function for each new frame —
+        # this method's and its helpers' too, at every torch call of the snippet.
+        trace = _gettrace()
+        if trace is not None:
+            _settrace(None)
+        try:
+            plan = self._plans.get(func)
+            if plan is None:
+                plan = self._plans[func] = plan_of(func)
+            if kwargs is None:
+                kwargs = _NO_KWARGS
+            tensors = before = None  # those whose versions are compared across the call
+            subclassed = False
             kind = plan.kind
-            if kind == READS:
-                self._note(plan.written(args, kwargs), WRITES, subclassed)  # ``out=``
-            elif kind == EXPOSES:
-                self._note(args, EXPOSES, subclassed)
-                self._note(tuple(kwargs.values()), WRITES, subclassed)
-            else:
-                # what it only reads is not marked (nor the storages under it)
-                written = args[:1] if plan.self_only and not kwargs else plan.written(args, kwargs)
-                self._note(written, WRITES, subclassed)
-                if plan.versions:
-                    tensors = tensors_in(args)
-                    if kwargs:
-                        tensors += tensors_in(kwargs.values())
-                    before = versions_of(tensors, subclassed)
-        elif kwargs is None:
-            kwargs = {}
-        # The call, made as the snippet made it (app.engine.calls; here, not in a helper there: a
-        # frame less at every torch call): from the frame above this one, or above a Python
-        # function's handle_torch_function and the function's first entry.
-        caller = _getframe(1)
-        if caller.f_code is HANDLE_TORCH_FUNCTION:
-            entry = caller.f_back  # the Python function's first entry
-            if entry is not None and entry.f_back is not None:
-                caller = entry.f_back
-        call = CALLS.get((caller.f_code.co_filename, caller.f_lineno))
-        if call is None or call.__globals__ is not caller.f_globals:
-            call = call_at(caller)
+            if kind != READS or (kwargs and not plan.keys.isdisjoint(kwargs)):
+                # ``types``: the tensor types among the arguments, the snippet's subclasses that
+                # override __torch_function__ among them: the engine's own reads of those (versions,
+                # data pointers) must not call it — it is the snippet's code (``subclassed``). torch
+                # lists plain tensors and parameters among them too (a Parameter's
+                # __torch_function__ is torch's disabled one): reading those plainly spares a
+                # DisableTorchFunction block each. A mode of the snippet's still on the stack below
+                # this one (this one pushed again during backward) would see the reads: then they
+                # are made with torch functions off too.
+                subclassed = _function_modes() > 0 or (
+                    (type(types) is not tuple or types not in _PLAIN_TYPES) and _overridden(types))
+                if kind == WRITES:
+                    # what it only reads is not marked (nor the storages under it); most writes
+                    # are of the first argument alone (``p.addcdiv_(a, b, value=-lr)``)
+                    if plan.self_only and (not kwargs or plan.keys.isdisjoint(kwargs)):
+                        self._note(args[:1], WRITES, subclassed)
+                    else:
+                        self._note(plan.written(args, kwargs), WRITES, subclassed)
+                    if plan.versions:
+                        tensors = tensors_in(args)
+                        if kwargs:
+                            tensors += tensors_in(kwargs.values())
+                        before = versions_of(tensors, subclassed)
+                elif kind == EXPOSES:
+                    self._note(args, EXPOSES, subclassed)
+                    self._note(tuple(kwargs.values()), WRITES, subclassed)
+                else:
+                    self._note(plan.written(args, kwargs), WRITES, subclassed)  # ``out=``
+            # The call, made as the snippet made it (app.engine.calls; here, not in a helper
+            # there: a frame less at every torch call): from the frame above this one, or above a
+            # Python function's handle_torch_function and the function's first entry. Its one-line
+            # function is looked up by the caller's code and instruction (``f_lineno`` walks the
+            # code's line table: a microsecond deep in a long function like Adam's).
+            caller = _getframe(1)
+            code = caller.f_code
+            if code is HANDLE_TORCH_FUNCTION:
+                entry = caller.f_back  # the Python function's first entry
+                if entry is not None and entry.f_back is not None:
+                    caller = entry.f_back
+                    code = caller.f_code
+            call = self._sites.get((id(code), caller.f_lasti))
+            if call is None or call.__globals__ is not caller.f_globals:
+                call = self._site(caller)
+        finally:
+            if trace is not None:
+                _settrace(trace)
         if tensors is None:
             return call(func, args, kwargs, caller)
         try:
             return call(func, args, kwargs, caller)
         finally:
             # what its insides wrote in place moved its version
+            self._moved(tensors, before, subclassed)
+
+    def _moved(self, tensors: list[torch.Tensor], before: Any, subclassed: bool) -> None:
+        trace = _gettrace()  # (not the one before the call: the call may have ended the tracing)
+        if trace is not None:
+            _settrace(None)
+        try:
             written = moved(tensors, before, subclassed)
             if written:
                 self._note(written, WRITES, subclassed)
+        finally:
+            if trace is not None:
+                _settrace(trace)
+
+    def _site(self, caller: FrameType) -> Any:
+        """The one-line function that makes a call from ``caller``'s file and line (app.engine.calls),
+        kept for its code and instruction while the run lasts (the code too: its ``id`` is not
+        reused while it is kept)."""
+        code = caller.f_code
+        call = CALLS.get((code.co_filename, caller.f_lineno))
+        if call is None or call.__globals__ is not caller.f_globals:
+            call = call_at(caller)
+        self._sites[(id(code), caller.f_lasti)] = call
+        self._codes.append(code)
+        return call
 
     def watch_again(self) -> bool:
         """Push this mode again if torch popped it (it does while one of its calls runs — and the

@@ -67,7 +67,7 @@ class WritePlan:
     are written, and each ``flagged`` entry ``(position, name, flag position, flag name)`` is when
     the flag argument is true. ``versions``: compare the tensor arguments' versions across the call."""
 
-    __slots__ = ("kind", "all_args", "positions", "names", "flagged", "versions", "self_only")
+    __slots__ = ("kind", "all_args", "positions", "names", "flagged", "versions", "self_only", "keys")
 
     def __init__(self, kind: int = READS, all_args: bool = False, positions: frozenset[int] = frozenset(),
                  names: frozenset[str] = frozenset(),
@@ -81,6 +81,9 @@ class WritePlan:
         # ``written`` of a call without keyword arguments is its first argument (``x.add_(y)``, most
         # writes): the mode takes it without the call of ``written``
         self.self_only = not all_args and positions == frozenset({0}) and not flagged
+        # the keyword arguments that may make ``written`` more than the positions say: a call with
+        # none of them writes its positions only (``p.addcdiv_(a, b, value=-lr)``: its first)
+        self.keys = names | {"out", "inplace"}
 
     def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """The arguments (tensors, or lists of them) this call writes, by what its schema says. (A
