@@ -43,8 +43,12 @@ HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
 # read by ``_back`` and app.engine.stacks), whose body is one line — given the caller's file and
 # line by ``call_at``. (A function, not a one-line module run by ``exec``: no dict of locals to
 # build and no exec to go through, at every torch call.)
-_CALL_CODE = compile("def _(__f, __a, __k, __c):\n    return __f(*__a, **__k)\n", "<call>",
-                     "exec").co_consts[0]
+# ``__t``: the tracer's trace function, which the engine's mode turned off for its own bookkeeping
+# (app.engine.watch): set again here, in the call's frame, not before it (a call of the trace
+# function less at every torch call: the frame starts untraced), on the call's one line.
+_CALL_CODE = next(const for const in compile(
+    "def _(__f, __a, __k, __c, __t=None, __s=None):\n    __t is None or __s(__t); return __f(*__a, **__k)\n",
+    "<call>", "exec").co_consts if isinstance(const, types.CodeType))
 
 
 def call_as_caller(caller: FrameType, func: Any, args: Any, kwargs: Any) -> Any:
@@ -66,7 +70,7 @@ def call_at(caller: FrameType) -> Any:
     # (the body's line is the one after the first: the function's first line is the caller's less one)
     code = _CALL_CODE.replace(co_filename=key[0], co_firstlineno=max(key[1], 1) - 1, co_name=CALL_FRAME,
                               co_qualname=CALL_FRAME)
-    call = CALLS[key] = types.FunctionType(code, caller.f_globals)
+    call = CALLS[key] = types.FunctionType(code, caller.f_globals, None, (None, sys.settrace))
     return call
 
 

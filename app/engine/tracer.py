@@ -174,6 +174,10 @@ class LineTracer:
         code = frame.f_code
         if code.co_filename != SNIPPET_FILENAME:
             if id(code) not in WATCHED_CODE:  # (nearly every call: torch's, the engine's own)
+                # no line events for it: each would be a call into the trace machinery, which
+                # finds no local trace function and returns (Python 3.11 makes one at every line
+                # of every frame while a trace function is set)
+                frame.f_trace_lines = False
                 return None
             if code is BACKWARD_ENTRY and self._on_backward is not None:
                 self._on_backward(frame, "call")

@@ -138,16 +138,26 @@ class Touches(TorchFunctionMode):
             call = self._sites.get((id(code), caller.f_lasti))
             if call is None or call.__globals__ is not caller.f_globals:
                 call = self._site(caller)
-        finally:
+        except BaseException:
             if trace is not None:
                 _settrace(trace)
-        if tensors is None:
-            return call(func, args, kwargs, caller)
+            raise
+        # (the call's frame sets the trace function again: app.engine.calls)
         try:
-            return call(func, args, kwargs, caller)
-        finally:
-            # what its insides wrote in place moved its version
-            self._moved(tensors, before, subclassed)
+            if tensors is None:
+                return call(func, args, kwargs, caller, trace)
+            try:
+                return call(func, args, kwargs, caller, trace)
+            finally:
+                # what its insides wrote in place moved its version
+                self._moved(tensors, before, subclassed)
+        except BaseException:
+            if trace is not None and _gettrace() is None:
+                # the call's frame failed before its first line (RecursionError); or the tracer
+                # went off on purpose inside it (app.engine.run._Unrecorded: past the step limit),
+                # which on again costs time only
+                _settrace(trace)
+            raise
 
     def _moved(self, tensors: list[torch.Tensor], before: Any, subclassed: bool) -> None:
         trace = _gettrace()  # (not the one before the call: the call may have ended the tracing)
