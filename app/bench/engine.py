@@ -221,9 +221,12 @@ def fresh_children() -> None:
 
 def _api_ms(sources: list[str]) -> list[list[float]]:
     """Milliseconds of ``POST /api/run`` (the delta format) per source, through a real server on its
-    defaults, after one run each to warm the server's own paths."""
+    defaults once its standby fork server is up, after one run each to warm the server's own paths."""
     server = BenchServer()
     try:
+        # the steady state, not the start: a standby fork server warming takes a core for seconds, and
+        # the first scenarios' requests would wait for it (leak ×1000: ≈ 600 ms then, ≈ 420 ms warm)
+        server.wait_until_warm()
         found = []
         with httpx.Client(timeout=120) as client:
             for source in sources:
