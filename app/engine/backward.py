@@ -12,6 +12,7 @@ hold no tensor beyond the hook call, so results, grads and errors are a plain ru
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -63,11 +64,19 @@ class BackwardWatch:
 
     def _hook(self, node: Any) -> Callable[..., None]:
         def post(grad_inputs: Any, grad_outputs: Any) -> None:
-            ran = NodeRan(node, tuple(grad_outputs), tuple(grad_inputs), self.frees, _snippet_frame())
-            if self.on_node(ran):
-                self.stepped += 1
-            else:
-                self.stepped_every_node = False
+            # torch calls this from C++ with the tracer's trace function still set: off for the
+            # engine's own bookkeeping, or each of its calls would be a trace event (on_node turns it
+            # off again while it reads; restored as found, for the rest of the pass)
+            trace = sys.gettrace()
+            sys.settrace(None)
+            try:
+                ran = NodeRan(node, tuple(grad_outputs), tuple(grad_inputs), self.frees, _snippet_frame())
+                if self.on_node(ran):
+                    self.stepped += 1
+                else:
+                    self.stepped_every_node = False
+            finally:
+                sys.settrace(trace)
 
         return post
 
@@ -120,8 +129,6 @@ def _graph(roots: Any) -> list[Any]:
 
 
 def _snippet_frame() -> FrameType | None:
-    import sys
-
     return snippet_frame_above(sys._getframe(2))
 
 
