@@ -22,13 +22,16 @@ VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset"
 
 @pytest.fixture
 def loop_running_here() -> Iterator[None]:
-    """This thread as a browser session leaves it: an event loop marked running in it."""
+    """This thread as a browser session leaves it: an event loop marked running in it. The loop it
+    replaces is put back (in the whole suite, the session's Playwright loop: marked not running, the
+    browser's connection is lost for every later browser test)."""
+    previous = asyncio.events._get_running_loop()
     loop = asyncio.new_event_loop()
     asyncio.events._set_running_loop(loop)
     try:
         yield
     finally:
-        asyncio.events._set_running_loop(None)
+        asyncio.events._set_running_loop(previous)
         loop.close()
 
 
