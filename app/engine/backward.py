@@ -64,9 +64,9 @@ class BackwardWatch:
 
     def _hook(self, node: Any) -> Callable[..., None]:
         def post(grad_inputs: Any, grad_outputs: Any) -> None:
-            # torch calls this from C++ with the tracer's trace function still set: off for the
-            # engine's own bookkeeping, or each of its calls would be a trace event (on_node turns it
-            # off again while it reads; restored as found, for the rest of the pass)
+            # torch calls this from C++ with the tracer's trace function still set: off for all of
+            # the engine's work here (``on_node`` reads the step with it off), or each of its calls
+            # would be a trace event; restored as found, for the rest of the pass
             trace = sys.gettrace()
             sys.settrace(None)
             try:

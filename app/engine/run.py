@@ -278,10 +278,8 @@ def trace_delta(
         scope["printed"] += len(printed)
         streams = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = DISCARD  # type: ignore[assignment]
-        # torch calls the hook from C++, not from our trace function, so tracing is still on: turn it
-        # off while we read, or every call the engine makes would be a trace event.
-        trace = sys.gettrace()
-        sys.settrace(None)
+        # (tracing is off here: the node's hook turned it off for all of the engine's work,
+        # app.engine.backward.BackwardWatch)
         try:
             cuda_on_cpu.node_ran(ran.node, ran.received, ran.sent)  # its gradients' device, if simulating
             scopes = snippet_scopes(ran.frame, scope["namespace"])
@@ -296,7 +294,6 @@ def trace_delta(
         except Exception as exc:
             raise EngineFailure(f"{type(exc).__name__}: {exc}") from exc
         finally:
-            sys.settrace(trace)
             touches.clear()
             sys.stdout, sys.stderr = streams
         return True

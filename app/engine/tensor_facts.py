@@ -130,18 +130,11 @@ class TensorFacts:
             nbytes = described["nbytes"] if described is not None else None
         if nbytes != checked:
             return None
-        on_storage = self.by_storage.get(sid)
-        if on_storage is None:
-            self.by_storage[sid] = [tid]
-        else:
-            on_storage.append(tid)
         if fresh:
             self.storages[sid] = storage
             if storage["values"] is not None and not (fact["is_conj"] or fact["is_neg"]):
                 self._storage_reads[sid] = (t.dtype, storage["values"])
-        described = self.storages.get(sid) or run.storages.get(sid)
-        if described is not None and described["dtype"] != dtype_text:
-            run.mixed_dtypes.add(sid)
+        self._met_on_storage(tid, sid, dtype_text)
         if base is not None:
             self.add_tensor(base, base_object)
         return dict(fact)
@@ -166,14 +159,7 @@ class TensorFacts:
         conj, neg = t.is_conj(), t.is_neg()
         storage_id = self._storage(t, tid, dtype, dtype_text, conj or neg) if not unavailable else None
         if storage_id is not None:
-            on_storage = self.by_storage.get(storage_id)
-            if on_storage is None:
-                self.by_storage[storage_id] = [tid]
-            else:
-                on_storage.append(tid)
-            described = self.storages.get(storage_id) or self.run.storages.get(storage_id)
-            if described is not None and described["dtype"] != dtype_text:
-                self.run.mixed_dtypes.add(storage_id)  # (SnapshotTaker.mixed_dtypes)
+            self._met_on_storage(tid, storage_id, dtype_text)
         try:
             version: int | None = t._version
         except RuntimeError:  # inference tensors keep no version counter
@@ -230,6 +216,19 @@ class TensorFacts:
         if invalid is not None:
             unavailable["grad_fn"] = invalid
         return fact
+
+    def _met_on_storage(self, tid: str, sid: str, dtype_text: str) -> None:
+        """``tid`` read on storage ``sid`` (described at this step or before) as ``dtype_text``: listed
+        among the storage's tensors, and the storage marked as read through several dtypes when it
+        was described through another (``SnapshotTaker.mixed_dtypes``)."""
+        on_storage = self.by_storage.get(sid)
+        if on_storage is None:
+            self.by_storage[sid] = [tid]
+        else:
+            on_storage.append(tid)
+        described = self.storages.get(sid) or self.run.storages.get(sid)
+        if described is not None and described["dtype"] != dtype_text:
+            self.run.mixed_dtypes.add(sid)
 
     def _within_storage(self, t: torch.Tensor, storage_id: str | None, shape: list[int], stride: list[int],
                         offset: int, numel: int) -> bool:
