@@ -36,9 +36,6 @@ from app.engine.tracer import CALL_FRAME  # (the call's frame: one the tracer sk
 # One function per caller's file and line, called in the caller's globals (kept for the last globals
 # seen there: a run's namespace is a new dict, torch's modules are not).
 CALLS: dict[tuple[str, int], Any] = {}
-# A torch function written in Python (F.softmax) reaches the mode through torch's
-# handle_torch_function, called from the function's own first frame: its caller is two frames up.
-HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
 # The call's code: a function of the call, its arguments and the caller it stands for (``__c``,
 # read by ``_back`` and app.engine.stacks), whose body is one line — given the caller's file and
 # line by ``call_at``. (A function, not a one-line module run by ``exec``: no dict of locals to

@@ -13,19 +13,25 @@ exception reach a snippet frame: what is left is the traceback plain torch gives
 from __future__ import annotations
 
 import os
-from types import TracebackType
+from types import CodeType, TracebackType
 
 import torch
 
 # The name of the engine's one-line call frames, made on the snippet's behalf (app.engine.calls).
 CALL_FRAME = "<torch-call>"
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
+# A torch function written in Python (F.softmax) reaches the mode through torch's
+# handle_torch_function, called from the function's own first frame: its caller is two frames up.
+HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
+
+
+def engine_code(code: CodeType) -> bool:
+    """Whether ``code`` is the engine's: a one-line call frame, or a function of ``app/engine``."""
+    return code.co_name == CALL_FRAME or code.co_filename.startswith(_ENGINE_DIR)
 
 
 def _ours(tb: TracebackType) -> bool:
-    code = tb.tb_frame.f_code
-    return code.co_name == CALL_FRAME or code.co_filename.startswith(_ENGINE_DIR)
+    return engine_code(tb.tb_frame.f_code)
 
 
 def hide_engine_frames(head: TracebackType | None) -> None:
@@ -42,7 +48,7 @@ def hide_engine_frames(head: TracebackType | None) -> None:
     if not any(drop):
         return  # (the common case: nothing of ours below)
     for index in range(1, len(entries) - 1):
-        if entries[index].tb_frame.f_code is _HANDLE_TORCH_FUNCTION and drop[index + 1]:
+        if entries[index].tb_frame.f_code is HANDLE_TORCH_FUNCTION and drop[index + 1]:
             drop[index] = True
             drop[index - 1] = index - 1 > 0  # (the head stays: its frame is the one running)
     kept = [entry for entry, dropped in zip(entries, drop, strict=True) if not dropped]

@@ -12,23 +12,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import torch
 import torch.jit._trace as jit_trace
 
-from app.engine.frames import CALL_FRAME
-
-_ENGINE_DIR = str(Path(__file__).resolve().parent)
-_HANDLE_TORCH_FUNCTION = torch.overrides.handle_torch_function.__code__
+from app.engine.frames import HANDLE_TORCH_FUNCTION, engine_code
 
 
 def _ours(frame: FrameType) -> bool:
     code = frame.f_code
-    return (code.co_name == CALL_FRAME or code is _HANDLE_TORCH_FUNCTION
-            or code.co_filename.startswith(_ENGINE_DIR))
+    return code is HANDLE_TORCH_FUNCTION or engine_code(code)
 
 
 def _plain_back(frame: FrameType | None) -> FrameType | None:
@@ -36,7 +31,7 @@ def _plain_back(frame: FrameType | None) -> FrameType | None:
     ``handle_torch_function`` with the first entry of the function that called it (its body runs in a
     second entry, below the engine's call: the one a plain run has; as ``frames.hide_engine_frames``)."""
     while frame is not None and _ours(frame):
-        if frame.f_code is _HANDLE_TORCH_FUNCTION:
+        if frame.f_code is HANDLE_TORCH_FUNCTION:
             frame = frame.f_back
         frame = frame.f_back if frame is not None else None
     return frame

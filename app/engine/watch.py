@@ -28,7 +28,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from app.engine.calls import CALLS, HANDLE_TORCH_FUNCTION, call_at
+from app.engine.calls import CALLS, call_at
+from app.engine.frames import HANDLE_TORCH_FUNCTION
 from app.engine.ids import tensor_pointer
 from app.engine.writes import EXPOSES, READS, WRITES, WritePlan, moved, plan_of, tensors_in, versions_of
 
